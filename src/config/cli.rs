@@ -1,0 +1,640 @@
+//! The command line: nats-server's flags (as its users type them), the config file they
+//! may name, and the merge of defaults < config file < flags into one [`Config`].
+//!
+//! nats-server parses flags with Go's `flag` package, where `-port 4222`, `-js` and
+//! `-sd /x` are normal. clap wants `--long` names and single-letter shorts, so
+//! [`rewrite_args`] first translates, for tokens in flag position only:
+//!
+//! * `-js` -> `--jetstream`, `-sd` -> `--store_dir` (also `-sd=/x`);
+//! * `-DV`, `-VD`, `-DVV` -> `-D -V`, and `-VV` -> `-V` (jetraft has one trace level);
+//! * `-<long name>` -> `--<long name>` for jetraft's own long names (`-port=4222` too).
+//!
+//! A token that is the value of the previous flag (`--pass -js`) is never rewritten, nor
+//! is anything after `--`.
+
+use std::ffi::OsString;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+
+use clap::error::ErrorKind;
+use clap::{ArgAction, Parser};
+
+use super::file::{self, FileConfig};
+use super::{Auth, Config, ConfigError, Logging};
+
+/// nats-server's documented ceiling for `max_payload`.
+pub const MAX_PAYLOAD_LIMIT: usize = 64 * 1024 * 1024;
+/// Above this nats-server warns that large payloads hurt performance (`MAX_PAYLOAD_MAX_SIZE`).
+const MAX_PAYLOAD_WARN: usize = 8 * 1024 * 1024;
+
+/// jetraft's flags, spelled as nats-server spells them.
+#[derive(Debug, Parser)]
+#[command(
+    name = "jetraft",
+    version,
+    about = "A NATS-compatible message broker in which every stream is a Raft group",
+    disable_version_flag = true,
+    disable_help_flag = true,
+    args_override_self = true,
+    after_help = "Single-dash nats-server spellings work too: -js, -sd DIR, -DV, -port 4222, -user NAME, ..."
+)]
+pub struct Cli {
+    /// Host address to bind [default: 0.0.0.0] (nats-server: -a, --addr, --net)
+    #[arg(short = 'a', long = "addr", alias = "net", value_name = "HOST")]
+    pub addr: Option<String>,
+
+    /// Client port, 0 = any free port [default: 4222] (nats-server: -p, --port)
+    #[arg(short = 'p', long = "port", value_name = "PORT")]
+    pub port: Option<u16>,
+
+    /// Server name (nats-server: -n, --name, --server_name)
+    #[arg(
+        short = 'n',
+        long = "server_name",
+        alias = "name",
+        value_name = "NAME",
+        allow_hyphen_values = true
+    )]
+    pub server_name: Option<String>,
+
+    /// Config file in nats-server format (nats-server: -c, --config)
+    #[arg(
+        short = 'c',
+        long = "config",
+        value_name = "FILE",
+        allow_hyphen_values = true
+    )]
+    pub config: Option<PathBuf>,
+
+    /// HTTP monitoring port, bound on --addr (nats-server: -m, --http_port)
+    #[arg(short = 'm', long = "http_port", value_name = "PORT")]
+    pub http_port: Option<u16>,
+
+    /// Enable JetStream (nats-server: -js, --jetstream)
+    #[arg(long = "jetstream")]
+    pub jetstream: bool,
+
+    /// JetStream dir [default: ./jetraft-data] (nats-server: -sd, --store_dir)
+    #[arg(long = "store_dir", value_name = "DIR", allow_hyphen_values = true)]
+    pub store_dir: Option<PathBuf>,
+
+    /// Max payload, e.g. 512KB, 8MB [default: 1MB] (nats-server: config only)
+    #[arg(long = "max_payload", value_name = "SIZE", value_parser = parse_size_arg)]
+    pub max_payload: Option<usize>,
+
+    /// User required for connections (nats-server: --user)
+    #[arg(long = "user", value_name = "USER", allow_hyphen_values = true)]
+    pub user: Option<String>,
+
+    /// Password required for connections (nats-server: --pass)
+    #[arg(long = "pass", value_name = "PASSWORD", allow_hyphen_values = true)]
+    pub pass: Option<String>,
+
+    /// Authorization token required for connections (nats-server: --auth)
+    #[arg(long = "auth", value_name = "TOKEN", allow_hyphen_values = true)]
+    pub auth: Option<String>,
+
+    /// Debug logging; -DV = -D -V (nats-server: -D, --debug)
+    #[arg(short = 'D', long = "debug")]
+    pub debug: bool,
+
+    /// Trace the raw protocol; -DV = -D -V (nats-server: -V, --trace)
+    #[arg(short = 'V', long = "trace")]
+    pub trace: bool,
+
+    /// Print version and exit (nats-server: -v, --version)
+    #[arg(short = 'v', long = "version", action = ArgAction::Version)]
+    version: Option<bool>,
+
+    /// Print this help (nats-server: -h, --help)
+    #[arg(short = 'h', long = "help", action = ArgAction::Help)]
+    help: Option<bool>,
+}
+
+/// Why [`load`] produced no [`Config`].
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// Help or version output, or a command-line usage error; `Display` is clap's text.
+    #[error(transparent)]
+    Clap(#[from] clap::Error),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+}
+
+impl LoadError {
+    /// The process exit code: 0 after `--help`/`--version`, 1 for every error.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            LoadError::Clap(e)
+                if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) =>
+            {
+                0
+            }
+            _ => 1,
+        }
+    }
+}
+
+/// Builds the [`Config`] from `args` (including argv[0]) and the config file they name.
+pub fn load<I, T>(args: I) -> Result<Config, LoadError>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = Cli::try_parse_from(rewrite_args(args.into_iter().map(Into::into)))?;
+    let file = match &cli.config {
+        Some(path) => file::load(path)?,
+        None => FileConfig::default(),
+    };
+    Ok(resolve(&cli, file)?)
+}
+
+/// Long names that take a value; Go-style `-name` is rewritten to `--name`.
+const VALUE_LONGS: &[&str] = &[
+    "addr",
+    "net",
+    "port",
+    "server_name",
+    "name",
+    "config",
+    "http_port",
+    "store_dir",
+    "max_payload",
+    "user",
+    "pass",
+    "auth",
+];
+const FLAG_LONGS: &[&str] = &["jetstream", "debug", "trace", "help", "version"];
+const VALUE_SHORTS: &str = "apncm";
+const FLAG_SHORTS: &str = "DVhv";
+
+/// Translates nats-server's Go-style flags into clap's spelling (see the module docs).
+pub fn rewrite_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
+    let mut args = args.into_iter();
+    let mut out: Vec<OsString> = args.next().into_iter().collect(); // argv[0]
+    let mut verbatim = false; // after `--`
+    let mut value_next = false; // the previous flag wants this token as its value
+    for arg in args {
+        match arg.to_str() {
+            Some(s) if !verbatim && !value_next => {
+                verbatim = s == "--";
+                let (tokens, wants_value) = rewrite_flag(s);
+                value_next = wants_value;
+                out.extend(tokens.into_iter().map(OsString::from));
+            }
+            _ => {
+                value_next = false;
+                out.push(arg);
+            }
+        }
+    }
+    out
+}
+
+/// One token in flag position -> its clap spelling, and whether the next token is its value.
+fn rewrite_flag(token: &str) -> (Vec<String>, bool) {
+    let keep = |wants_value| (vec![token.to_string()], wants_value);
+    if let Some(long) = token.strip_prefix("--") {
+        return keep(!long.contains('=') && VALUE_LONGS.contains(&long));
+    }
+    let Some(body) = token.strip_prefix('-').filter(|b| !b.is_empty()) else {
+        return keep(false);
+    };
+    let (name, value) = match body.split_once('=') {
+        Some((name, value)) => (name, Some(value)),
+        None => (body, None),
+    };
+    let long = match name {
+        "js" => Some("jetstream"),
+        "sd" => Some("store_dir"),
+        _ if name.len() > 1 && (VALUE_LONGS.contains(&name) || FLAG_LONGS.contains(&name)) => {
+            Some(name)
+        }
+        _ => None,
+    };
+    if let Some(long) = long {
+        let wants_value = value.is_none() && VALUE_LONGS.contains(&long);
+        return match value {
+            Some(v) => (vec![format!("--{long}={v}")], false),
+            None => (vec![format!("--{long}")], wants_value),
+        };
+    }
+    match body {
+        "DV" | "VD" | "DVV" => (vec!["-D".into(), "-V".into()], false),
+        "VV" => (vec!["-V".into()], false),
+        // A cluster of shorts such as `-p` or `-Dp` takes the next token if its last one does.
+        _ => {
+            let (init, last) =
+                body.split_at(body.len() - body.chars().last().map_or(0, char::len_utf8));
+            keep(init.chars().all(|c| FLAG_SHORTS.contains(c)) && VALUE_SHORTS.contains(last))
+        }
+    }
+}
+
+fn parse_size_arg(text: &str) -> Result<usize, String> {
+    let n = file::parse_size(text)?;
+    usize::try_from(n).map_err(|_| format!("'{text}' must not be negative"))
+}
+
+/// Lays the command line over the file over the defaults, then checks the result.
+pub fn resolve(cli: &Cli, file: FileConfig) -> Result<Config, ConfigError> {
+    let defaults = Config::default();
+    let host = cli
+        .addr
+        .clone()
+        .or(file.host)
+        .unwrap_or_else(|| defaults.listen.ip().to_string());
+    let port = cli.port.or(file.port).unwrap_or(defaults.listen.port());
+    let http = match cli.http_port.or(file.http_port) {
+        Some(http_port) => Some(socket_addr(
+            "http",
+            file.http_host.as_deref().unwrap_or(&host),
+            http_port,
+        )?),
+        None => None,
+    };
+    let flag_auth = cli.user.is_some() || cli.pass.is_some() || cli.auth.is_some();
+    // Credentials come whole from one source: flags replace the file's, never mix with them.
+    let auth = if flag_auth {
+        auth(
+            ["--user", "--pass", "--auth"],
+            cli.user.clone(),
+            cli.pass.clone(),
+            cli.auth.clone(),
+        )?
+    } else {
+        let keys = [
+            "authorization.user",
+            "authorization.password",
+            "authorization.token",
+        ];
+        auth(keys, file.user, file.password, file.token)?
+    };
+    let config = Config {
+        listen: socket_addr("addr", &host, port)?,
+        server_name: cli.server_name.clone().or(file.server_name),
+        http,
+        jetstream: cli.jetstream || file.jetstream.unwrap_or(false),
+        store_dir: cli
+            .store_dir
+            .clone()
+            .or(file.store_dir)
+            .unwrap_or(defaults.store_dir),
+        max_payload: cli
+            .max_payload
+            .or(file.max_payload)
+            .unwrap_or(defaults.max_payload),
+        max_control_line: file.max_control_line.unwrap_or(defaults.max_control_line),
+        max_pending: file.max_pending.unwrap_or(defaults.max_pending),
+        max_connections: file.max_connections.unwrap_or(defaults.max_connections),
+        ping_interval: file.ping_interval.unwrap_or(defaults.ping_interval),
+        ping_max: file.ping_max.unwrap_or(defaults.ping_max),
+        auth,
+        auth_timeout: file.auth_timeout.unwrap_or(defaults.auth_timeout),
+        logging: Logging {
+            debug: cli.debug || file.debug.unwrap_or(false),
+            trace: cli.trace || file.trace.unwrap_or(false),
+        },
+    };
+    validate(&config)?;
+    Ok(config)
+}
+
+fn invalid(key: &str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        key: key.to_string(),
+        message: message.into(),
+    }
+}
+
+/// One of user+password or token, named `keys` (user, password, token) in errors.
+fn auth(
+    keys: [&str; 3],
+    user: Option<String>,
+    pass: Option<String>,
+    token: Option<String>,
+) -> Result<Auth, ConfigError> {
+    let [user_key, pass_key, token_key] = keys;
+    for (key, value) in [(user_key, &user), (pass_key, &pass), (token_key, &token)] {
+        if value.as_deref() == Some("") {
+            return Err(invalid(key, "must not be empty"));
+        }
+    }
+    match (user, pass, token) {
+        (None, None, None) => Ok(Auth::None),
+        (Some(user), Some(pass), None) => Ok(Auth::UserPass { user, pass }),
+        (None, None, Some(token)) => Ok(Auth::Token(token)),
+        (_, _, Some(_)) => Err(invalid(
+            token_key,
+            format!("cannot be combined with {user_key}/{pass_key}"),
+        )),
+        (Some(_), None, None) => Err(invalid(user_key, format!("requires {pass_key}"))),
+        (None, Some(_), None) => Err(invalid(pass_key, format!("requires {user_key}"))),
+    }
+}
+
+/// Resolves `host` (an IP address, `[v6]`, or a name such as `localhost`) with `port`.
+fn socket_addr(key: &str, host: &str, port: u16) -> Result<SocketAddr, ConfigError> {
+    let bare = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    if let Ok(ip) = bare.parse::<IpAddr>() {
+        return Ok(SocketAddr::new(ip, port));
+    }
+    (bare, port)
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut addrs| addrs.next())
+        .ok_or_else(|| invalid(key, format!("cannot resolve host '{host}'")))
+}
+
+fn validate(config: &Config) -> Result<(), ConfigError> {
+    let limit = MAX_PAYLOAD_LIMIT;
+    if config.max_payload == 0 || config.max_payload > limit {
+        return Err(invalid(
+            "max_payload",
+            format!("{} is outside 1..={limit} (64MiB)", config.max_payload),
+        ));
+    }
+    if config.max_payload > config.max_pending {
+        return Err(invalid(
+            "max_payload",
+            format!(
+                "{} cannot exceed max_pending ({})",
+                config.max_payload, config.max_pending
+            ),
+        ));
+    }
+    if config.max_payload > MAX_PAYLOAD_WARN {
+        tracing::warn!(
+            max_payload = config.max_payload,
+            "payloads over 8MB are discouraged and may hurt performance"
+        );
+    }
+    if config.ping_interval.is_zero() {
+        return Err(invalid("ping_interval", "must be greater than zero"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn argv(args: &[&str]) -> Vec<String> {
+        std::iter::once("jetraft")
+            .chain(args.iter().copied())
+            .map(String::from)
+            .collect()
+    }
+
+    fn load_ok(args: &[&str]) -> Config {
+        load(argv(args)).unwrap_or_else(|e| panic!("{args:?} should load: {e}"))
+    }
+
+    fn rewritten(args: &[&str]) -> Vec<String> {
+        let out = rewrite_args(argv(args).into_iter().map(OsString::from));
+        out.into_iter()
+            .skip(1)
+            .map(|s| s.into_string().expect("utf-8"))
+            .collect()
+    }
+
+    fn invalid_key(args: &[&str]) -> String {
+        match load(argv(args)) {
+            Err(LoadError::Config(ConfigError::Invalid { key, .. })) => key,
+            other => panic!("{args:?}: expected an invalid value, got {other:?}"),
+        }
+    }
+
+    fn with_file(text: &str, args: &[&str]) -> Result<Config, LoadError> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("jetraft.conf");
+        std::fs::write(&path, text).expect("write config");
+        let path = path.to_str().expect("utf-8 path");
+        load(argv(&[&["-c", path][..], args].concat()))
+    }
+
+    #[test]
+    fn defaults() {
+        let c = load_ok(&[]);
+        assert_eq!(c.listen, SocketAddr::from(([0, 0, 0, 0], 4222)));
+        assert_eq!((c.http, c.jetstream, c.auth), (None, false, Auth::None));
+        assert_eq!(c.store_dir, Config::default().store_dir);
+        assert_eq!(c.logging, Logging::default());
+    }
+
+    #[test]
+    fn rewrite_translates_only_flag_positions() {
+        assert_eq!(
+            rewritten(&["-js", "-sd", "/tmp/x"]),
+            ["--jetstream", "--store_dir", "/tmp/x"]
+        );
+        assert_eq!(rewritten(&["-DV"]), ["-D", "-V"]);
+        assert_eq!(
+            rewritten(&["-port", "4222", "-sd=/x"]),
+            ["--port", "4222", "--store_dir=/x"]
+        );
+        assert_eq!(
+            rewritten(&["--pass", "-js", "-user", "-DV"]),
+            ["--pass", "-js", "--user", "-DV"]
+        );
+        assert_eq!(
+            rewritten(&["-p", "-js", "-Dc", "-sd"]),
+            ["-p", "-js", "-Dc", "-sd"]
+        );
+        assert_eq!(rewritten(&["--", "-js"]), ["--", "-js"]);
+    }
+
+    #[test]
+    fn nats_server_spellings() {
+        let c = load_ok(&[
+            "-js",
+            "-sd",
+            "/tmp/x",
+            "-DV",
+            "-port",
+            "4333",
+            "-addr",
+            "127.0.0.1",
+        ]);
+        assert!(c.jetstream && c.logging.debug && c.logging.trace);
+        assert_eq!(c.store_dir, PathBuf::from("/tmp/x"));
+        assert_eq!(c.listen, SocketAddr::from(([127, 0, 0, 1], 4333)));
+        let c = load_ok(&[
+            "--store_dir=/y",
+            "-p",
+            "1",
+            "--net",
+            "::1",
+            "-n",
+            "n1",
+            "-m",
+            "8222",
+        ]);
+        assert_eq!(c.store_dir, PathBuf::from("/y"));
+        assert_eq!(c.listen, "[::1]:1".parse().unwrap());
+        assert_eq!(c.http, Some("[::1]:8222".parse().unwrap()));
+        assert_eq!(c.server_name.as_deref(), Some("n1"));
+        assert_eq!(load_ok(&["-sd=/z", "-VD"]).store_dir, PathBuf::from("/z"));
+        assert_eq!(
+            load_ok(&["-server_name=a", "--name", "b"])
+                .server_name
+                .as_deref(),
+            Some("b")
+        );
+    }
+
+    #[test]
+    fn hyphen_values_stay_values() {
+        let c = load_ok(&["--user", "-js", "-pass", "-DV"]);
+        assert_eq!(
+            c.auth,
+            Auth::UserPass {
+                user: "-js".into(),
+                pass: "-DV".into()
+            }
+        );
+        assert!(!c.jetstream && !c.logging.debug);
+        assert_eq!(load_ok(&["-auth", "-sd"]).auth, Auth::Token("-sd".into()));
+    }
+
+    #[test]
+    fn max_payload_sizes_and_limits() {
+        assert_eq!(load_ok(&["--max_payload", "1MB"]).max_payload, 1 << 20);
+        assert_eq!(load_ok(&["-max_payload", "512KB"]).max_payload, 512 << 10);
+        assert_eq!(load_ok(&["--max_payload=1MiB"]).max_payload, 1 << 20);
+        assert_eq!(load_ok(&["--max_payload", "2000"]).max_payload, 2000);
+        assert_eq!(load_ok(&["--max_payload", "64MB"]).max_payload, 64 << 20);
+        assert_eq!(invalid_key(&["--max_payload", "65MB"]), "max_payload");
+        assert_eq!(invalid_key(&["--max_payload", "0"]), "max_payload");
+        assert!(matches!(
+            load(argv(&["--max_payload", "lots"])),
+            Err(LoadError::Clap(_))
+        ));
+    }
+
+    #[test]
+    fn auth_must_be_complete_and_single() {
+        assert_eq!(invalid_key(&["--user", "a"]), "--user");
+        assert_eq!(invalid_key(&["--pass", "b"]), "--pass");
+        assert_eq!(
+            invalid_key(&["--user", "a", "--pass", "b", "--auth", "t"]),
+            "--auth"
+        );
+        assert_eq!(invalid_key(&["--auth", ""]), "--auth");
+        assert_eq!(load_ok(&["--auth", "t"]).auth, Auth::Token("t".into()));
+    }
+
+    #[test]
+    fn bad_values_are_usage_errors() {
+        for args in [
+            &["-p", "70000"][..],
+            &["-p", "x"],
+            &["--bogus"],
+            &["-js=maybe"],
+            &["-sd"],
+        ] {
+            let e = load(argv(args)).expect_err("should fail");
+            assert!(matches!(e, LoadError::Clap(_)), "{args:?}: {e:?}");
+            assert_eq!(e.exit_code(), 1, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn help_and_version_exit_zero() {
+        for flag in ["--help", "-h", "-help", "--version", "-v", "-version"] {
+            let e = load(argv(&[flag])).expect_err("help/version stop the load");
+            assert_eq!(e.exit_code(), 0, "{flag}");
+        }
+        let help = load(argv(&["--help"])).expect_err("help").to_string();
+        for needle in [
+            "--addr",
+            "--net",
+            "-js",
+            "--store_dir",
+            "--max_payload",
+            "--user",
+            "--pass",
+            "--auth",
+            "-DV",
+        ] {
+            assert!(help.contains(needle), "help lacks {needle}:\n{help}");
+        }
+    }
+
+    #[test]
+    fn flags_override_file_over_defaults() {
+        let text =
+            "listen: 127.0.0.1:5000\nserver_name: from-file\nhttp_port: 8000\nmax_payload: 2MB\n\
+                    ping_interval: \"5s\"\njetstream { store_dir: /file/js }\ndebug: true\n\
+                    authorization { token: file-token, timeout: 3 }\n";
+        let c = with_file(text, &[]).expect("file only");
+        assert_eq!(c.listen, SocketAddr::from(([127, 0, 0, 1], 5000)));
+        assert_eq!(c.http, Some(SocketAddr::from(([127, 0, 0, 1], 8000))));
+        assert_eq!(
+            (c.max_payload, c.ping_interval),
+            (2 << 20, Duration::from_secs(5))
+        );
+        assert!(c.jetstream && c.logging.debug && !c.logging.trace);
+        assert_eq!(c.store_dir, PathBuf::from("/file/js"));
+        assert_eq!(c.auth, Auth::Token("file-token".into()));
+        assert_eq!(c.auth_timeout, Duration::from_secs(3));
+        assert_eq!(c.max_control_line, Config::default().max_control_line);
+
+        let args = [
+            "-p",
+            "6000",
+            "-n",
+            "from-flag",
+            "-m",
+            "9000",
+            "-sd",
+            "/flag/js",
+            "--user",
+            "u",
+            "--pass",
+            "p",
+        ];
+        let c = with_file(text, &args).expect("file and flags");
+        assert_eq!(c.listen, SocketAddr::from(([127, 0, 0, 1], 6000)));
+        assert_eq!(c.http, Some(SocketAddr::from(([127, 0, 0, 1], 9000))));
+        assert_eq!(c.server_name.as_deref(), Some("from-flag"));
+        assert_eq!(c.store_dir, PathBuf::from("/flag/js"));
+        assert_eq!(
+            c.auth,
+            Auth::UserPass {
+                user: "u".into(),
+                pass: "p".into()
+            }
+        );
+        assert_eq!(c.max_payload, 2 << 20);
+    }
+
+    #[test]
+    fn file_errors_surface_as_config_errors() {
+        let e = with_file("port: 1\nport 2 3\n", &[]).expect_err("syntax error");
+        assert!(
+            matches!(e, LoadError::Config(ConfigError::Parse { line: 2, .. })),
+            "{e:?}"
+        );
+        assert_eq!(e.exit_code(), 1);
+        let e = with_file("authorization { user: a }", &[]).expect_err("user without password");
+        assert!(
+            matches!(e, LoadError::Config(ConfigError::Invalid { ref key, .. }) if key == "authorization.user")
+        );
+        let e = with_file("max_payload: 2MB\nmax_pending: 1MB", &[])
+            .expect_err("payload above pending");
+        assert!(e.to_string().contains("max_pending"), "{e}");
+        let e = load(argv(&["-c", "/nonexistent/jetraft.conf"])).expect_err("missing file");
+        assert!(matches!(e, LoadError::Config(ConfigError::Read { .. })));
+    }
+
+    #[test]
+    fn hostnames_resolve() {
+        assert!(load_ok(&["-a", "localhost"]).listen.ip().is_loopback());
+        assert_eq!(invalid_key(&["-a", "no such host"]), "addr");
+    }
+}

@@ -1,0 +1,71 @@
+//! The `jetraft` binary: command line → `Config`, tracing, run the node until SIGINT/SIGTERM,
+//! then drain and exit.
+
+use anyhow::Context;
+use jetraft::config::{cli, Logging};
+use jetraft::server::Server;
+use tracing_subscriber::EnvFilter;
+
+fn main() {
+    let config = match cli::load(std::env::args_os()) {
+        Ok(config) => config,
+        Err(err) => {
+            let code = err.exit_code();
+            match err {
+                cli::LoadError::Clap(clap_err) => {
+                    let _ = clap_err.print();
+                }
+                other => eprintln!("jetraft: {other}"),
+            }
+            std::process::exit(code);
+        }
+    };
+    init_tracing(config.logging);
+    if let Err(err) = run(config) {
+        tracing::error!("{err:#}");
+        eprintln!("jetraft: {err:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run(config: jetraft::config::Config) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        let listen = config.listen;
+        let server = Server::start(config)
+            .await
+            .with_context(|| format!("cannot start listening on {listen}"))?;
+        wait_for_signal().await?;
+        server.shutdown().await;
+        Ok(())
+    })
+}
+
+async fn wait_for_signal() -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut interrupt = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+    let mut terminate = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+    tokio::select! {
+        _ = interrupt.recv() => tracing::info!("trapped SIGINT"),
+        _ = terminate.recv() => tracing::info!("trapped SIGTERM"),
+    }
+    Ok(())
+}
+
+/// `-D` → debug, `-V` → trace; `RUST_LOG` overrides both.
+fn init_tracing(logging: Logging) {
+    let level = match (logging.debug, logging.trace) {
+        (_, true) => "jetraft=trace,info",
+        (true, false) => "jetraft=debug,info",
+        _ => "info",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+}

@@ -1,0 +1,106 @@
+//! `/metrics`: the `/varz` counters in Prometheus text exposition format.
+
+use std::fmt::Write;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+
+use super::varz::Varz;
+use crate::server::ServerShared;
+
+pub async fn handler(State(shared): State<Arc<ServerShared>>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        render(&Varz::collect(&shared)),
+    )
+}
+
+pub fn render(varz: &Varz) -> String {
+    let rows: [(&str, &str, &str, u64); 12] = [
+        (
+            "connections",
+            "gauge",
+            "Open client connections",
+            varz.connections,
+        ),
+        (
+            "total_connections",
+            "counter",
+            "Client connections accepted since start",
+            varz.total_connections,
+        ),
+        (
+            "subscriptions",
+            "gauge",
+            "Active subscriptions",
+            varz.subscriptions,
+        ),
+        (
+            "in_msgs",
+            "counter",
+            "Messages received from clients",
+            varz.in_msgs,
+        ),
+        (
+            "out_msgs",
+            "counter",
+            "Messages sent to clients",
+            varz.out_msgs,
+        ),
+        (
+            "in_bytes",
+            "counter",
+            "Payload bytes received from clients",
+            varz.in_bytes,
+        ),
+        (
+            "out_bytes",
+            "counter",
+            "Payload bytes sent to clients",
+            varz.out_bytes,
+        ),
+        (
+            "slow_consumers",
+            "counter",
+            "Clients disconnected as slow consumers",
+            varz.slow_consumers,
+        ),
+        (
+            "stale_connections",
+            "counter",
+            "Clients disconnected for unanswered pings",
+            varz.stale_connections,
+        ),
+        (
+            "mem_bytes",
+            "gauge",
+            "Resident memory of the server process",
+            varz.mem,
+        ),
+        (
+            "uptime_seconds",
+            "gauge",
+            "Seconds since the server started",
+            varz.uptime_seconds,
+        ),
+        (
+            "max_payload_bytes",
+            "gauge",
+            "Configured max_payload",
+            varz.max_payload as u64,
+        ),
+    ];
+    let mut out = String::new();
+    for (name, kind, help, value) in rows {
+        let _ = writeln!(out, "# HELP jetraft_{name} {help}");
+        let _ = writeln!(out, "# TYPE jetraft_{name} {kind}");
+        let _ = writeln!(
+            out,
+            "jetraft_{name}{{server_id=\"{}\",server_name=\"{}\"}} {value}",
+            varz.server_id, varz.server_name
+        );
+    }
+    out
+}

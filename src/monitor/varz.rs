@@ -1,0 +1,144 @@
+//! `/varz`: general server information and traffic counters, with nats-server's field names.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use axum::extract::State;
+use axum::Json;
+use serde::Serialize;
+
+use crate::server::ServerShared;
+
+#[derive(Debug, Serialize)]
+pub struct Varz {
+    pub server_id: String,
+    pub server_name: String,
+    pub version: String,
+    pub jetraft_version: String,
+    pub proto: u8,
+    pub host: String,
+    pub port: u16,
+    pub auth_required: bool,
+    pub max_connections: usize,
+    pub ping_interval: u64,
+    pub ping_max: u32,
+    pub http_port: u16,
+    pub max_control_line: usize,
+    pub max_payload: usize,
+    pub max_pending: usize,
+    pub jetstream: bool,
+    pub start: String,
+    pub now: String,
+    pub uptime: String,
+    #[serde(skip)]
+    pub uptime_seconds: u64,
+    pub mem: u64,
+    pub cores: usize,
+    pub connections: u64,
+    pub total_connections: u64,
+    pub subscriptions: u64,
+    pub in_msgs: u64,
+    pub out_msgs: u64,
+    pub in_bytes: u64,
+    pub out_bytes: u64,
+    pub slow_consumers: u64,
+    pub stale_connections: u64,
+}
+
+impl Varz {
+    pub fn collect(shared: &ServerShared) -> Self {
+        let config = &shared.config;
+        let stats = shared.stats.snapshot();
+        let now = SystemTime::now();
+        let elapsed = now.duration_since(shared.stats.started).unwrap_or_default();
+        Varz {
+            server_id: shared.identity.server_id.clone(),
+            server_name: shared.identity.server_name.clone(),
+            version: shared.identity.version.to_owned(),
+            jetraft_version: shared.identity.jetraft_version.to_owned(),
+            proto: crate::server::identity::PROTOCOL_VERSION,
+            host: config.listen.ip().to_string(),
+            port: shared.client_addr.port(),
+            auth_required: config.auth.required(),
+            max_connections: config.max_connections,
+            ping_interval: config.ping_interval.as_nanos() as u64,
+            ping_max: config.ping_max,
+            http_port: config.http.map_or(0, |a| a.port()),
+            max_control_line: config.max_control_line,
+            max_payload: config.max_payload,
+            max_pending: config.max_pending,
+            jetstream: config.jetstream,
+            start: rfc3339(shared.stats.started),
+            now: rfc3339(now),
+            uptime: uptime(elapsed),
+            uptime_seconds: elapsed.as_secs(),
+            mem: resident_memory_bytes(),
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            connections: stats.connections,
+            total_connections: stats.total_connections,
+            subscriptions: stats.subscriptions,
+            in_msgs: stats.in_msgs,
+            out_msgs: stats.out_msgs,
+            in_bytes: stats.in_bytes,
+            out_bytes: stats.out_bytes,
+            slow_consumers: stats.slow_consumers,
+            stale_connections: stats.stale_connections,
+        }
+    }
+}
+
+pub async fn handler(State(shared): State<Arc<ServerShared>>) -> Json<Varz> {
+    Json(Varz::collect(&shared))
+}
+
+fn rfc3339(time: SystemTime) -> String {
+    time::OffsetDateTime::from(time)
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+/// nats-server's uptime format: `1d2h3m4s`, leading zero units left out.
+fn uptime(elapsed: std::time::Duration) -> String {
+    let secs = elapsed.as_secs();
+    let (days, hours, minutes, seconds) = (
+        secs / 86_400,
+        secs % 86_400 / 3_600,
+        secs % 3_600 / 60,
+        secs % 60,
+    );
+    let mut out = String::new();
+    if days > 0 {
+        out.push_str(&format!("{days}d"));
+    }
+    if days > 0 || hours > 0 {
+        out.push_str(&format!("{hours}h"));
+    }
+    if days > 0 || hours > 0 || minutes > 0 {
+        out.push_str(&format!("{minutes}m"));
+    }
+    out.push_str(&format!("{seconds}s"));
+    out
+}
+
+/// Resident set size from `/proc/self/statm` (Linux); 0 where unavailable.
+pub fn resident_memory_bytes() -> u64 {
+    let pages = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .unwrap_or(0);
+    pages * 4096
+}
+
+#[cfg(test)]
+mod tests {
+    use super::uptime;
+    use std::time::Duration;
+
+    #[test]
+    fn uptime_format_matches_nats_server() {
+        assert_eq!(uptime(Duration::from_secs(5)), "5s");
+        assert_eq!(uptime(Duration::from_secs(65)), "1m5s");
+        assert_eq!(uptime(Duration::from_secs(3_600)), "1h0m0s");
+        assert_eq!(uptime(Duration::from_secs(90_061)), "1d1h1m1s");
+    }
+}

@@ -1,0 +1,120 @@
+//! The async node: accepts client connections, runs one session per connection, routes
+//! messages between them, and shuts everything down as one tree.
+//!
+//! `Server::start` returns a `RunningServer` handle (used by `main.rs` and by tests, which
+//! start nodes in-process on port 0).
+
+pub mod client;
+pub mod identity;
+mod listener;
+pub mod router;
+mod session;
+pub mod stats;
+pub mod subscription;
+
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::Config;
+use crate::monitor;
+use identity::Identity;
+use router::Router;
+use stats::ServerStats;
+
+/// State shared by every task of one node.
+#[derive(Debug)]
+pub struct ServerShared {
+    pub config: Arc<Config>,
+    pub identity: Identity,
+    pub stats: Arc<ServerStats>,
+    pub router: Router,
+    /// The client listener's bound address (the real port when configured with port 0).
+    pub client_addr: SocketAddr,
+    next_client_id: AtomicU64,
+    pub shutdown: CancellationToken,
+    pub tasks: TaskTracker,
+}
+
+/// A started node. Dropping it does not stop the node; call [`RunningServer::shutdown`].
+#[derive(Debug)]
+pub struct RunningServer {
+    shared: Arc<ServerShared>,
+    http_addr: Option<SocketAddr>,
+}
+
+pub struct Server;
+
+impl Server {
+    /// Binds the listeners and starts serving. Fails only if a listener cannot be bound.
+    pub async fn start(config: Config) -> std::io::Result<RunningServer> {
+        let client_listener = TcpListener::bind(config.listen).await?;
+        let client_addr = client_listener.local_addr()?;
+        let http_listener = match config.http {
+            Some(addr) => Some(TcpListener::bind(addr).await?),
+            None => None,
+        };
+        let http_addr = http_listener
+            .as_ref()
+            .map(TcpListener::local_addr)
+            .transpose()?;
+        if config.jetstream {
+            std::fs::create_dir_all(&config.store_dir)?;
+        }
+
+        let stats = Arc::new(ServerStats::default());
+        let shared = Arc::new(ServerShared {
+            identity: Identity::new(config.server_name.as_deref()),
+            router: Router::new(stats.clone()),
+            stats,
+            config: Arc::new(config),
+            client_addr,
+            next_client_id: AtomicU64::new(1),
+            shutdown: CancellationToken::new(),
+            tasks: TaskTracker::new(),
+        });
+
+        tracing::info!(
+            version = shared.identity.jetraft_version,
+            server_name = %shared.identity.server_name,
+            "starting jetraft"
+        );
+        tracing::info!("Listening for client connections on {client_addr}");
+        shared
+            .tasks
+            .spawn(listener::accept_loop(shared.clone(), client_listener));
+        if let Some(listener) = http_listener {
+            tracing::info!("Starting http monitor on http://{}", listener.local_addr()?);
+            shared.tasks.spawn(monitor::serve(shared.clone(), listener));
+        }
+        tracing::info!("Server is ready");
+        Ok(RunningServer { shared, http_addr })
+    }
+}
+
+impl RunningServer {
+    pub fn client_addr(&self) -> SocketAddr {
+        self.shared.client_addr
+    }
+
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http_addr
+    }
+
+    pub fn shared(&self) -> &Arc<ServerShared> {
+        &self.shared
+    }
+
+    /// Stops accepting, flushes and closes every client, and waits for every task to end.
+    pub async fn shutdown(self) {
+        tracing::info!("shutting down: draining client connections");
+        self.shared.shutdown.cancel();
+        self.shared.tasks.close();
+        self.shared.tasks.wait().await;
+        tracing::info!("server exited cleanly");
+    }
+}

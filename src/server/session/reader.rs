@@ -1,0 +1,214 @@
+//! The read loop of one connection: reads from the socket, decodes operations and executes
+//! them. Messages it publishes are queued straight into subscribers' outbound buffers;
+//! their writers are woken once per read, not once per message.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::AsyncReadExt;
+use tokio::net::tcp::OwnedReadHalf;
+
+use super::errors;
+use crate::server::client::{ClientHandle, CloseReason};
+use crate::server::router::Matches;
+use crate::server::stats::ServerStats;
+use crate::server::subscription::Subscription;
+use crate::server::ServerShared;
+use crate::subject::cache::MatchCache;
+use crate::subject::validate::{is_valid_queue, is_valid_subject};
+use crate::wire::encoder;
+use crate::wire::handshake::ConnectOptions;
+use crate::wire::{ClientOp, Decoder};
+
+const READ_CHUNK: usize = 64 * 1024;
+const MATCH_CACHE_ENTRIES: usize = 1024;
+const MIN_PRUNE_AT: usize = 64;
+
+/// Operation handling stopped because the connection is closing.
+pub(super) struct Closing;
+
+/// Per-connection state owned by the read loop.
+pub(super) struct Reader {
+    pub(super) shared: Arc<ServerShared>,
+    pub(super) client: Arc<ClientHandle>,
+    /// `None` until CONNECT arrives.
+    pub(super) options: Option<ConnectOptions>,
+    pub(super) subs: HashMap<Bytes, Arc<Subscription>>,
+    pub(super) cache: MatchCache<Matches>,
+    /// Clients whose writers must be woken at the end of this read.
+    pub(super) to_wake: Vec<Arc<ClientHandle>>,
+    pub(super) in_msgs: u64,
+    pub(super) in_bytes: u64,
+    prune_subs_at: usize,
+}
+
+impl Reader {
+    pub(super) fn new(shared: Arc<ServerShared>, client: Arc<ClientHandle>) -> Self {
+        Reader {
+            shared,
+            client,
+            options: None,
+            subs: HashMap::new(),
+            cache: MatchCache::new(MATCH_CACHE_ENTRIES),
+            to_wake: Vec::new(),
+            in_msgs: 0,
+            in_bytes: 0,
+            prune_subs_at: MIN_PRUNE_AT,
+        }
+    }
+
+    pub(super) async fn run(mut self, mut socket: OwnedReadHalf) {
+        let config = self.shared.config.clone();
+        let mut decoder = Decoder::new(config.max_control_line, config.max_payload);
+        let mut buf = BytesMut::with_capacity(READ_CHUNK);
+        let auth_deadline = tokio::time::Instant::now() + config.auth_timeout;
+        let auth_required = config.auth.required();
+
+        'read: loop {
+            if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+                buf.reserve(READ_CHUNK);
+            }
+            let awaiting_auth = auth_required && self.options.is_none();
+            let read = tokio::select! {
+                biased;
+                _ = self.client.closed.cancelled() => break,
+                _ = tokio::time::sleep_until(auth_deadline), if awaiting_auth => {
+                    self.client.close_with_err(
+                        Some(errors::AUTHENTICATION_TIMEOUT),
+                        CloseReason::AuthenticationTimeout,
+                    );
+                    break;
+                }
+                read = socket.read_buf(&mut buf) => read,
+            };
+            match read {
+                Ok(0) => {
+                    self.client.close(CloseReason::ClientClosed);
+                    break;
+                }
+                Ok(_) => {}
+                Err(err) => {
+                    tracing::debug!(cid = self.client.id, "read error: {err}");
+                    self.client.close(CloseReason::ReadError);
+                    break;
+                }
+            }
+            loop {
+                match decoder.decode(&mut buf) {
+                    Ok(Some(op)) => {
+                        if self.execute(op).is_err() {
+                            self.flush_batch();
+                            break 'read;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(err) => {
+                        tracing::debug!(cid = self.client.id, "protocol error: {err}");
+                        let (text, reason) = errors::for_decode_error(&err);
+                        self.flush_batch();
+                        self.client.close_with_err(text, reason);
+                        break 'read;
+                    }
+                }
+            }
+            self.flush_batch();
+        }
+        self.unsubscribe_all();
+    }
+
+    fn execute(&mut self, op: ClientOp) -> Result<(), Closing> {
+        let authorized = self.options.is_some() || !self.shared.config.auth.required();
+        if !authorized && !matches!(op, ClientOp::Connect(_)) {
+            self.client.close_with_err(
+                Some(errors::AUTHORIZATION_VIOLATION),
+                CloseReason::AuthorizationViolation,
+            );
+            return Err(Closing);
+        }
+        match op {
+            ClientOp::Connect(json) => self.connect(&json)?,
+            ClientOp::Pub {
+                subject,
+                reply,
+                headers,
+                payload,
+            } => self.publish(subject, reply, headers, payload),
+            ClientOp::Sub {
+                subject,
+                queue,
+                sid,
+            } => self.subscribe(subject, queue, sid),
+            ClientOp::Unsub { sid, max } => self.unsubscribe(sid, max),
+            ClientOp::Ping => self.client.queue_protocol(encoder::PONG),
+            ClientOp::Pong => self.client.record_pong(),
+            ClientOp::Ignored => {}
+        }
+        Ok(())
+    }
+
+    /// `+OK` after an operation, for clients that asked for verbose mode.
+    pub(super) fn ack_if_verbose(&self) {
+        if self.options.as_ref().is_none_or(|o| o.verbose) {
+            self.client.queue_protocol(encoder::OK);
+        }
+    }
+
+    fn subscribe(&mut self, subject: Bytes, queue: Option<Bytes>, sid: Bytes) {
+        if !is_valid_subject(&subject) || !queue.as_deref().is_none_or(is_valid_queue) {
+            self.client.send_err(errors::INVALID_SUBJECT);
+            return;
+        }
+        if self.subs.get(&sid).is_some_and(|sub| !sub.is_removed()) {
+            // nats-server ignores a SUB that reuses a live sid.
+            self.ack_if_verbose();
+            return;
+        }
+        let sub = Arc::new(Subscription::new(
+            self.client.clone(),
+            subject,
+            queue,
+            sid.clone(),
+        ));
+        self.shared.router.subscribe(sub.clone());
+        self.subs.insert(sid, sub);
+        self.ack_if_verbose();
+    }
+
+    fn unsubscribe(&mut self, sid: Bytes, max: Option<u64>) {
+        if let Some(sub) = self.subs.get(&sid) {
+            let keep = matches!(max, Some(max) if max > 0 && sub.limit_to(max));
+            if !keep {
+                self.shared.router.unsubscribe(sub);
+                self.subs.remove(&sid);
+            }
+        }
+        self.ack_if_verbose();
+    }
+
+    /// Wakes the writers that got messages during this read and publishes the counters.
+    fn flush_batch(&mut self) {
+        for client in self.to_wake.drain(..) {
+            client.wake();
+        }
+        if self.in_msgs > 0 {
+            let stats = &self.shared.stats;
+            ServerStats::add(&stats.in_msgs, self.in_msgs);
+            ServerStats::add(&stats.in_bytes, self.in_bytes);
+            self.in_msgs = 0;
+            self.in_bytes = 0;
+        }
+        // Subscriptions that reached their auto-unsubscribe limit (removed from the router by
+        // whichever connection delivered the last message) leave the sid map here, amortised.
+        if self.subs.len() >= self.prune_subs_at {
+            self.subs.retain(|_, sub| !sub.is_removed());
+            self.prune_subs_at = (self.subs.len() * 2).max(MIN_PRUNE_AT);
+        }
+    }
+
+    fn unsubscribe_all(&mut self) {
+        for (_, sub) in self.subs.drain() {
+            self.shared.router.unsubscribe(&sub);
+        }
+    }
+}

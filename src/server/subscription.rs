@@ -1,0 +1,83 @@
+//! A subscription: which client, which sid, which subject and queue group, and its
+//! auto-unsubscribe budget.
+//!
+//! Shared (`Arc`) between the router's trie, the owning session's sid map and any match
+//! cache holding it; the `removed` flag makes removal idempotent from all of them.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::client::ClientHandle;
+
+#[derive(Debug)]
+pub struct Subscription {
+    pub client: Arc<ClientHandle>,
+    pub subject: Bytes,
+    pub queue: Option<Bytes>,
+    pub sid: Bytes,
+    /// `UNSUB <sid> <max>`: total deliveries after which the subscription ends; 0 = none.
+    max: AtomicU64,
+    delivered: AtomicU64,
+    removed: AtomicBool,
+}
+
+/// Whether a message may be delivered on a subscription.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    Deliver,
+    /// Deliver, and this is the last one: the caller removes the subscription.
+    DeliverLast,
+    Skip,
+}
+
+impl Subscription {
+    pub fn new(
+        client: Arc<ClientHandle>,
+        subject: Bytes,
+        queue: Option<Bytes>,
+        sid: Bytes,
+    ) -> Self {
+        Subscription {
+            client,
+            subject,
+            queue,
+            sid,
+            max: AtomicU64::new(0),
+            delivered: AtomicU64::new(0),
+            removed: AtomicBool::new(false),
+        }
+    }
+
+    pub fn is_removed(&self) -> bool {
+        self.removed.load(Ordering::Acquire)
+    }
+
+    /// Marks the subscription removed; true only for the first caller.
+    pub fn mark_removed(&self) -> bool {
+        !self.removed.swap(true, Ordering::AcqRel)
+    }
+
+    /// Sets the auto-unsubscribe limit. Returns false if `max` deliveries already happened,
+    /// in which case the caller removes the subscription now.
+    pub fn limit_to(&self, max: u64) -> bool {
+        self.max.store(max, Ordering::Release);
+        self.delivered.load(Ordering::Acquire) < max
+    }
+
+    /// Counts one delivery against the limit.
+    pub fn claim(&self) -> Claim {
+        if self.is_removed() {
+            return Claim::Skip;
+        }
+        let max = self.max.load(Ordering::Acquire);
+        let delivered = self.delivered.fetch_add(1, Ordering::AcqRel) + 1;
+        match max {
+            0 => Claim::Deliver,
+            max if delivered < max => Claim::Deliver,
+            max if delivered == max => Claim::DeliverLast,
+            _ => Claim::Skip,
+        }
+    }
+}

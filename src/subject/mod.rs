@@ -1,0 +1,10 @@
+//! Subjects: token validation (`validate`), the wildcard subscription trie (`trie`) and the
+//! per-reader match cache in front of it (`cache`). Pure data structures, no I/O.
+
+pub mod cache;
+pub mod pattern;
+pub mod trie;
+pub mod validate;
+
+pub use trie::SubjectTrie;
+pub use validate::{is_valid_literal_subject, is_valid_subject};
