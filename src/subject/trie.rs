@@ -186,7 +186,7 @@ mod tests {
         ]);
         assert_eq!(
             matches(&trie, "foo.bar"),
-            vec![">", "*.bar", "foo.*", "foo.>", "foo.bar"]
+            vec!["*.bar", ">", "foo.*", "foo.>", "foo.bar"]
         );
         assert_eq!(matches(&trie, "foo"), vec![">", "foo"]);
         assert_eq!(matches(&trie, "foo.x.baz"), vec![">", "foo.*.baz", "foo.>"]);

@@ -8,6 +8,7 @@ Normally run through tests/e2e/nats_py.sh, which starts the servers and sets:
   NATS_E2E_USER, NATS_E2E_PASS
   NATS_E2E_TOKEN_URL   server started with --auth <token> (optional)
   NATS_E2E_TOKEN
+  NATS_E2E_ONLY        run only the checks whose name contains this text
 
 Prints one PASS/FAIL line per check, then "N passed, M failed"; exits 1 on any
 failure. Every check is bounded by CHECK_TIMEOUT seconds.
@@ -58,6 +59,20 @@ async def connect(url=None, **kw):
     kw.setdefault("connect_timeout", 5)
     kw.setdefault("error_cb", _err_cb)
     return await nats.connect(url or URL, **kw)
+
+
+async def sync(nc):
+    """Barrier: everything this client wrote so far has been processed by the server.
+
+    nats-py 2.16.0 quirk: flush() writes its PING straight to the socket while
+    SUB/UNSUB/PUB sit in the client's pending buffer until the flusher task
+    runs, so a single flush() can get its PONG before the server has seen an
+    immediately preceding SUB (observed against nats-server 2.15.1). Waiting for
+    the first PONG lets the flusher write the buffer; the second PING then
+    queues behind it on the wire.
+    """
+    await nc.flush()
+    await nc.flush()
 
 
 async def collect(sub, n, timeout=5.0):
@@ -111,7 +126,7 @@ async def t_pubsub():
     nc = await connect()
     try:
         sub = await nc.subscribe("py.basic")
-        await nc.flush()
+        await sync(nc)
         for i in range(3):
             await nc.publish("py.basic", f"msg-{i}".encode())
         msgs = await collect(sub, 3)
@@ -137,10 +152,10 @@ async def t_pubsub_cb():
     b = await connect()
     try:
         await a.subscribe("py.cb", cb=cb)
-        await a.flush()
+        await sync(a)
         for i in range(100):
             await b.publish("py.cb", str(i).encode())
-        await b.flush()
+        await sync(b)
         await asyncio.wait_for(done.wait(), 5)
         expect(got == [str(i).encode() for i in range(100)], "out of order or missing")
     finally:
@@ -153,7 +168,7 @@ async def t_payloads():
     nc = await connect()
     try:
         sub = await nc.subscribe("py.payload")
-        await nc.flush()
+        await sync(nc)
         tricky = b"\r\nPUB fake 3\r\nabc\r\n\x00\xff MSG x 1 2\r\n"
         big = os.urandom(512 * 1024)
         for p in (b"", tricky, big):
@@ -173,10 +188,10 @@ async def t_wildcards():
         star = await nc.subscribe("py.orders.*")
         gt = await nc.subscribe("py.orders.>")
         mid = await nc.subscribe("py.*.new")
-        await nc.flush()
+        await sync(nc)
         for s in ("py.orders", "py.orders.new", "py.orders.eu.new", "py.orders.shipped", "py.other.new"):
             await nc.publish(s, s.encode())
-        await nc.flush()
+        await sync(nc)
         star_got = sorted(m.subject for m in await collect(star, 2))
         gt_got = sorted(m.subject for m in await collect(gt, 3))
         mid_got = sorted(m.subject for m in await collect(mid, 2))
@@ -200,18 +215,18 @@ async def t_queue():
                 counts[i].append(m.data)
 
             await conns[i].subscribe("py.jobs", queue="workers", cb=cb)
-            await conns[i].flush()
+            await sync(conns[i])
 
         async def pcb(m):
             plain.append(m.data)
 
         await conns[3].subscribe("py.jobs", cb=pcb)
-        await conns[3].flush()
+        await sync(conns[3])
         pub = await connect()
         try:
             for n in range(200):
                 await pub.publish("py.jobs", f"job-{n}".encode())
-            await pub.flush()
+            await sync(pub)
         finally:
             await pub.close()
         deadline = time.monotonic() + 5
@@ -237,7 +252,7 @@ async def t_request():
             await m.respond(b"pong:" + m.data)
 
         await srv.subscribe("py.svc", cb=responder)
-        await srv.flush()
+        await sync(srv)
         r = await cli.request("py.svc", b"ping", timeout=5)
         expect(r.data == b"pong:ping", f"reply {r.data!r}")
         rs = await asyncio.gather(*(cli.request("py.svc", str(i).encode(), timeout=5) for i in range(50)))
@@ -257,7 +272,7 @@ async def t_request_old_style():
         await nc.subscribe("py.svc2", cb=responder)
         inbox = nc.new_inbox()
         isub = await nc.subscribe(inbox)
-        await nc.flush()
+        await sync(nc)
         await nc.publish("py.svc2", b"x", reply=inbox)
         m = await isub.next_msg(timeout=5)
         expect(m.data == b"ok-x", f"got {m.data!r}")
@@ -271,7 +286,7 @@ async def t_headers():
     nc = await connect()
     try:
         sub = await nc.subscribe("py.hdr")
-        await nc.flush()
+        await sync(nc)
         hdrs = {"X-Trace": "abc123", "X-Spaced": "two words", "Nats-Msg-Id": "id-1"}
         await nc.publish("py.hdr", b"body", headers=hdrs)
         await nc.publish("py.hdr", b"", headers={"X-Only": "headers"})
@@ -287,7 +302,7 @@ async def t_headers():
             await nc.publish(m.reply, b"echo:" + m.data, headers={"X-Echo": echo})
 
         await nc.subscribe("py.hdr.svc", cb=responder)
-        await nc.flush()
+        await sync(nc)
         r = await nc.request("py.hdr.svc", b"q", timeout=5, headers={"X-Req": "value-1"})
         expect(r.data == b"echo:q", f"reply {r.data!r}")
         expect((r.headers or {}).get("X-Echo") == "value-1", f"reply headers {r.headers}")
@@ -319,13 +334,13 @@ async def t_unsubscribe():
     other = await connect()
     try:
         sub = await nc.subscribe("py.unsub")
-        await nc.flush()
+        await sync(nc)
         await other.publish("py.unsub", b"before")
-        await other.flush()
+        await sync(other)
         m = await sub.next_msg(timeout=5)
         expect(m.data == b"before", "message before unsubscribe missing")
         await sub.unsubscribe()
-        await nc.flush()
+        await sync(nc)
         try:
             await other.request("py.unsub", b"after", timeout=3)
             raise CheckFailed("request after unsubscribe got a reply")
@@ -338,7 +353,7 @@ async def t_unsubscribe():
         await other.close()
 
 
-@check("auto-unsubscribe (UNSUB sid max): only max_msgs delivered, then interest gone")
+@check("auto-unsubscribe (UNSUB sid 3): server delivers 3 of 10, then interest is gone")
 async def t_auto_unsub():
     nc = await connect()
     other = await connect()
@@ -348,11 +363,12 @@ async def t_auto_unsub():
         async def cb(m):
             got.append(m.data)
 
-        await nc.subscribe("py.auto", cb=cb, max_msgs=3)
-        await nc.flush()
+        sub = await nc.subscribe("py.auto", cb=cb)
+        await sub.unsubscribe(limit=3)  # sends UNSUB <sid> 3 to the server
+        await sync(nc)
         for i in range(10):
             await other.publish("py.auto", str(i).encode())
-        await other.flush()
+        await sync(other)
         deadline = time.monotonic() + 3
         while time.monotonic() < deadline and len(got) < 3:
             await asyncio.sleep(0.02)
@@ -360,11 +376,11 @@ async def t_auto_unsub():
         expect(got == [b"0", b"1", b"2"], f"got {got}")
         try:
             await other.request("py.auto", b"x", timeout=3)
-            raise CheckFailed("subscription still answered after max_msgs")
+            raise CheckFailed("subscription still answered after its limit")
         except nats.errors.NoRespondersError:
             pass
         except nats.errors.TimeoutError:
-            raise CheckFailed("server kept interest after max_msgs reached (timeout, not no-responders)")
+            raise CheckFailed("server kept interest after the UNSUB limit (timeout, not no-responders)")
     finally:
         await nc.close()
         await other.close()
@@ -377,12 +393,12 @@ async def t_no_echo():
     try:
         sa = await a.subscribe("py.echo")
         sb = await b.subscribe("py.echo")
-        await a.flush()
-        await b.flush()
+        await sync(a)
+        await sync(b)
         await a.publish("py.echo", b"from-a")
         await b.publish("py.echo", b"from-b")
-        await a.flush()
-        await b.flush()
+        await sync(a)
+        await sync(b)
         ma = await sa.next_msg(timeout=5)
         expect(ma.data == b"from-b", f"no_echo connection got {ma.data!r} first")
         await expect_silence(sa)
@@ -393,7 +409,7 @@ async def t_no_echo():
         await b.close()
 
 
-@check("flush: returns (PING/PONG) and makes a fresh SUB visible to other connections")
+@check("flush: PING/PONG round trips complete; after a flush barrier a fresh SUB is visible to others")
 async def t_flush():
     a = await connect()
     b = await connect()
@@ -403,9 +419,9 @@ async def t_flush():
         rtt = await a.rtt()
         expect(rtt < 1.0, f"rtt {rtt}s")
         sub = await a.subscribe("py.flush")
-        await a.flush()  # after this the server must have registered the SUB
+        await sync(a)  # after this the server must have registered the SUB
         await b.publish("py.flush", b"seen")
-        await b.flush()
+        await sync(b)
         m = await sub.next_msg(timeout=5)
         expect(m.data == b"seen", f"got {m.data!r}")
     finally:
@@ -424,12 +440,12 @@ async def t_drain():
             handled.append(m.data)
 
         await a.subscribe("py.drain", cb=slow)
-        await a.flush()
+        await sync(a)
         for i in range(200):
             await b.publish("py.drain", str(i).encode())
-        await b.flush()
+        await sync(b)
         # make sure everything reached a's socket before draining
-        await a.flush()
+        await sync(a)
         await asyncio.sleep(0)
         await asyncio.wait_for(a.drain(), 10)
         expect(a.is_closed, "connection not closed after drain()")
@@ -440,23 +456,41 @@ async def t_drain():
         await b.close()
 
 
-@check("subscription drain: sub stops, connection stays usable")
+@check("subscription drain: queued messages handled, sub stops, connection stays usable")
 async def t_sub_drain():
     nc = await connect()
+    other = await connect()
     try:
-        sub = await nc.subscribe("py.subdrain")
-        await nc.flush()
-        await nc.publish("py.subdrain", b"1")
-        await nc.flush()
+        got = []
+
+        async def cb(m):
+            await asyncio.sleep(0.005)
+            got.append(m.data)
+
+        sub = await nc.subscribe("py.subdrain", cb=cb)
+        await sync(nc)
+        for i in range(20):
+            await other.publish("py.subdrain", str(i).encode())
+        await sync(other)
+        await sync(nc)
         await asyncio.wait_for(sub.drain(), 5)
+        expect(got == [str(i).encode() for i in range(20)], f"handled {len(got)}/20 before drain returned")
         expect(nc.is_connected, "connection died after sub.drain()")
-        other = await nc.subscribe("py.subdrain2")
-        await nc.flush()
+        try:
+            await other.request("py.subdrain", b"x", timeout=3)
+            raise CheckFailed("drained subscription still answered")
+        except nats.errors.NoRespondersError:
+            pass
+        except nats.errors.TimeoutError:
+            raise CheckFailed("server kept interest after sub.drain() (timeout, not no-responders)")
+        s2 = await nc.subscribe("py.subdrain2")
+        await sync(nc)
         await nc.publish("py.subdrain2", b"still-alive")
-        m = await other.next_msg(timeout=5)
+        m = await s2.next_msg(timeout=5)
         expect(m.data == b"still-alive", f"got {m.data!r}")
     finally:
         await nc.close()
+        await other.close()
 
 
 @check("auth: --user/--pass server accepts right credentials, rejects wrong ones")
@@ -466,7 +500,7 @@ async def t_auth_userpass():
     nc = await connect(AUTH_URL, user=USER, password=PASS)
     try:
         sub = await nc.subscribe("py.auth")
-        await nc.flush()
+        await sync(nc)
         await nc.publish("py.auth", b"ok")
         m = await sub.next_msg(timeout=5)
         expect(m.data == b"ok", f"got {m.data!r}")
@@ -487,7 +521,7 @@ async def t_auth_token():
         raise CheckFailed("NATS_E2E_TOKEN_URL not set")
     nc = await connect(TOKEN_URL, token=TOKEN)
     try:
-        await nc.flush()
+        await sync(nc)
         expect(nc.is_connected, "not connected with token")
     finally:
         await nc.close()
@@ -505,7 +539,10 @@ async def main():
         print("FAIL: NATS_E2E_URL not set")
         print("0 passed, 1 failed")
         return 1
+    only = os.environ.get("NATS_E2E_ONLY", "")
     for name, fn in CHECKS:
+        if only and only not in name:
+            continue
         try:
             await asyncio.wait_for(fn(), CHECK_TIMEOUT)
         except CheckFailed as e:

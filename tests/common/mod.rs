@@ -1,0 +1,46 @@
+//! Shared helpers for the black-box tests: start a node in-process on a free loopback port,
+//! and wait for conditions with a deadline instead of sleeping.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::time::Duration;
+
+use jetraft::config::Config;
+use jetraft::server::{RunningServer, Server};
+
+pub const WAIT: Duration = Duration::from_secs(10);
+
+pub async fn start(config: Config) -> RunningServer {
+    Server::start(config).await.expect("server starts")
+}
+
+pub async fn start_default() -> RunningServer {
+    start(Config::loopback()).await
+}
+
+pub fn url(server: &RunningServer) -> String {
+    format!("nats://{}", server.client_addr())
+}
+
+pub async fn connect(server: &RunningServer) -> async_nats::Client {
+    async_nats::connect(url(server))
+        .await
+        .expect("client connects")
+}
+
+/// Awaits `future`, failing the test with `what` if it takes longer than [`WAIT`].
+pub async fn within<T>(what: &str, future: impl Future<Output = T>) -> T {
+    tokio::time::timeout(WAIT, future)
+        .await
+        .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+}
+
+/// Polls `condition` until it holds, failing with `what` after [`WAIT`].
+pub async fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
+    within(what, async {
+        while !condition() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+}
