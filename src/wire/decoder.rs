@@ -43,10 +43,6 @@ pub struct Decoder {
     awaiting: Option<AwaitingPayload>,
 }
 
-/// CONNECT carries credentials (JWTs can be long), so its line may exceed the ordinary
-/// control-line limit; it is still bounded.
-const MAX_CONNECT_LINE: usize = 1024 * 1024;
-
 impl Decoder {
     pub fn new(max_control_line: usize, max_payload: usize) -> Self {
         Decoder {
@@ -90,10 +86,6 @@ impl Decoder {
                 end -= 1;
             }
             let line = line.slice(..end);
-            if line.is_empty() {
-                // A bare CRLF between operations: nats-server skips it too.
-                continue;
-            }
             if let Some(op) = self.parse_line(line)? {
                 return Ok(Some(op));
             }
@@ -101,16 +93,14 @@ impl Decoder {
         }
     }
 
-    /// Refuses a control line that has grown past the limit before its newline arrived.
+    /// Refuses a control line whose arguments have grown past the limit before its newline
+    /// arrived (nats-server checks at the end of every read, too).
     fn check_partial_line(&self, buf: &BytesMut) -> Result<(), DecodeError> {
-        let limit = if starts_with_op(buf, b"CONNECT") {
-            MAX_CONNECT_LINE
-        } else {
-            self.max_control_line
-        };
-        // +2 leaves room for the CRLF that may still come.
-        if buf.len() > limit + 2 {
-            return Err(DecodeError::ControlLineTooLong { limit });
+        let line = buf.strip_suffix(b"\r").unwrap_or(buf);
+        if argument_len(line) > self.max_control_line {
+            return Err(DecodeError::ControlLineTooLong {
+                limit: self.max_control_line,
+            });
         }
         Ok(())
     }
@@ -121,21 +111,23 @@ impl Decoder {
             .position(|b| *b == b' ' || *b == b'\t')
             .unwrap_or(line.len());
         let op = &line[..op_end];
-        if op.eq_ignore_ascii_case(b"CONNECT") {
-            if line.len() > MAX_CONNECT_LINE {
-                return Err(DecodeError::ControlLineTooLong {
-                    limit: MAX_CONNECT_LINE,
-                });
-            }
-            let json = trim(line.slice(op_end..));
-            return Ok(Some(ClientOp::Connect(json)));
-        }
-        if line.len() > self.max_control_line {
+        // The limit is on the arguments, CONNECT's JSON included, as nats-server counts it.
+        if argument_len(&line) > self.max_control_line {
             return Err(DecodeError::ControlLineTooLong {
                 limit: self.max_control_line,
             });
         }
+        if op.eq_ignore_ascii_case(b"CONNECT") {
+            let json = trim(line.slice(op_end..));
+            return Ok(Some(ClientOp::Connect(json)));
+        }
+        let has_args = op_end < line.len();
         let args = Args::new(line.clone(), op_end);
+        let needs_args = [&b"PUB"[..], b"HPUB", b"SUB", b"UNSUB"];
+        if !has_args && needs_args.iter().any(|name| op.eq_ignore_ascii_case(name)) {
+            // `PUB\r\n`: nats-server's byte-level parser fails here, before argument parsing.
+            return Err(DecodeError::UnknownOperation);
+        }
         if op.eq_ignore_ascii_case(b"PUB") {
             self.parse_pub(args)
         } else if op.eq_ignore_ascii_case(b"HPUB") {
@@ -252,9 +244,10 @@ fn parse_unsub(args: Args) -> Result<ClientOp, DecodeError> {
             sid: sid.clone(),
             max: None,
         }),
+        // nats-server reads an unparsable max as -1, i.e. "unsubscribe now", without an error.
         [sid, max] => Ok(ClientOp::Unsub {
             sid: sid.clone(),
-            max: Some(parse_size(Some(max), "UNSUB")? as u64),
+            max: Some(parse_size(Some(max), "UNSUB").map_or(0, |n| n as u64)),
         }),
         _ => Err(DecodeError::BadArguments { op: "UNSUB" }),
     }
@@ -270,8 +263,13 @@ fn parse_size(token: Option<&[u8]>, op: &'static str) -> Result<usize, DecodeErr
         .fold(0usize, |n, d| n * 10 + usize::from(d - b'0')))
 }
 
-fn starts_with_op(buf: &[u8], op: &[u8]) -> bool {
-    buf.len() >= op.len() && buf[..op.len()].eq_ignore_ascii_case(op)
+/// Length of a control line's arguments: everything after the operation name and the
+/// separator that follows it.
+fn argument_len(line: &[u8]) -> usize {
+    match line.iter().position(|b| is_space(*b)) {
+        Some(op_end) => line.len() - op_end - 1,
+        None => 0,
+    }
 }
 
 fn is_space(b: u8) -> bool {

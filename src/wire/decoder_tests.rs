@@ -125,14 +125,12 @@ fn unknown_operation_is_an_error() {
 #[test]
 fn malformed_arguments_are_errors() {
     for input in [
-        &b"PUB\r\n"[..],
-        b"PUB foo\r\n",
+        &b"PUB foo\r\n"[..],
         b"PUB foo bar\r\n",
         b"PUB foo -1\r\n",
         b"SUB foo\r\n",
         b"SUB a b c d\r\n",
-        b"UNSUB\r\n",
-        b"UNSUB 1 x\r\n",
+        b"UNSUB 1 2 3\r\n",
         b"HPUB foo 10 5\r\n",
         b"HPUB foo 5\r\n",
     ] {
@@ -142,6 +140,31 @@ fn malformed_arguments_are_errors() {
             String::from_utf8_lossy(input)
         );
     }
+}
+
+#[test]
+fn operation_without_its_arguments_is_an_unknown_operation() {
+    for input in [
+        &b"PUB\r\n"[..],
+        b"SUB\r\n",
+        b"UNSUB\r\n",
+        b"HPUB\r\n",
+        b"\r\n",
+        b" PING\r\n",
+    ] {
+        assert_eq!(decode_all(input), Err(DecodeError::UnknownOperation));
+    }
+}
+
+#[test]
+fn unparsable_unsub_max_means_unsubscribe_now() {
+    assert_eq!(
+        decode_all(b"UNSUB 1 x\r\n").unwrap(),
+        vec![ClientOp::Unsub {
+            sid: b("1"),
+            max: Some(0)
+        }]
+    );
 }
 
 #[test]
@@ -172,29 +195,27 @@ fn max_payload_is_checked_before_the_payload_arrives() {
 }
 
 #[test]
-fn control_line_limit_applies_with_and_without_newline() {
-    let long = format!("SUB {} 1", "a".repeat(5000));
-    let mut buf = BytesMut::from(long.as_bytes());
+fn control_line_limit_counts_arguments_with_and_without_newline() {
+    let at_limit = format!("SUB {}", "a".repeat(4096));
+    let mut buf = BytesMut::from(at_limit.as_bytes());
+    assert_eq!(decoder().decode(&mut buf), Ok(None));
+    let over = format!("SUB {}", "a".repeat(4097));
+    let mut buf = BytesMut::from(over.as_bytes());
     assert_eq!(
         decoder().decode(&mut buf),
         Err(DecodeError::ControlLineTooLong { limit: 4096 })
     );
-    let with_crlf = format!("{long}\r\n");
     assert_eq!(
-        decode_all(with_crlf.as_bytes()),
+        decode_all(format!("{over}\r\n").as_bytes()),
         Err(DecodeError::ControlLineTooLong { limit: 4096 })
     );
-    // A partial line under the limit just waits.
-    let mut buf = BytesMut::from(&b"SUB foo"[..]);
-    assert_eq!(decoder().decode(&mut buf), Ok(None));
 }
 
 #[test]
-fn connect_may_be_longer_than_the_control_line_limit() {
-    let json = format!("{{\"jwt\":\"{}\"}}", "x".repeat(6000));
-    let line = format!("CONNECT {json}\r\n");
+fn connect_counts_against_the_control_line_limit() {
+    let line = format!("CONNECT {{\"name\":\"{}\"}}\r\n", "x".repeat(5000));
     assert_eq!(
-        decode_all(line.as_bytes()).unwrap(),
-        vec![ClientOp::Connect(b(&json))]
+        decode_all(line.as_bytes()),
+        Err(DecodeError::ControlLineTooLong { limit: 4096 })
     );
 }

@@ -11,8 +11,10 @@ impl Reader {
         let options = match ConnectOptions::parse(json) {
             Ok(options) => options,
             Err(err) => {
+                // nats-server closes without an -ERR when CONNECT is not valid JSON.
                 tracing::debug!(cid = self.client.id, "bad CONNECT json: {err}");
-                return self.refuse(errors::UNKNOWN_OPERATION, CloseReason::ProtocolViolation);
+                self.client.close(CloseReason::ProtocolViolation);
+                return Err(Closing);
             }
         };
         if !(0..=1).contains(&options.protocol) {

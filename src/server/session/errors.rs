@@ -12,16 +12,17 @@ pub const INVALID_PROTOCOL: &str = "invalid client protocol";
 pub const NO_RESPONDERS_NEEDS_HEADERS: &str = "no responders requires headers support";
 pub const UNKNOWN_OPERATION: &str = "Unknown Protocol Operation";
 pub const STALE_CONNECTION: &str = "Stale Connection";
+pub const MAX_CONNECTIONS: &str = "maximum connections exceeded";
 
 /// The `-ERR` text (if any) and close reason for a decode error.
 pub fn for_decode_error(err: &DecodeError) -> (Option<&'static str>, CloseReason) {
     match err {
-        DecodeError::UnknownOperation | DecodeError::BadArguments { .. } => {
-            (Some(UNKNOWN_OPERATION), CloseReason::ProtocolViolation)
-        }
+        DecodeError::UnknownOperation => (Some(UNKNOWN_OPERATION), CloseReason::ProtocolViolation),
+        // nats-server logs argument errors but closes without telling the client.
+        DecodeError::BadArguments { .. } => (None, CloseReason::ProtocolViolation),
         DecodeError::ControlLineTooLong { .. } => (
-            Some("Maximum Control Line Exceeded"),
-            CloseReason::ProtocolViolation,
+            Some("maximum control line exceeded"),
+            CloseReason::MaxControlLineExceeded,
         ),
         DecodeError::MaxPayload { .. } => (
             Some("Maximum Payload Violation"),

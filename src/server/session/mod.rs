@@ -32,21 +32,20 @@ pub async fn run(shared: Arc<ServerShared>, socket: TcpStream, peer: SocketAddr,
         shared.config.max_pending,
         shared.stats.clone(),
     ));
-    let mut info = bytes::BytesMut::new();
-    encoder::write_info(&mut info, &server_info(&shared, id, peer).to_json());
-    client.queue_protocol(&info);
+    let info = server_info(&shared, id, peer);
+    client.queue_protocol(&info_line(&info));
 
     let (read_half, write_half) = socket.into_split();
     let writer = tokio::spawn(writer::run(shared.clone(), client.clone(), write_half));
 
     if open as usize > shared.config.max_connections {
         client.close_with_err(
-            Some("maximum connections exceeded"),
+            Some(errors::MAX_CONNECTIONS),
             CloseReason::MaxConnectionsExceeded,
         );
     } else {
         tracing::info!(cid = id, %peer, "client connection created");
-        reader::Reader::new(shared.clone(), client.clone())
+        reader::Reader::new(shared.clone(), client.clone(), info)
             .run(read_half)
             .await;
     }
@@ -55,6 +54,12 @@ pub async fn run(shared: Arc<ServerShared>, socket: TcpStream, peer: SocketAddr,
     let reason = client.closing_reason().unwrap_or(reason);
     tracing::info!(cid = id, %peer, reason = reason.as_str(), "client connection closed");
     stats.connections.fetch_sub(1, Ordering::Relaxed);
+}
+
+fn info_line(info: &ServerInfo) -> bytes::BytesMut {
+    let mut line = bytes::BytesMut::new();
+    encoder::write_info(&mut line, &info.to_json());
+    line
 }
 
 fn server_info(shared: &ServerShared, client_id: u64, peer: SocketAddr) -> ServerInfo {

@@ -6,10 +6,11 @@ use bytes::Bytes;
 use rand::Rng;
 
 use super::errors;
-use super::reader::Reader;
+use super::reader::{Closing, Reader};
+use crate::server::client::CloseReason;
 use crate::server::subscription::{Claim, Subscription};
 use crate::subject::pattern::pattern_matches;
-use crate::subject::validate::is_valid_literal_subject;
+use crate::subject::validate::{is_valid_literal_subject, is_valid_subject};
 use crate::wire::encoder::Delivery;
 use crate::wire::headers;
 
@@ -20,14 +21,25 @@ impl Reader {
         reply: Option<Bytes>,
         headers: Option<Bytes>,
         payload: Bytes,
-    ) {
+    ) -> Result<(), Closing> {
+        if headers.is_some() && !self.options.as_ref().is_some_and(|o| o.headers) {
+            // HPUB from a client that did not announce headers: nats-server closes silently.
+            self.client.close(CloseReason::ProtocolViolation);
+            return Err(Closing);
+        }
         let pedantic = self.options.as_ref().is_none_or(|o| o.pedantic);
         if pedantic && !is_valid_literal_subject(&subject) {
+            // Only a warning: nats-server still routes the message.
             self.client.send_err(errors::INVALID_PUBLISH_SUBJECT);
-            return;
         }
+        // `+OK` precedes any echo of this message to the publisher itself.
+        self.ack_if_verbose();
         self.in_msgs += 1;
         self.in_bytes += (headers.as_ref().map_or(0, Bytes::len) + payload.len()) as u64;
+        if !is_valid_subject(&subject) {
+            // Empty tokens or whitespace: accepted, but it matches no subscription.
+            return Ok(());
+        }
 
         let router = &self.shared.router;
         let generation = router.generation();
@@ -40,22 +52,24 @@ impl Reader {
             headers: headers.as_deref(),
             payload: &payload,
         };
+        let mut delivered = false;
         for sub in &matches.plain {
-            self.deliver(sub, &msg);
+            delivered |= self.deliver(sub, &msg);
         }
         for group in &matches.queue_groups {
             // Start at a random member; move on past members that cannot take it.
             let start = rand::rng().random_range(0..group.len());
             let mut members = group.iter().cycle().skip(start).take(group.len());
-            members.any(|sub| self.deliver(sub, &msg));
+            delivered |= members.any(|sub| self.deliver(sub, &msg));
         }
 
-        if matches.is_empty() {
+        // A subscription skipped for echo:false does not count as a responder.
+        if !delivered {
             if let Some(reply) = &reply {
                 self.answer_no_responders(&subject, reply);
             }
         }
-        self.ack_if_verbose();
+        Ok(())
     }
 
     /// Delivers to one subscription; false if it could not take the message.

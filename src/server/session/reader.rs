@@ -18,12 +18,14 @@ use crate::server::ServerShared;
 use crate::subject::cache::MatchCache;
 use crate::subject::validate::{is_valid_queue, is_valid_subject};
 use crate::wire::encoder;
-use crate::wire::handshake::ConnectOptions;
+use crate::wire::handshake::{ConnectOptions, ServerInfo};
 use crate::wire::{ClientOp, Decoder};
 
 const READ_CHUNK: usize = 64 * 1024;
 const MATCH_CACHE_ENTRIES: usize = 1024;
 const MIN_PRUNE_AT: usize = 64;
+/// The only account jetraft has; nats-server names its default account `$G`.
+const GLOBAL_ACCOUNT: &str = "$G";
 
 /// Operation handling stopped because the connection is closing.
 pub(super) struct Closing;
@@ -41,10 +43,16 @@ pub(super) struct Reader {
     pub(super) in_msgs: u64,
     pub(super) in_bytes: u64,
     prune_subs_at: usize,
+    /// This connection's INFO, re-sent once after the first PONG (see `answer_ping`).
+    info: Option<ServerInfo>,
 }
 
 impl Reader {
-    pub(super) fn new(shared: Arc<ServerShared>, client: Arc<ClientHandle>) -> Self {
+    pub(super) fn new(
+        shared: Arc<ServerShared>,
+        client: Arc<ClientHandle>,
+        info: ServerInfo,
+    ) -> Self {
         Reader {
             shared,
             client,
@@ -55,6 +63,7 @@ impl Reader {
             in_msgs: 0,
             in_bytes: 0,
             prune_subs_at: MIN_PRUNE_AT,
+            info: Some(info),
         }
     }
 
@@ -133,18 +142,31 @@ impl Reader {
                 reply,
                 headers,
                 payload,
-            } => self.publish(subject, reply, headers, payload),
+            } => self.publish(subject, reply, headers, payload)?,
             ClientOp::Sub {
                 subject,
                 queue,
                 sid,
             } => self.subscribe(subject, queue, sid),
             ClientOp::Unsub { sid, max } => self.unsubscribe(sid, max),
-            ClientOp::Ping => self.client.queue_protocol(encoder::PONG),
+            ClientOp::Ping => self.answer_ping(),
             ClientOp::Pong => self.client.record_pong(),
             ClientOp::Ignored => {}
         }
         Ok(())
+    }
+
+    /// PONG; after the first one, protocol-1 clients get the INFO again with `connect_info`
+    /// (as nats-server does), which tells them the connection is fully set up.
+    fn answer_ping(&mut self) {
+        self.client.queue_protocol(encoder::PONG);
+        if self.options.as_ref().is_some_and(|o| o.protocol >= 1) {
+            if let Some(mut info) = self.info.take() {
+                info.connect_info = true;
+                info.remote_account = Some(GLOBAL_ACCOUNT.to_owned());
+                self.client.queue_protocol(&super::info_line(&info));
+            }
+        }
     }
 
     /// `+OK` after an operation, for clients that asked for verbose mode.
