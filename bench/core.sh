@@ -175,17 +175,21 @@ start_server() {
         tail -n 20 "$TMP/server-$key.log" || true
         return 1
     fi
-    # monitoring lets us see the subscribers' SUBs arrive (see wait_subs)
+    # monitoring lets us see the subscribers' SUBs arrive (see wait_subs);
+    # BENCH_READINESS=fallback forces the no-monitoring path (for testing it)
     for ((i = 0; i < 30; i++)); do # up to 3 s for the HTTP listener
+        [[ ${BENCH_READINESS:-} == fallback ]] && break
         if [[ -n $(mon_subs "$mon" connz) ]]; then mode=connz; break; fi
         if [[ -n $(mon_subs "$mon" subsz) ]]; then mode=subsz; break; fi
+        if [[ -n $(mon_subs "$mon" varz) ]]; then mode=varz; break; fi
         sleep 0.1
     done
     printf -v "PORT_$key" %s "$port"
     printf -v "MON_$key" %s "$mon"
     printf -v "MONMODE_$key" %s "$mode"
 }
-# mon_subs MONPORT connz|subsz -> number of client subscriptions, or nothing
+# mon_subs MONPORT connz|subsz|varz -> number of subscriptions, or nothing.
+# Only differences matter (a baseline is taken before each subscriber starts).
 mon_subs() {
     local body
     body=$(curl -fsS --max-time 2 "http://127.0.0.1:$1/$2?limit=100000" 2>/dev/null) || return 0
@@ -195,15 +199,18 @@ try:
     d = json.loads(sys.argv[2])
     if sys.argv[1] == "connz":
         print(sum(int(c.get("subscriptions", 0)) for c in d["connections"]))
-    else:
+    elif sys.argv[1] == "subsz":
         print(int(d["num_subscriptions"]))
+    else:
+        print(int(d["subscriptions"]))
 except Exception:
     pass' "$2" "$body"
 }
 
 # Readiness of `nats bench sub`: its "Starting ... subscriber" line is logged
-# before it subscribes, so it proves nothing. With monitoring (/connz or
-# /subsz, both servers get -m) we wait until the server counts the new SUBs.
+# before it subscribes, so it proves nothing. With monitoring (/connz, /subsz
+# or /varz "subscriptions"; both servers get -m) we wait until the server
+# counts the new SUBs.
 # Without monitoring we fall back to "all clients logged + connected", and a
 # lost-message run is retried (see run_pubsub).
 # wait_subs KEY BASELINE CLIENTS BGPID OUTFILE
@@ -351,7 +358,7 @@ for key in ref jr; do
     fi
 done
 [[ $MONMODE_jr == none ]] &&
-    echo "NOTE: $JR_LABEL has no /connz or /subsz; subscriber readiness is best-effort (log line + TCP connect), failed runs are retried once"
+    echo "NOTE: $JR_LABEL has no /connz, /subsz or /varz subscriptions; subscriber readiness is best-effort (log line + TCP connect), failed runs are retried once"
 
 # id | label | kind | size | clients
 WORKLOADS=(

@@ -4,8 +4,8 @@
 
 use rand::distr::{Alphanumeric, SampleString};
 
-/// The NATS server version jetraft claims in INFO. Clients gate features on it (nats.go needs
-/// >= 2.9 for the named consumer-create subjects, nats-py parses it as strict semver), so it
+/// The NATS server version jetraft claims in INFO. Clients gate features on it (nats.go needs at
+/// least 2.9 for the named consumer-create subjects, nats-py parses it as strict semver), so it
 /// is the nats-server release whose client-visible behaviour jetraft matches.
 pub const NATS_COMPAT_VERSION: &str = "2.11.0";
 

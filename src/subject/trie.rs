@@ -157,16 +157,16 @@ fn remove_value<V>(values: &mut Vec<Arc<V>>, value: &Arc<V>) -> bool {
 mod tests {
     use super::*;
 
-    fn matches(trie: &SubjectTrie<&'static str>, subject: &str) -> Vec<&'static str> {
+    fn matches(trie: &SubjectTrie<String>, subject: &str) -> Vec<String> {
         let mut found = Vec::new();
-        trie.for_each_match(subject.as_bytes(), |v| found.push(**v));
+        trie.for_each_match(subject.as_bytes(), |v| found.push(v.to_string()));
         found.sort();
         found
     }
 
-    fn trie_with(subjects: &[&'static str]) -> (SubjectTrie<&'static str>, Vec<Arc<&'static str>>) {
+    fn trie_with(subjects: &[&str]) -> (SubjectTrie<String>, Vec<Arc<String>>) {
         let mut trie = SubjectTrie::default();
-        let values: Vec<_> = subjects.iter().map(|s| Arc::new(*s)).collect();
+        let values: Vec<_> = subjects.iter().map(|s| Arc::new(s.to_string())).collect();
         for value in &values {
             trie.insert(value.as_bytes(), value.clone());
         }
@@ -203,7 +203,7 @@ mod tests {
     #[test]
     fn remove_by_pointer_and_prune() {
         let (mut trie, values) = trie_with(&["a.b", "a.*", "a.>"]);
-        let twin = Arc::new("a.b");
+        let twin = Arc::new("a.b".to_string());
         trie.insert(b"a.b", twin.clone());
         assert_eq!(trie.len(), 4);
         assert!(trie.remove(b"a.b", &values[0]));

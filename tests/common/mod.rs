@@ -2,6 +2,8 @@
 //! and wait for conditions with a deadline instead of sleeping.
 #![allow(dead_code)]
 
+pub mod process;
+
 use std::future::Future;
 use std::time::Duration;
 

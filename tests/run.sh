@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The test command (README, CI): Rust unit and integration tests (async-nats), then the
+# end-to-end suites with the real nats CLI and nats-py against a release build, then the
+# benchmark script in smoke mode.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+GOBIN_DIR=$(go env GOPATH 2>/dev/null)/bin
+[ -d "$GOBIN_DIR" ] && export PATH="$GOBIN_DIR:$PATH"
+
+echo "== cargo test"
+cargo test --all-targets 2>&1
+
+echo "== release build for the end-to-end suites"
+cargo build --release --bin jetraft 2>&1
+SERVER_BIN=target/release/jetraft bash tests/e2e/run_all.sh
