@@ -64,6 +64,11 @@ impl Server {
             .transpose()?;
         if config.jetstream {
             std::fs::create_dir_all(&config.store_dir)?;
+            tracing::warn!(
+                store_dir = %config.store_dir.display(),
+                "JetStream requested: the store directory is ready, but this build does not \
+                 serve the $JS.API yet"
+            );
         }
 
         let stats = Arc::new(ServerStats::default());
