@@ -5,8 +5,10 @@
 //! start nodes in-process on port 0).
 
 pub mod client;
+pub mod dispatch;
 pub mod identity;
 mod listener;
+pub mod message;
 pub mod router;
 mod session;
 pub mod stats;

@@ -11,8 +11,10 @@ use std::sync::Arc;
 use bytes::Bytes;
 use parking_lot::RwLock;
 
+use super::dispatch::Dispatch;
+use super::message::Message;
 use super::stats::ServerStats;
-use super::subscription::Subscription;
+use super::subscription::{InternalSubscriber, Subscriber, Subscription};
 use crate::subject::SubjectTrie;
 
 /// Everyone a subject reaches: plain subscriptions each get a copy; each queue group gets
@@ -86,6 +88,33 @@ impl Router {
                 }
             });
         matches
+    }
+
+    /// Subscribes a server component; remove it with [`Router::unsubscribe`].
+    pub fn subscribe_internal(
+        &self,
+        subject: &str,
+        queue: Option<&str>,
+        handler: Arc<dyn InternalSubscriber>,
+    ) -> Arc<Subscription> {
+        let sub = Arc::new(Subscription::new(
+            Subscriber::Internal(handler),
+            Bytes::copy_from_slice(subject.as_bytes()),
+            queue.map(|q| Bytes::copy_from_slice(q.as_bytes())),
+            Bytes::from_static(b"internal"),
+        ));
+        self.subscribe(sub.clone());
+        sub
+    }
+
+    /// Publishes a server-originated message (replies, deliveries). Returns whether anyone
+    /// received it.
+    pub fn publish(&self, msg: &Message) -> bool {
+        let matches = self.matches(&msg.subject);
+        let mut dispatch = Dispatch::default();
+        let delivered = dispatch.route(self, &matches, msg, None);
+        dispatch.wake_all();
+        delivered
     }
 
     pub fn subscription_count(&self) -> usize {

@@ -4,16 +4,32 @@
 //! Shared (`Arc`) between the router's trie, the owning session's sid map and any match
 //! cache holding it; the `removed` flag makes removal idempotent from all of them.
 
+use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
 
 use super::client::ClientHandle;
+use super::message::Message;
+
+/// A server component that subscribes like a client (JetStream's API, stream subjects, acks).
+/// `receive` runs on the publisher's task: it must not block, only hand the message on.
+pub trait InternalSubscriber: Send + Sync + fmt::Debug {
+    /// Returns false if the message could not be taken (the component is gone).
+    fn receive(&self, msg: &Message) -> bool;
+}
+
+/// Who receives a subscription's messages.
+#[derive(Debug, Clone)]
+pub enum Subscriber {
+    Client(Arc<ClientHandle>),
+    Internal(Arc<dyn InternalSubscriber>),
+}
 
 #[derive(Debug)]
 pub struct Subscription {
-    pub client: Arc<ClientHandle>,
+    pub subscriber: Subscriber,
     pub subject: Bytes,
     pub queue: Option<Bytes>,
     pub sid: Bytes,
@@ -33,20 +49,23 @@ pub enum Claim {
 }
 
 impl Subscription {
-    pub fn new(
-        client: Arc<ClientHandle>,
-        subject: Bytes,
-        queue: Option<Bytes>,
-        sid: Bytes,
-    ) -> Self {
+    pub fn new(subscriber: Subscriber, subject: Bytes, queue: Option<Bytes>, sid: Bytes) -> Self {
         Subscription {
-            client,
+            subscriber,
             subject,
             queue,
             sid,
             max: AtomicU64::new(0),
             delivered: AtomicU64::new(0),
             removed: AtomicBool::new(false),
+        }
+    }
+
+    /// The owning client's id; `None` for internal subscriptions.
+    pub fn client_id(&self) -> Option<u64> {
+        match &self.subscriber {
+            Subscriber::Client(client) => Some(client.id),
+            Subscriber::Internal(_) => None,
         }
     }
 

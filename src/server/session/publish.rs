@@ -3,15 +3,13 @@
 //! can answer.
 
 use bytes::Bytes;
-use rand::Rng;
 
 use super::errors;
 use super::reader::{Closing, Reader};
 use crate::server::client::CloseReason;
-use crate::server::subscription::{Claim, Subscription};
+use crate::server::message::Message;
 use crate::subject::pattern::pattern_matches;
 use crate::subject::validate::{is_valid_literal_subject, is_valid_subject};
-use crate::wire::encoder::Delivery;
 use crate::wire::headers;
 
 impl Reader {
@@ -41,53 +39,27 @@ impl Reader {
             return Ok(());
         }
 
+        let msg = Message {
+            subject,
+            reply,
+            headers,
+            payload,
+        };
         let router = &self.shared.router;
         let generation = router.generation();
         let matches = self
             .cache
-            .get_or_compute(generation, &subject, || router.matches(&subject));
-        let msg = Delivery {
-            subject: &subject,
-            reply: reply.as_deref(),
-            headers: headers.as_deref(),
-            payload: &payload,
-        };
-        let mut delivered = false;
-        for sub in &matches.plain {
-            delivered |= self.deliver(sub, &msg);
-        }
-        for group in &matches.queue_groups {
-            // Start at a random member; move on past members that cannot take it.
-            let start = rand::rng().random_range(0..group.len());
-            let mut members = group.iter().cycle().skip(start).take(group.len());
-            delivered |= members.any(|sub| self.deliver(sub, &msg));
-        }
+            .get_or_compute(generation, &msg.subject, || router.matches(&msg.subject));
+        let skip = (!self.echo()).then_some(self.client.id);
+        let delivered = self.dispatch.route(router, &matches, &msg, skip);
 
         // A subscription skipped for echo:false does not count as a responder.
         if !delivered {
-            if let Some(reply) = &reply {
-                self.answer_no_responders(&subject, reply);
+            if let Some(reply) = &msg.reply {
+                self.answer_no_responders(&msg.subject, reply);
             }
         }
         Ok(())
-    }
-
-    /// Delivers to one subscription; false if it could not take the message.
-    fn deliver(&mut self, sub: &std::sync::Arc<Subscription>, msg: &Delivery<'_>) -> bool {
-        if sub.client.id == self.client.id && !self.echo() {
-            return false;
-        }
-        let claim = sub.claim();
-        if claim == Claim::Skip {
-            return false;
-        }
-        if sub.client.queue_delivery(&sub.sid, msg) {
-            self.to_wake.push(sub.client.clone());
-        }
-        if claim == Claim::DeliverLast {
-            self.shared.router.unsubscribe(sub);
-        }
-        true
     }
 
     fn echo(&self) -> bool {
@@ -114,12 +86,9 @@ impl Reader {
         };
         let subject_text = String::from_utf8_lossy(subject);
         let block = headers::status_block(503, None, &[("Nats-Subject", &subject_text)]);
-        let status = Delivery {
-            subject: reply,
-            reply: None,
-            headers: Some(&block),
-            payload: b"",
-        };
-        self.deliver(&own, &status);
+        let status =
+            Message::new(Bytes::copy_from_slice(reply), Bytes::new()).with_headers(Some(block));
+        self.dispatch
+            .deliver(&self.shared.router, &own, &status, None);
     }
 }

@@ -11,9 +11,10 @@ use tokio::net::tcp::OwnedReadHalf;
 
 use super::errors;
 use crate::server::client::{ClientHandle, CloseReason};
+use crate::server::dispatch::Dispatch;
 use crate::server::router::Matches;
 use crate::server::stats::ServerStats;
-use crate::server::subscription::Subscription;
+use crate::server::subscription::{Subscriber, Subscription};
 use crate::server::ServerShared;
 use crate::subject::cache::MatchCache;
 use crate::subject::validate::{is_valid_queue, is_valid_subject};
@@ -38,8 +39,8 @@ pub(super) struct Reader {
     pub(super) options: Option<ConnectOptions>,
     pub(super) subs: HashMap<Bytes, Arc<Subscription>>,
     pub(super) cache: MatchCache<Matches>,
-    /// Clients whose writers must be woken at the end of this read.
-    pub(super) to_wake: Vec<Arc<ClientHandle>>,
+    /// Writers to wake at the end of this read.
+    pub(super) dispatch: Dispatch,
     pub(super) in_msgs: u64,
     pub(super) in_bytes: u64,
     prune_subs_at: usize,
@@ -59,7 +60,7 @@ impl Reader {
             options: None,
             subs: HashMap::new(),
             cache: MatchCache::new(MATCH_CACHE_ENTRIES),
-            to_wake: Vec::new(),
+            dispatch: Dispatch::default(),
             in_msgs: 0,
             in_bytes: 0,
             prune_subs_at: MIN_PRUNE_AT,
@@ -187,7 +188,7 @@ impl Reader {
             return;
         }
         let sub = Arc::new(Subscription::new(
-            self.client.clone(),
+            Subscriber::Client(self.client.clone()),
             subject,
             queue,
             sid.clone(),
@@ -210,9 +211,7 @@ impl Reader {
 
     /// Wakes the writers that got messages during this read and publishes the counters.
     fn flush_batch(&mut self) {
-        for client in self.to_wake.drain(..) {
-            client.wake();
-        }
+        self.dispatch.wake_all();
         if self.in_msgs > 0 {
             let stats = &self.shared.stats;
             ServerStats::add(&stats.in_msgs, self.in_msgs);

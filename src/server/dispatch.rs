@@ -1,0 +1,80 @@
+//! Delivering a routed message to its matches: each plain subscription a copy, each queue
+//! group one member. Used by client read loops and by the server's own publishers alike.
+//!
+//! A `Dispatch` collects the client writers that need waking, so a read loop wakes each
+//! writer once per read rather than once per message.
+
+use std::sync::Arc;
+
+use rand::Rng;
+
+use super::client::ClientHandle;
+use super::message::Message;
+use super::router::{Matches, Router};
+use super::subscription::{Claim, Subscriber, Subscription};
+
+#[derive(Debug, Default)]
+pub struct Dispatch {
+    to_wake: Vec<Arc<ClientHandle>>,
+}
+
+impl Dispatch {
+    /// Delivers `msg` to `matches`, skipping subscriptions of client `skip_client` (a
+    /// publisher with echo off). Returns whether anyone received it.
+    pub fn route(
+        &mut self,
+        router: &Router,
+        matches: &Matches,
+        msg: &Message,
+        skip_client: Option<u64>,
+    ) -> bool {
+        let mut delivered = false;
+        for sub in &matches.plain {
+            delivered |= self.deliver(router, sub, msg, skip_client);
+        }
+        for group in &matches.queue_groups {
+            // Start at a random member; move on past members that cannot take it.
+            let start = rand::rng().random_range(0..group.len());
+            let mut members = group.iter().cycle().skip(start).take(group.len());
+            delivered |= members.any(|sub| self.deliver(router, sub, msg, skip_client));
+        }
+        delivered
+    }
+
+    /// Delivers to one subscription; false if it could not take the message.
+    pub fn deliver(
+        &mut self,
+        router: &Router,
+        sub: &Arc<Subscription>,
+        msg: &Message,
+        skip_client: Option<u64>,
+    ) -> bool {
+        if skip_client.is_some() && sub.client_id() == skip_client {
+            return false;
+        }
+        let claim = sub.claim();
+        if claim == Claim::Skip {
+            return false;
+        }
+        let taken = match &sub.subscriber {
+            Subscriber::Client(client) => {
+                if client.queue_delivery(&sub.sid, &msg.as_delivery()) {
+                    self.to_wake.push(client.clone());
+                }
+                true
+            }
+            Subscriber::Internal(handler) => handler.receive(msg),
+        };
+        if claim == Claim::DeliverLast {
+            router.unsubscribe(sub);
+        }
+        taken
+    }
+
+    /// Wakes every writer that received messages since the last call.
+    pub fn wake_all(&mut self) {
+        for client in self.to_wake.drain(..) {
+            client.wake();
+        }
+    }
+}
