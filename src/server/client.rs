@@ -60,6 +60,17 @@ struct Outbound {
     closing: Option<CloseReason>,
 }
 
+/// What queuing a delivery asks of the publisher.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Queued {
+    /// The buffer was empty: the writer must be woken.
+    pub wake: bool,
+    /// More than half of `max_pending` is queued: the publisher should pause briefly
+    /// (see [`ClientHandle::wait_drained`]) so a fast producer cannot push a consumer that
+    /// is merely slower than it into being cut off.
+    pub backed_up: bool,
+}
+
 /// What the writer task should do next.
 #[derive(Debug)]
 pub enum WriterWork {
@@ -73,6 +84,8 @@ pub struct ClientHandle {
     pub id: u64,
     outbound: Mutex<Outbound>,
     wake_writer: Notify,
+    /// Notified by the writer after every write, for publishers pausing on a backed-up client.
+    drained: Notify,
     /// Cancelled when the connection is closing: stops the read loop.
     pub closed: CancellationToken,
     max_pending: usize,
@@ -88,6 +101,7 @@ impl ClientHandle {
             id,
             outbound: Mutex::new(Outbound::default()),
             wake_writer: Notify::new(),
+            drained: Notify::new(),
             closed: CancellationToken::new(),
             max_pending,
             headers: AtomicBool::new(false),
@@ -100,9 +114,9 @@ impl ClientHandle {
         self.headers.store(supported, Ordering::Relaxed);
     }
 
-    /// Queues a MSG/HMSG for subscription `sid`. Returns true if the writer needs waking (the
-    /// buffer was empty); the caller batches wake-ups with [`ClientHandle::wake`].
-    pub fn queue_delivery(&self, sid: &[u8], msg: &Delivery<'_>) -> bool {
+    /// Queues a MSG/HMSG for subscription `sid`. The caller batches wake-ups with
+    /// [`ClientHandle::wake`] and pauses on backed-up clients.
+    pub fn queue_delivery(&self, sid: &[u8], msg: &Delivery<'_>) -> Queued {
         let msg = if msg.headers.is_some() && !self.headers.load(Ordering::Relaxed) {
             // A client that did not announce header support gets the payload alone.
             Delivery {
@@ -114,7 +128,7 @@ impl ClientHandle {
         };
         let mut out = self.outbound.lock();
         if out.closing.is_some() {
-            return false;
+            return Queued::default();
         }
         let was_empty = out.buf.is_empty();
         encoder::write_delivery(&mut out.buf, sid, &msg);
@@ -122,9 +136,35 @@ impl ClientHandle {
         ServerStats::add(&self.stats.out_bytes, msg.body_len() as u64);
         if out.buf.len() > self.max_pending {
             self.cut_off_slow_consumer(&mut out);
-            return false;
+            return Queued::default();
         }
-        was_empty
+        Queued {
+            wake: was_empty,
+            backed_up: out.buf.len() > self.max_pending / 2,
+        }
+    }
+
+    /// Waits (at most `limit`) until this client's queued bytes drop to half of
+    /// `max_pending` or it closes: the producer-side pause nats-server calls a stall.
+    pub async fn wait_drained(&self, limit: std::time::Duration) {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let drained = self.drained.notified();
+            {
+                let out = self.outbound.lock();
+                if out.closing.is_some() || out.buf.len() <= self.max_pending / 2 {
+                    return;
+                }
+            }
+            if tokio::time::timeout_at(deadline, drained).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Called by the writer after each write.
+    pub fn notify_drained(&self) {
+        self.drained.notify_waiters();
     }
 
     /// Queues protocol bytes (PONG, +OK, INFO, PING) and wakes the writer.

@@ -16,6 +16,8 @@ use super::subscription::{Claim, Subscriber, Subscription};
 #[derive(Debug, Default)]
 pub struct Dispatch {
     to_wake: Vec<Arc<ClientHandle>>,
+    /// Receivers with more than half their outbound limit queued.
+    backed_up: Vec<Arc<ClientHandle>>,
 }
 
 impl Dispatch {
@@ -58,8 +60,12 @@ impl Dispatch {
         }
         let taken = match &sub.subscriber {
             Subscriber::Client(client) => {
-                if client.queue_delivery(&sub.sid, &msg.as_delivery()) {
+                let queued = client.queue_delivery(&sub.sid, &msg.as_delivery());
+                if queued.wake {
                     self.to_wake.push(client.clone());
+                }
+                if queued.backed_up && !self.backed_up.iter().any(|c| Arc::ptr_eq(c, client)) {
+                    self.backed_up.push(client.clone());
                 }
                 true
             }
@@ -75,6 +81,20 @@ impl Dispatch {
     pub fn wake_all(&mut self) {
         for client in self.to_wake.drain(..) {
             client.wake();
+        }
+    }
+
+    /// Pauses (bounded by `limit` in total) while receivers are backed up, giving their
+    /// writers time to drain. A receiver that stays backed up is not waited for again: it
+    /// will either catch up or cross `max_pending` and be cut off as a slow consumer.
+    pub async fn pause_for_backed_up(&mut self, limit: std::time::Duration) {
+        if self.backed_up.is_empty() {
+            return;
+        }
+        let deadline = tokio::time::Instant::now() + limit;
+        for client in self.backed_up.drain(..) {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            client.wait_drained(left).await;
         }
     }
 }

@@ -25,6 +25,9 @@ use crate::wire::{ClientOp, Decoder};
 const READ_CHUNK: usize = 64 * 1024;
 const MATCH_CACHE_ENTRIES: usize = 1024;
 const MIN_PRUNE_AT: usize = 64;
+/// Longest a publisher pauses per read for backed-up receivers (nats-server stalls a fast
+/// producer for a few milliseconds in the same situation).
+const MAX_PRODUCER_PAUSE: std::time::Duration = std::time::Duration::from_millis(10);
 /// The only account jetraft has; nats-server names its default account `$G`.
 const GLOBAL_ACCOUNT: &str = "$G";
 
@@ -123,6 +126,7 @@ impl Reader {
                 }
             }
             self.flush_batch();
+            self.dispatch.pause_for_backed_up(MAX_PRODUCER_PAUSE).await;
         }
         self.unsubscribe_all();
     }

@@ -29,7 +29,7 @@ pub async fn run(
         match client.take_work() {
             WriterWork::Write(bytes) => {
                 match tokio::time::timeout(WRITE_DEADLINE, socket.write_all(&bytes)).await {
-                    Ok(Ok(())) => {}
+                    Ok(Ok(())) => client.notify_drained(),
                     Ok(Err(err)) => {
                         tracing::debug!(cid = client.id, "write error: {err}");
                         client.close(CloseReason::WriteError);
