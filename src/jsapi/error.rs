@@ -324,6 +324,11 @@ error_table! {
     ConsumerAckWaitNegative = 400, 10183, "consumer ack wait needs to be positive";
     ConsumerBackOffNegative = 400, 10184, "consumer backoff needs to be positive";
     ConsumerOfflineReason = 500, 10195, "consumer is offline: {err}";
+    ConsumerAckFcRequiresPush = 400, 10218, "flow control ack policy requires a push based consumer";
+    ConsumerAckFcRequiresFc = 400, 10219, "flow control ack policy requires flow control";
+    ConsumerAckFcRequiresMaxAckPending = 400, 10220, "flow control ack policy requires max ack pending";
+    ConsumerAckFcRequiresNoAckWait = 400, 10221, "flow control ack policy requires unset ack wait";
+    ConsumerAckFcRequiresNoMaxDeliver = 400, 10222, "flow control ack policy requires unset max deliver";
     ConsumerPriorityGroupWithPolicyNone = 400, 10196, "consumer can not have priority groups when policy is none";
     ConsumerPinnedTtlWithoutPriorityPolicyNone = 400, 10197, "PinnedTTL cannot be set when PriorityPolicy is none";
 }

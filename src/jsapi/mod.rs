@@ -11,6 +11,9 @@
 //! rules, subject overlap).
 
 pub mod consumer_config;
+mod consumer_config_check;
+#[cfg(test)]
+mod consumer_config_check_tests;
 pub mod error;
 pub mod names;
 mod serde_util;
@@ -18,6 +21,14 @@ pub mod stream_config;
 mod stream_config_check;
 pub mod time;
 
+pub use consumer_config::{
+    AckPolicy, ConsumerAction, ConsumerConfig, CreateConsumerRequest, DeliverPolicy,
+    PriorityPolicy, ReplayPolicy,
+};
+pub use consumer_config_check::{
+    DEFAULT_ACK_WAIT, DEFAULT_EPHEMERAL_INACTIVE_THRESHOLD, DEFAULT_MAX_ACK_PENDING,
+    DEFAULT_MAX_WAITING, DEFAULT_PRIORITY_TIMEOUT,
+};
 pub use error::{ApiError, ErrorKind};
 pub use names::{is_valid_name, validate_name, NameError};
 pub use stream_config::{
