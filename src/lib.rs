@@ -7,6 +7,7 @@
 
 pub mod config;
 pub mod jsapi;
+pub mod jscore;
 pub mod monitor;
 pub mod server;
 pub mod subject;
