@@ -249,8 +249,10 @@ wire_enum! {
 pub struct CreateConsumerRequest {
     #[serde(deserialize_with = "nullable")]
     pub stream_name: String,
-    /// `None` when the body had no `config` (nats-server answers 10078).
-    pub config: Option<ConsumerConfig>,
+    /// Absent `config` decodes as Go's zero config, as in nats-server (an ephemeral
+    /// ack-none pull consumer).
+    #[serde(deserialize_with = "nullable")]
+    pub config: ConsumerConfig,
     #[serde(deserialize_with = "nullable")]
     pub action: ConsumerAction,
     #[serde(deserialize_with = "nullable", skip_serializing_if = "is_false")]
@@ -274,7 +276,7 @@ mod tests {
         let req: CreateConsumerRequest = serde_json::from_str(NATSCLI_CREATE).unwrap();
         assert_eq!(req.stream_name, "ORDERS");
         assert_eq!(req.action, ConsumerAction::CreateOrUpdate);
-        let cfg = req.config.unwrap();
+        let cfg = req.config;
         assert_eq!(cfg.durable_name, "order-processor");
         assert_eq!(cfg.ack_policy, AckPolicy::Explicit);
         assert_eq!(cfg.deliver_policy, DeliverPolicy::All);
@@ -298,7 +300,7 @@ mod tests {
         let missing: CreateConsumerRequest =
             serde_json::from_str(r#"{"stream_name":"S"}"#).unwrap();
         assert_eq!(missing.action, ConsumerAction::CreateOrUpdate);
-        assert!(missing.config.is_none());
+        assert_eq!(missing.config, ConsumerConfig::default());
         assert!(serde_json::from_str::<CreateConsumerRequest>(r#"{"action":"delete"}"#).is_err());
     }
 

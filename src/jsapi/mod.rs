@@ -10,14 +10,18 @@
 //! `stream_info`, `consumer_info`, `account_info`, `pub_ack` (reply bodies), `requests` and
 //! `msg_get` (request bodies and body conventions), `response` (`type` strings, envelopes),
 //! `error` (the error table), `time` (RFC 3339 timestamps, Go durations), `names` (name
-//! rules, subject overlap), `base64` (byte fields).
+//! rules, subject overlap), `base64` (byte fields), `subject` (`$JS.API.*` grammar),
+//! `consumer_create` (subject vs body of consumer creates), `ack` (`$JS.ACK.*` and ack
+//! payloads).
 
 pub mod account_info;
+pub mod ack;
 mod base64;
 pub mod consumer_config;
 mod consumer_config_check;
 #[cfg(test)]
 mod consumer_config_check_tests;
+mod consumer_create;
 pub mod consumer_info;
 pub mod error;
 pub mod msg_get;
@@ -29,9 +33,11 @@ mod serde_util;
 pub mod stream_config;
 mod stream_config_check;
 pub mod stream_info;
+pub mod subject;
 pub mod time;
 
 pub use account_info::{AccountInfo, AccountLimits, AccountUsage, ApiStats};
+pub use ack::{AckKind, AckReply, AckSubjectError, ACK_PREFIX};
 pub use consumer_config::{
     AckPolicy, ConsumerAction, ConsumerConfig, CreateConsumerRequest, DeliverPolicy,
     PriorityPolicy, ReplayPolicy,
@@ -58,4 +64,7 @@ pub use stream_config::{
 };
 pub use stream_config_check::{DEFAULT_DUPLICATE_WINDOW, MAX_REPLICAS};
 pub use stream_info::{ClusterInfo, PeerInfo, StreamInfo, StreamSourceInfo, StreamState};
+pub use subject::{
+    strip_api_prefix, ApiRequest, ConsumerCreateForm, NameOwner, SubjectError, API_PREFIX,
+};
 pub use time::{parse_go_duration, Timestamp};
