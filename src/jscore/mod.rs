@@ -13,6 +13,12 @@
 //! * `subject_filter.rs` — consumer filters and overlap checks.
 
 pub mod consumer;
+pub mod group;
+pub mod retention;
 pub mod stream;
 pub mod subject_filter;
 
+#[cfg(test)]
+mod tests_group;
+#[cfg(test)]
+mod tests_property;
