@@ -32,8 +32,12 @@ pub mod response;
 mod serde_util;
 pub mod stream_config;
 mod stream_config_check;
+#[cfg(test)]
+mod stream_config_check_tests;
 pub mod stream_info;
 pub mod subject;
+#[cfg(test)]
+mod subject_tests;
 pub mod time;
 
 pub use account_info::{AccountInfo, AccountLimits, AccountUsage, ApiStats};
