@@ -6,6 +6,8 @@
 //! router), `monitor` (HTTP endpoints), `config` (command line and config file).
 
 pub mod config;
+pub mod jsapi;
+pub mod jscore;
 pub mod monitor;
 pub mod server;
 pub mod subject;

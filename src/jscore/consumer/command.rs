@@ -1,0 +1,66 @@
+//! The consumer commands a stream group's log carries, and `apply`, which dispatches them.
+//! Every variant carries the time it needs, chosen by the leader when proposing.
+
+use crate::jscore::stream::StreamState;
+
+use super::ack::AckOutcome;
+use super::deliver::Delivery;
+use super::state::ConsumerState;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConsumerCommand {
+    /// Deliver up to `max_messages` (a pull request's batch, or a push consumer's window).
+    DeliverNext {
+        max_messages: usize,
+        now_nanos: i64,
+    },
+    Ack {
+        stream_seq: u64,
+    },
+    AckAll {
+        stream_seq: u64,
+    },
+    Nak {
+        stream_seq: u64,
+        delay_nanos: Option<i64>,
+        now_nanos: i64,
+    },
+    Term {
+        stream_seq: u64,
+    },
+    InProgress {
+        stream_seq: u64,
+        now_nanos: i64,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConsumerOutcome {
+    Delivered(Vec<Delivery>),
+    Ack(AckOutcome),
+}
+
+impl ConsumerState {
+    pub fn apply(&mut self, stream: &StreamState, command: ConsumerCommand) -> ConsumerOutcome {
+        match command {
+            ConsumerCommand::DeliverNext {
+                max_messages,
+                now_nanos,
+            } => ConsumerOutcome::Delivered(self.deliver_next(stream, max_messages, now_nanos)),
+            ConsumerCommand::Ack { stream_seq } => ConsumerOutcome::Ack(self.ack(stream_seq)),
+            ConsumerCommand::AckAll { stream_seq } => {
+                ConsumerOutcome::Ack(self.ack_all(stream_seq))
+            }
+            ConsumerCommand::Nak {
+                stream_seq,
+                delay_nanos,
+                now_nanos,
+            } => ConsumerOutcome::Ack(self.nak(stream_seq, delay_nanos, now_nanos)),
+            ConsumerCommand::Term { stream_seq } => ConsumerOutcome::Ack(self.term(stream_seq)),
+            ConsumerCommand::InProgress {
+                stream_seq,
+                now_nanos,
+            } => ConsumerOutcome::Ack(self.in_progress(stream_seq, now_nanos)),
+        }
+    }
+}

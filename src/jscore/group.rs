@@ -1,0 +1,222 @@
+//! `StreamGroup`: one stream and its consumers, and the single `apply` a stream's Raft
+//! state machine calls for every committed entry. It ties the pieces together: consumers
+//! learn about removed messages, interest streams skip messages nobody wants, and after
+//! acks and deliveries the retention step removes what work-queue and interest streams no
+//! longer need.
+//!
+//! One per stream on every replica; entirely replicated.
+
+use std::collections::BTreeMap;
+
+use crate::jsapi::consumer_config::ConsumerConfig;
+use crate::jsapi::error::{ApiError, ErrorKind};
+use crate::jsapi::stream_config::{RetentionPolicy, StreamConfig};
+use crate::jscore::consumer::{AckOutcome, ConsumerCommand, ConsumerOutcome, ConsumerState};
+use crate::jscore::retention;
+use crate::jscore::stream::{AppendOutcome, AppendRequest, PurgeRequest, StreamState};
+
+/// The entries of a stream group's log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GroupCommand {
+    Append(AppendRequest),
+    Purge(PurgeRequest),
+    DeleteMsg {
+        seq: u64,
+    },
+    Expire {
+        now_nanos: i64,
+    },
+    UpdateStream {
+        config: StreamConfig,
+        now_nanos: i64,
+    },
+    /// Create or update a consumer (the API layer has validated the config).
+    UpsertConsumer {
+        name: String,
+        config: ConsumerConfig,
+    },
+    DeleteConsumer {
+        name: String,
+    },
+    Consumer {
+        name: String,
+        command: ConsumerCommand,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GroupOutcome {
+    Appended(AppendOutcome),
+    Purged {
+        count: u64,
+    },
+    Removed {
+        seqs: Vec<u64>,
+    },
+    ConsumerUpserted {
+        created: bool,
+    },
+    ConsumerDeleted,
+    /// A consumer command's outcome, plus what retention removed because of it.
+    Consumer {
+        outcome: ConsumerOutcome,
+        removed: Vec<u64>,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct StreamGroup {
+    stream: StreamState,
+    consumers: BTreeMap<String, ConsumerState>,
+}
+
+impl StreamGroup {
+    pub fn new(config: StreamConfig) -> Self {
+        Self {
+            stream: StreamState::new(config),
+            consumers: BTreeMap::new(),
+        }
+    }
+
+    pub fn stream(&self) -> &StreamState {
+        &self.stream
+    }
+
+    pub fn consumer(&self, name: &str) -> Option<&ConsumerState> {
+        self.consumers.get(name)
+    }
+
+    pub fn consumer_names(&self) -> impl Iterator<Item = &str> {
+        self.consumers.keys().map(String::as_str)
+    }
+
+    pub fn apply(&mut self, command: GroupCommand) -> Result<GroupOutcome, ApiError> {
+        match command {
+            GroupCommand::Append(request) => self.append(request),
+            GroupCommand::Purge(request) => {
+                let purged = self.stream.purge(&request)?;
+                for consumer in self.consumers.values_mut() {
+                    consumer.on_stream_purged(&self.stream);
+                }
+                Ok(GroupOutcome::Purged {
+                    count: purged.count,
+                })
+            }
+            GroupCommand::DeleteMsg { seq } => {
+                self.stream.delete_msg(seq)?;
+                self.after_removal(vec![seq])
+            }
+            GroupCommand::Expire { now_nanos } => {
+                let removed = self.stream.expire(now_nanos);
+                self.after_removal(removed)
+            }
+            GroupCommand::UpdateStream { config, now_nanos } => {
+                let removed = self.stream.update_config(config, now_nanos);
+                self.after_removal(removed)
+            }
+            GroupCommand::UpsertConsumer { name, config } => self.upsert_consumer(name, config),
+            GroupCommand::DeleteConsumer { name } => self.delete_consumer(&name),
+            GroupCommand::Consumer { name, command } => self.consumer_command(&name, command),
+        }
+    }
+
+    fn append(&mut self, request: AppendRequest) -> Result<GroupOutcome, ApiError> {
+        let consumers = &self.consumers;
+        let has_interest = |subject: &str| {
+            consumers
+                .values()
+                .any(|consumer| consumer.policy().filter.matches(subject))
+        };
+        let outcome = self.stream.append(request, &has_interest)?;
+        if let AppendOutcome::Stored { removed, .. } = &outcome {
+            if !removed.is_empty() {
+                self.notify_removed();
+            }
+        }
+        Ok(GroupOutcome::Appended(outcome))
+    }
+
+    fn after_removal(&mut self, removed: Vec<u64>) -> Result<GroupOutcome, ApiError> {
+        if !removed.is_empty() {
+            self.notify_removed();
+        }
+        Ok(GroupOutcome::Removed { seqs: removed })
+    }
+
+    fn notify_removed(&mut self) {
+        for consumer in self.consumers.values_mut() {
+            consumer.on_messages_removed(&self.stream);
+        }
+    }
+
+    fn upsert_consumer(
+        &mut self,
+        name: String,
+        config: ConsumerConfig,
+    ) -> Result<GroupOutcome, ApiError> {
+        if self.stream.limits().retention == RetentionPolicy::WorkQueue {
+            let others = self
+                .consumers
+                .iter()
+                .filter(|(other, _)| **other != name)
+                .map(|(_, consumer)| consumer.config());
+            retention::check_work_queue_consumer(others, &config)?;
+        }
+        match self.consumers.get_mut(&name) {
+            Some(existing) => {
+                existing.update_config(config);
+                Ok(GroupOutcome::ConsumerUpserted { created: false })
+            }
+            None => {
+                let consumer = ConsumerState::new(config, &self.stream);
+                self.consumers.insert(name, consumer);
+                Ok(GroupOutcome::ConsumerUpserted { created: true })
+            }
+        }
+    }
+
+    fn delete_consumer(&mut self, name: &str) -> Result<GroupOutcome, ApiError> {
+        if self.consumers.remove(name).is_none() {
+            return Err(ApiError::new(ErrorKind::ConsumerNotFound));
+        }
+        if self.stream.limits().retention == RetentionPolicy::Interest {
+            let unneeded = retention::unneeded_messages(&self.stream, self.consumers.values());
+            self.stream.remove_acked(unneeded);
+            self.notify_removed();
+        }
+        Ok(GroupOutcome::ConsumerDeleted)
+    }
+
+    fn consumer_command(
+        &mut self,
+        name: &str,
+        command: ConsumerCommand,
+    ) -> Result<GroupOutcome, ApiError> {
+        let consumer = self
+            .consumers
+            .get_mut(name)
+            .ok_or_else(|| ApiError::new(ErrorKind::ConsumerNotFound))?;
+        let takes_acks = consumer.policy().takes_acks();
+        let outcome = consumer.apply(&self.stream, command);
+        // Retention step: acknowledged messages, and messages delivered to an ack-none
+        // consumer (delivery is its acknowledgement), may now be removable.
+        let candidates: Vec<u64> = match &outcome {
+            ConsumerOutcome::Ack(AckOutcome::Acked { stream_seqs }) => stream_seqs.clone(),
+            ConsumerOutcome::Delivered(deliveries) if !takes_acks => {
+                deliveries.iter().map(|d| d.stream_seq).collect()
+            }
+            _ => Vec::new(),
+        };
+        let removable = retention::removable(
+            self.stream.limits().retention,
+            &self.stream,
+            self.consumers.values(),
+            &candidates,
+        );
+        let removed = self.stream.remove_acked(removable);
+        if !removed.is_empty() {
+            self.notify_removed();
+        }
+        Ok(GroupOutcome::Consumer { outcome, removed })
+    }
+}

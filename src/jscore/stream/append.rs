@@ -1,0 +1,224 @@
+//! The Append command: one published message arriving at the stream, with every
+//! publish-time check nats-server makes, in its order (`processJetStreamMsg`): sealed,
+//! expected stream, duplicate id, expected last subject sequence, expected last sequence,
+//! expected last msg id, rollup permission, message and header size, interest, then the
+//! discard-new limits; after storing, discard-old limits and the rollup purge.
+//!
+//! Replicated: the leader proposes the raw message with its receive time; each replica
+//! applies this same function and reaches the same outcome (including refusals).
+
+use bytes::Bytes;
+
+use crate::jsapi::stream_config::RetentionPolicy;
+
+use super::error::AppendError;
+use super::limits::MAX_HEADERS_LEN;
+use super::message::{stored_size, StoredMsg};
+use super::publish_headers::{PublishHeaders, Rollup};
+use super::state::StreamState;
+
+/// A message to store. `now_nanos` is the leader's receive time: it becomes the message's
+/// timestamp and is the clock for the duplicate window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppendRequest {
+    pub subject: String,
+    pub headers: Option<Bytes>,
+    pub payload: Bytes,
+    pub now_nanos: i64,
+}
+
+/// What happened to an accepted publish. Every variant is a successful PubAck.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AppendOutcome {
+    /// Stored at `seq`; `removed` lists sequences dropped by discard-old limits or a rollup.
+    Stored { seq: u64, removed: Vec<u64> },
+    /// The `Nats-Msg-Id` was seen within the duplicate window; nothing stored. The PubAck
+    /// carries the original sequence and `"duplicate": true`.
+    Duplicate { seq: u64 },
+    /// Interest retention with no consumer interested in the subject: the sequence is used
+    /// up but nothing is kept (nats-server acks these like stored messages).
+    SkippedNoInterest { seq: u64 },
+}
+
+impl AppendOutcome {
+    /// The sequence the PubAck reports.
+    pub fn seq(&self) -> u64 {
+        match self {
+            AppendOutcome::Stored { seq, .. }
+            | AppendOutcome::Duplicate { seq }
+            | AppendOutcome::SkippedNoInterest { seq } => *seq,
+        }
+    }
+}
+
+impl StreamState {
+    /// Applies one publish. `has_interest` answers, for interest-retention streams, whether
+    /// any consumer's filter selects the subject (the stream group knows its consumers);
+    /// other retention policies ignore it.
+    pub fn append(
+        &mut self,
+        request: AppendRequest,
+        has_interest: &dyn Fn(&str) -> bool,
+    ) -> Result<AppendOutcome, AppendError> {
+        if self.config.sealed {
+            return Err(AppendError::Sealed);
+        }
+        let headers = PublishHeaders::parse(request.headers.as_deref());
+        if let Some(expected) = &headers.expected_stream {
+            if *expected != self.config.name {
+                return Err(AppendError::StreamMismatch);
+            }
+        }
+
+        self.dedup
+            .expire(request.now_nanos, self.limits.duplicate_window_nanos);
+        if let Some(original) = headers
+            .msg_id
+            .as_deref()
+            .and_then(|id| self.dedup.lookup(id))
+        {
+            return Ok(AppendOutcome::Duplicate { seq: original });
+        }
+
+        self.check_expectations(&request.subject, &headers)?;
+        let rollup = self.check_rollup(&headers)?;
+
+        let headers_len = request.headers.as_ref().map_or(0, Bytes::len);
+        let size = (headers_len + request.payload.len()) as u64;
+        if self.limits.max_msg_size.is_some_and(|max| size > max) {
+            return Err(AppendError::MessageTooLarge);
+        }
+        if headers_len > MAX_HEADERS_LEN {
+            return Err(AppendError::HeadersTooLarge);
+        }
+
+        let msg_id = headers.msg_id.clone().unwrap_or_default();
+        if self.limits.retention == RetentionPolicy::Interest && !has_interest(&request.subject) {
+            let seq = self.skip_next(request.now_nanos);
+            self.record_msg_id(msg_id, seq, request.now_nanos);
+            return Ok(AppendOutcome::SkippedNoInterest { seq });
+        }
+
+        self.check_discard_new(&request.subject, headers_len, request.payload.len())?;
+
+        let subject = request.subject;
+        let seq = self.insert_next(StoredMsg {
+            subject: subject.clone(),
+            headers: request.headers,
+            payload: request.payload,
+            ts_nanos: request.now_nanos,
+        });
+        self.record_msg_id(msg_id, seq, request.now_nanos);
+
+        let mut removed = self.enforce_limits_after_store(&subject);
+        match rollup {
+            Some(Rollup::Subject) => removed.extend(self.remove_subject_except(&subject, seq)),
+            Some(Rollup::All) => removed.extend(self.remove_all_except(seq)),
+            None => {}
+        }
+        Ok(AppendOutcome::Stored { seq, removed })
+    }
+
+    fn check_expectations(
+        &self,
+        subject: &str,
+        headers: &PublishHeaders,
+    ) -> Result<(), AppendError> {
+        match (
+            headers.expected_last_subject_seq,
+            &headers.expected_last_subject_seq_subject,
+        ) {
+            (Some(expected), override_subject) => {
+                let checked_subject = override_subject.as_deref().unwrap_or(subject);
+                // No message on the subject counts as sequence 0.
+                let actual = self.last_seq_for_subject(checked_subject).unwrap_or(0);
+                if actual != expected {
+                    return Err(AppendError::WrongLastSequence { actual });
+                }
+            }
+            (None, Some(_)) => return Err(AppendError::MissingLastSubjectSequence),
+            (None, None) => {}
+        }
+        if let Some(expected) = headers.expected_last_seq {
+            if expected != self.last_seq {
+                return Err(AppendError::WrongLastSequence {
+                    actual: self.last_seq,
+                });
+            }
+        }
+        if let Some(expected) = &headers.expected_last_msg_id {
+            if *expected != self.last_msg_id {
+                return Err(AppendError::WrongLastMsgId {
+                    actual: self.last_msg_id.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn check_rollup(&self, headers: &PublishHeaders) -> Result<Option<Rollup>, AppendError> {
+        if headers.rollup.is_none() {
+            return Ok(None);
+        }
+        if !self.config.allow_rollup_hdrs || self.config.deny_purge {
+            return Err(AppendError::RollupNotPermitted);
+        }
+        headers
+            .rollup()
+            .map_err(|value| AppendError::RollupInvalid(value.to_string()))
+    }
+
+    /// `discard: new` refusals. A subject already at `max_msgs_per_subject` will drop its
+    /// own oldest message when this one is stored, so it does not grow the stream's message
+    /// count, and only grows its bytes by the size difference.
+    fn check_discard_new(
+        &self,
+        subject: &str,
+        headers_len: usize,
+        payload_len: usize,
+    ) -> Result<(), AppendError> {
+        if !self.limits.discards_new() {
+            return Ok(());
+        }
+        let subject_count = self.subjects.count(subject);
+        let at_subject_limit = self
+            .limits
+            .max_msgs_per_subject
+            .is_some_and(|max| subject_count >= max);
+        if at_subject_limit && self.limits.discard_new_per_subject {
+            return Err(AppendError::MaxMessagesPerSubject);
+        }
+        if !at_subject_limit
+            && self
+                .limits
+                .max_msgs
+                .is_some_and(|max| self.message_count() >= max)
+        {
+            return Err(AppendError::MaxMessages);
+        }
+        if let Some(max_bytes) = self.limits.max_bytes {
+            let incoming =
+                stored_size(self.limits.storage, subject.len(), headers_len, payload_len);
+            let replaced = match (at_subject_limit, self.subjects.first_seq(subject)) {
+                (true, Some(oldest)) => self
+                    .messages
+                    .get(&oldest)
+                    .map_or(0, |msg| msg.stored_size(self.limits.storage)),
+                _ => 0,
+            };
+            // nats-server refuses when the stream would *reach* max_bytes (`>=`); we refuse
+            // only when it would exceed it, matching the discard-old rule (`bytes > max`).
+            if self.bytes - replaced + incoming > max_bytes {
+                return Err(AppendError::MaxBytes);
+            }
+        }
+        Ok(())
+    }
+
+    fn record_msg_id(&mut self, msg_id: String, seq: u64, now_nanos: i64) {
+        if !msg_id.is_empty() {
+            self.dedup.record(&msg_id, seq, now_nanos);
+        }
+        self.last_msg_id = msg_id;
+    }
+}

@@ -1,0 +1,34 @@
+//! The stream state machine: the messages of one stream and the rules for adding and
+//! removing them. `StreamState` (state.rs) holds the data and answers queries; each command
+//! has its own file: `append.rs` (publish with its checks), `remove.rs` (purge, delete,
+//! limits, max_age expiry, retention removal), `update.rs` (config changes). Helpers:
+//! `message.rs` (stored message and its byte size), `subject_index.rs`, `dedup.rs`
+//! (duplicate window), `publish_headers.rs` (`Nats-*` headers), `limits.rs`, `error.rs`.
+//!
+//! All of it is replicated state: a stream group applies the same commands in the same
+//! order on every replica and gets the same messages, sequences, byte counts and refusals.
+//! Nothing here reads a clock (times arrive in commands) or does I/O.
+
+mod append;
+mod dedup;
+mod error;
+mod limits;
+mod message;
+mod publish_headers;
+mod remove;
+mod state;
+mod subject_index;
+mod update;
+
+#[cfg(test)]
+mod tests_append;
+#[cfg(test)]
+mod tests_remove;
+
+pub use append::{AppendOutcome, AppendRequest};
+pub use error::{AppendError, RemoveError};
+pub use limits::{StreamLimits, DEFAULT_DUPLICATE_WINDOW_NANOS, MAX_HEADERS_LEN};
+pub use message::{stored_size, StoredMsg};
+pub use publish_headers::{PublishHeaders, Rollup};
+pub use remove::{PurgeRequest, Purged};
+pub use state::{StreamState, StreamSummary};

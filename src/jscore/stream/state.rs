@@ -1,0 +1,272 @@
+//! `StreamState`: the messages of one stream by sequence, with the bookkeeping StreamInfo
+//! reports (first/last sequence and time, bytes, subjects, interior deletes), and the
+//! read-only queries the API and consumers use. The commands that change it live next door:
+//! `append.rs`, `remove.rs` (purge, delete, limits, expiry) and `update.rs`.
+//!
+//! One per stream group on every replica; entirely replicated (every field is a function of
+//! the applied command sequence).
+
+use std::collections::BTreeMap;
+
+use crate::jsapi::stream_config::StreamConfig;
+use crate::jscore::subject_filter::SubjectFilter;
+
+use super::dedup::DedupWindow;
+use super::limits::StreamLimits;
+use super::message::StoredMsg;
+use super::subject_index::SubjectIndex;
+
+/// The numbers StreamInfo's `state` object needs (minus `consumer_count`, which the stream
+/// group adds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StreamSummary {
+    pub messages: u64,
+    pub bytes: u64,
+    /// First sequence present; for an empty stream the next sequence to be used (0 for a
+    /// stream that never stored anything), as nats-server reports it.
+    pub first_seq: u64,
+    /// 0 when the stream is empty.
+    pub first_ts_nanos: i64,
+    pub last_seq: u64,
+    /// Time the last sequence was assigned (0 if never).
+    pub last_ts_nanos: i64,
+    pub num_subjects: u64,
+    /// Interior deletes between first and last sequence.
+    pub num_deleted: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct StreamState {
+    pub(super) config: StreamConfig,
+    pub(super) limits: StreamLimits,
+    pub(super) messages: BTreeMap<u64, StoredMsg>,
+    pub(super) subjects: SubjectIndex,
+    pub(super) first_seq: u64,
+    pub(super) last_seq: u64,
+    pub(super) last_ts_nanos: i64,
+    pub(super) bytes: u64,
+    pub(super) dedup: DedupWindow,
+    /// `Nats-Msg-Id` of the last message that took a sequence ("" when it had none), for
+    /// `Nats-Expected-Last-Msg-Id`.
+    pub(super) last_msg_id: String,
+}
+
+impl StreamState {
+    /// A new, empty stream. The config is expected to be validated and normalised by the
+    /// API layer; limits are read from it as they are.
+    pub fn new(config: StreamConfig) -> Self {
+        let limits = StreamLimits::from_config(&config);
+        // A configured first sequence behaves like a purge up to it: nothing stored, the
+        // next message gets `first_seq`.
+        let (first_seq, last_seq) = match config.first_seq {
+            0 => (0, 0),
+            first => (first, first - 1),
+        };
+        Self {
+            config,
+            limits,
+            messages: BTreeMap::new(),
+            subjects: SubjectIndex::default(),
+            first_seq,
+            last_seq,
+            last_ts_nanos: 0,
+            bytes: 0,
+            dedup: DedupWindow::default(),
+            last_msg_id: String::new(),
+        }
+    }
+
+    pub fn config(&self) -> &StreamConfig {
+        &self.config
+    }
+
+    pub fn limits(&self) -> &StreamLimits {
+        &self.limits
+    }
+
+    pub fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.messages.is_empty()
+    }
+
+    pub fn message_count(&self) -> u64 {
+        self.messages.len() as u64
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    pub fn first_seq(&self) -> u64 {
+        self.first_seq
+    }
+
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
+    }
+
+    pub fn contains(&self, seq: u64) -> bool {
+        self.messages.contains_key(&seq)
+    }
+
+    pub fn get(&self, seq: u64) -> Option<&StoredMsg> {
+        self.messages.get(&seq)
+    }
+
+    /// Number of `Nats-Msg-Id`s currently inside the duplicate window.
+    pub fn tracked_msg_ids(&self) -> usize {
+        self.dedup.len()
+    }
+
+    /// The newest message on a subject, which may contain wildcards (`last_by_subj`).
+    pub fn last_by_subject(&self, subject: &str) -> Option<(u64, &StoredMsg)> {
+        let seq = self.last_seq_for_subject(subject)?;
+        self.messages.get(&seq).map(|msg| (seq, msg))
+    }
+
+    /// The first message at or after `from_seq` whose subject the filter selects
+    /// (`next_by_subj`, and consumers looking for their next message).
+    pub fn next_matching(
+        &self,
+        filter: &SubjectFilter,
+        from_seq: u64,
+    ) -> Option<(u64, &StoredMsg)> {
+        if filter.is_all() {
+            return self
+                .messages
+                .range(from_seq..)
+                .next()
+                .map(|(seq, msg)| (*seq, msg));
+        }
+        self.messages
+            .range(from_seq..)
+            .find(|(_, msg)| filter.matches(&msg.subject))
+            .map(|(seq, msg)| (*seq, msg))
+    }
+
+    /// Messages with sequence > `after_seq` that the filter selects (consumer `num_pending`).
+    pub fn count_matching_after(&self, filter: &SubjectFilter, after_seq: u64) -> u64 {
+        if filter.is_all() {
+            if after_seq < self.first_seq {
+                return self.message_count();
+            }
+            return self.messages.range(after_seq + 1..).count() as u64;
+        }
+        self.subjects.count_after(filter, after_seq)
+    }
+
+    /// The newest sequence of every subject the filter selects, ascending.
+    pub fn last_seq_per_subject(&self, filter: &SubjectFilter) -> Vec<u64> {
+        self.subjects.last_seq_per_subject(filter)
+    }
+
+    /// The newest sequence among subjects the filter selects.
+    pub fn last_seq_matching(&self, filter: &SubjectFilter) -> Option<u64> {
+        if filter.is_all() {
+            return self.messages.last_key_value().map(|(seq, _)| *seq);
+        }
+        self.subjects.last_seq_matching(filter)
+    }
+
+    /// First sequence whose message was stored at or after `ts_nanos`; `last_seq + 1` when
+    /// there is none (deliver policy `by_start_time`).
+    pub fn first_seq_at_or_after(&self, ts_nanos: i64) -> u64 {
+        self.messages
+            .iter()
+            .find(|(_, msg)| msg.ts_nanos >= ts_nanos)
+            .map_or(self.last_seq + 1, |(seq, _)| *seq)
+    }
+
+    /// Per-subject counts for StreamInfo's `subjects_filter`.
+    pub fn subject_counts(&self, filter: &SubjectFilter) -> BTreeMap<String, u64> {
+        self.subjects.counts_matching(filter)
+    }
+
+    /// Interior deleted sequences (StreamInfo `deleted_details`), ascending.
+    pub fn deleted_seqs(&self) -> Vec<u64> {
+        if self.messages.is_empty() {
+            return Vec::new();
+        }
+        (self.first_seq..=self.last_seq)
+            .filter(|seq| !self.messages.contains_key(seq))
+            .collect()
+    }
+
+    pub fn summary(&self) -> StreamSummary {
+        let messages = self.message_count();
+        let num_deleted = if messages == 0 {
+            0
+        } else {
+            (self.last_seq - self.first_seq + 1) - messages
+        };
+        StreamSummary {
+            messages,
+            bytes: self.bytes,
+            first_seq: self.first_seq,
+            first_ts_nanos: self
+                .messages
+                .first_key_value()
+                .map_or(0, |(_, msg)| msg.ts_nanos),
+            last_seq: self.last_seq,
+            last_ts_nanos: self.last_ts_nanos,
+            num_subjects: self.subjects.num_subjects() as u64,
+            num_deleted,
+        }
+    }
+
+    pub(super) fn last_seq_for_subject(&self, subject: &str) -> Option<u64> {
+        if is_literal(subject) {
+            self.subjects.last_seq(subject)
+        } else {
+            self.last_seq_matching(&SubjectFilter::new([subject]))
+        }
+    }
+
+    /// Stores a message at the next sequence. Limits are the caller's business.
+    pub(super) fn insert_next(&mut self, msg: StoredMsg) -> u64 {
+        let seq = self.last_seq + 1;
+        if self.messages.is_empty() {
+            self.first_seq = seq;
+        }
+        self.last_seq = seq;
+        self.last_ts_nanos = msg.ts_nanos;
+        self.bytes += msg.stored_size(self.limits.storage);
+        self.subjects.insert(&msg.subject, seq);
+        self.messages.insert(seq, msg);
+        seq
+    }
+
+    /// Uses up the next sequence without storing anything (interest stream with no
+    /// interested consumer), as nats-server's `SkipMsg` does.
+    pub(super) fn skip_next(&mut self, ts_nanos: i64) -> u64 {
+        self.last_seq += 1;
+        self.last_ts_nanos = ts_nanos;
+        if self.messages.is_empty() {
+            self.first_seq = self.last_seq + 1;
+        }
+        self.last_seq
+    }
+
+    /// Removes one message, keeping bytes, the subject index and `first_seq` right.
+    pub(super) fn remove_seq(&mut self, seq: u64) -> Option<StoredMsg> {
+        let msg = self.messages.remove(&seq)?;
+        self.bytes = self
+            .bytes
+            .saturating_sub(msg.stored_size(self.limits.storage));
+        self.subjects.remove(&msg.subject, seq);
+        if seq == self.first_seq || self.messages.is_empty() {
+            self.first_seq = self
+                .messages
+                .first_key_value()
+                .map_or(self.last_seq + 1, |(first, _)| *first);
+        }
+        Some(msg)
+    }
+}
+
+fn is_literal(subject: &str) -> bool {
+    !subject.split('.').any(|token| token == "*" || token == ">")
+}

@@ -1,0 +1,184 @@
+//! Stream group: work-queue and interest retention, consumer admission, removal fan-out.
+
+use bytes::Bytes;
+
+use crate::jsapi::consumer_config::{AckPolicy, ConsumerConfig};
+use crate::jsapi::stream_config::{RetentionPolicy, StorageType, StreamConfig};
+use crate::jscore::consumer::{ConsumerCommand, ConsumerOutcome};
+use crate::jscore::group::{GroupCommand, GroupOutcome, StreamGroup};
+use crate::jscore::stream::{AppendOutcome, AppendRequest};
+
+fn group(retention: RetentionPolicy) -> StreamGroup {
+    let mut config = StreamConfig::new("S", &["s.>"]);
+    config.storage = StorageType::Memory;
+    config.retention = retention;
+    StreamGroup::new(config)
+}
+
+fn publish(group: &mut StreamGroup, subject: &str) -> AppendOutcome {
+    let request = AppendRequest {
+        subject: subject.into(),
+        headers: None,
+        payload: Bytes::from_static(b"x"),
+        now_nanos: 1,
+    };
+    match group.apply(GroupCommand::Append(request)).unwrap() {
+        GroupOutcome::Appended(outcome) => outcome,
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+fn add_consumer(group: &mut StreamGroup, name: &str, filter: &str) -> Result<GroupOutcome, u16> {
+    let config = ConsumerConfig {
+        ack_policy: AckPolicy::Explicit,
+        filter_subject: filter.into(),
+        ..Default::default()
+    };
+    group
+        .apply(GroupCommand::UpsertConsumer {
+            name: name.into(),
+            config,
+        })
+        .map_err(|error| error.err_code)
+}
+
+fn consumer(group: &mut StreamGroup, name: &str, command: ConsumerCommand) -> Vec<u64> {
+    match group
+        .apply(GroupCommand::Consumer {
+            name: name.into(),
+            command,
+        })
+        .unwrap()
+    {
+        GroupOutcome::Consumer { removed, .. } => removed,
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+fn deliver(group: &mut StreamGroup, name: &str) -> Vec<u64> {
+    let command = ConsumerCommand::DeliverNext {
+        max_messages: 100,
+        now_nanos: 0,
+    };
+    match group
+        .apply(GroupCommand::Consumer {
+            name: name.into(),
+            command,
+        })
+        .unwrap()
+    {
+        GroupOutcome::Consumer {
+            outcome: ConsumerOutcome::Delivered(d),
+            ..
+        } => d.iter().map(|d| d.stream_seq).collect(),
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[test]
+fn work_queue_removes_on_ack() {
+    let mut group = group(RetentionPolicy::WorkQueue);
+    add_consumer(&mut group, "w", "").unwrap();
+    publish(&mut group, "s.a");
+    publish(&mut group, "s.b");
+    assert_eq!(deliver(&mut group, "w"), vec![1, 2]);
+    assert_eq!(
+        consumer(&mut group, "w", ConsumerCommand::Ack { stream_seq: 2 }),
+        vec![2]
+    );
+    assert_eq!(group.stream().message_count(), 1);
+    assert_eq!(
+        consumer(&mut group, "w", ConsumerCommand::Term { stream_seq: 1 }),
+        vec![1]
+    );
+    assert!(group.stream().is_empty());
+    assert_eq!(group.consumer("w").unwrap().ack_floor().stream_seq, 2);
+}
+
+#[test]
+fn work_queue_refuses_overlapping_consumers() {
+    let mut group = group(RetentionPolicy::WorkQueue);
+    add_consumer(&mut group, "a", "s.a").unwrap();
+    assert_eq!(add_consumer(&mut group, "all", ""), Err(10099));
+    assert_eq!(add_consumer(&mut group, "star", "s.*"), Err(10100));
+    assert!(add_consumer(&mut group, "b", "s.b").is_ok());
+    // Updating a consumer does not collide with itself.
+    assert!(add_consumer(&mut group, "a", "s.a").is_ok());
+    let ack_none = ConsumerConfig {
+        filter_subject: "s.c".into(),
+        ..Default::default()
+    };
+    let refused = group.apply(GroupCommand::UpsertConsumer {
+        name: "c".into(),
+        config: ack_none,
+    });
+    assert_eq!(refused.unwrap_err().err_code, 10098);
+}
+
+#[test]
+fn interest_keeps_messages_until_every_interested_consumer_acked() {
+    let mut group = group(RetentionPolicy::Interest);
+    // No consumers: nothing retained.
+    assert_eq!(
+        publish(&mut group, "s.a"),
+        AppendOutcome::SkippedNoInterest { seq: 1 }
+    );
+    add_consumer(&mut group, "one", "").unwrap();
+    add_consumer(&mut group, "two", "s.a").unwrap();
+    publish(&mut group, "s.a"); // 2: both interested
+    publish(&mut group, "s.b"); // 3: only "one"
+    deliver(&mut group, "one");
+    deliver(&mut group, "two");
+    assert_eq!(
+        consumer(&mut group, "one", ConsumerCommand::Ack { stream_seq: 2 }),
+        Vec::<u64>::new()
+    );
+    assert_eq!(
+        consumer(&mut group, "one", ConsumerCommand::Ack { stream_seq: 3 }),
+        vec![3]
+    );
+    assert_eq!(
+        consumer(&mut group, "two", ConsumerCommand::Ack { stream_seq: 2 }),
+        vec![2]
+    );
+    assert!(group.stream().is_empty());
+}
+
+#[test]
+fn interest_deleting_a_consumer_releases_its_messages() {
+    let mut group = group(RetentionPolicy::Interest);
+    add_consumer(&mut group, "one", "").unwrap();
+    add_consumer(&mut group, "two", "").unwrap();
+    publish(&mut group, "s.a");
+    publish(&mut group, "s.b");
+    deliver(&mut group, "one");
+    consumer(&mut group, "one", ConsumerCommand::Ack { stream_seq: 1 });
+    assert_eq!(group.stream().message_count(), 2);
+    group
+        .apply(GroupCommand::DeleteConsumer { name: "two".into() })
+        .unwrap();
+    assert_eq!(
+        group.stream().message_count(),
+        1,
+        "seq 2 still needed by one"
+    );
+    group
+        .apply(GroupCommand::DeleteConsumer { name: "one".into() })
+        .unwrap();
+    assert!(group.stream().is_empty());
+    let missing = group.apply(GroupCommand::DeleteConsumer { name: "one".into() });
+    assert_eq!(missing.unwrap_err().err_code, 10014);
+}
+
+#[test]
+fn limits_retention_ignores_acks_and_removals_reach_consumers() {
+    let mut group = group(RetentionPolicy::Limits);
+    add_consumer(&mut group, "c", "").unwrap();
+    publish(&mut group, "s.a");
+    publish(&mut group, "s.b");
+    deliver(&mut group, "c");
+    assert!(consumer(&mut group, "c", ConsumerCommand::Ack { stream_seq: 1 }).is_empty());
+    assert_eq!(group.stream().message_count(), 2);
+    group.apply(GroupCommand::DeleteMsg { seq: 2 }).unwrap();
+    assert_eq!(group.consumer("c").unwrap().num_ack_pending(), 0);
+}
