@@ -8,5 +8,6 @@
 pub mod config;
 pub mod monitor;
 pub mod server;
+pub mod store;
 pub mod subject;
 pub mod wire;
