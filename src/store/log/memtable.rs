@@ -266,18 +266,41 @@ impl Tables {
 
     /// Apply an op read back by recovery. Ops were validated when written, so a violation
     /// here means the log is inconsistent: the group is marked corrupt.
+    ///
+    /// One gap is expected: replay may start at a segment whose checkpoint has an older purge
+    /// mark than the first entry appended in it, because the entries in between lived in a
+    /// deleted segment and were purged later (that purge is replayed further on). So an append
+    /// to a group without entries may jump ahead of its purge mark;
+    /// [`check_replayed`](Self::check_replayed) verifies that the jump was closed at the end.
     pub fn apply_replayed(&mut self, op: &LogOp) {
         if let LogOp::Append { group, index, .. } = op {
-            let expected = self.groups.get(group).and_then(GroupLog::next_index);
-            if expected.is_some_and(|expected| expected != *index) {
-                // A gap or an overwrite without truncate: keep the newest entry so indices stay
-                // dense, and refuse to serve the group.
+            let log = self.groups.get(group);
+            let violation = match log.and_then(GroupLog::last) {
+                Some(last) => last + 1 != *index,
+                None => log
+                    .and_then(|log| log.purged)
+                    .is_some_and(|purged| *index <= purged),
+            };
+            if violation {
+                // Keep the newest entry so indices stay dense, and refuse to serve the group.
                 let log = self.group_mut(*group);
                 log.entries.clear();
                 log.corrupt = true;
             }
         }
         self.apply(op);
+    }
+
+    /// After replay: every group with entries and a purge mark has its first entry right
+    /// after the mark; otherwise entries are missing and the group is marked corrupt.
+    pub fn check_replayed(&mut self) {
+        for log in self.groups.values_mut() {
+            if let (Some(purged), false) = (log.purged, log.entries.is_empty()) {
+                if log.first != purged + 1 {
+                    log.corrupt = true;
+                }
+            }
+        }
     }
 
     pub fn mark_corrupt(&mut self, group: u64) {

@@ -330,6 +330,7 @@ impl Replay {
     }
 
     fn finish(mut self, segments: Vec<u64>, unsealed_last: Option<(u64, u64)>) -> Recovered {
+        self.tables.check_replayed();
         for (group, lost) in &self.lost {
             if !lost.is_empty() {
                 self.tables.mark_corrupt(*group);

@@ -188,11 +188,13 @@ impl Writer {
             Counters::add(&counters.ops, request.ops.len() as u64);
         }
         Counters::add(&counters.writes, batch.len() as u64);
-        for request in batch {
-            (request.done)(Ok(()));
-        }
+        // Delete before completing, so a caller that saw its purge complete sees the space
+        // freed. Rare (at most once per segment), so the added latency does not matter.
         if frees_space || self.rotated {
             self.delete_dead_segments();
+        }
+        for request in batch {
+            (request.done)(Ok(()));
         }
     }
 

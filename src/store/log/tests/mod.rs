@@ -1,1 +1,10 @@
-//! Black-box tests of the log engine.
+//! Black-box tests of the log engine over real files in temporary directories: semantics
+//! across reopen, torn tails, corruption, segment life, group commit and write failures.
+
+mod corruption;
+mod faults;
+mod group_commit;
+mod reopen;
+mod segments;
+mod support;
+mod torn_tail;
