@@ -4,6 +4,7 @@
 mod corruption;
 mod faults;
 mod group_commit;
+mod model;
 mod reopen;
 mod segments;
 mod support;
