@@ -6,7 +6,6 @@
 //! router), `monitor` (HTTP endpoints), `config` (command line and config file).
 
 pub mod config;
-pub mod consensus;
 pub mod monitor;
 pub mod server;
 pub mod store;

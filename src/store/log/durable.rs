@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use bytes::Bytes;
 
-use super::record::{self, FLAG_END_OF_WRITE};
+use super::record::{self, FLAG_END_OF_WRITE, FLAG_START_OF_BATCH};
 use super::types::{LogOp, MetaKey};
 
 /// Entries `first..=last` of one group live in segment `segment`.
@@ -141,11 +141,14 @@ impl DurableIndex {
         }
         let count = records.len();
         for (position, checkpoint) in records.into_iter().enumerate() {
-            let flags = if position + 1 == count {
-                FLAG_END_OF_WRITE
-            } else {
-                0
-            };
+            // Written with the segment header as one batch.
+            let mut flags = 0;
+            if position == 0 {
+                flags |= FLAG_START_OF_BATCH;
+            }
+            if position + 1 == count {
+                flags |= FLAG_END_OF_WRITE;
+            }
             match checkpoint {
                 Checkpoint::Op(op) => record::encode_op(buf, &op, flags),
                 Checkpoint::Corrupt(group) => record::encode_corrupt_mark(buf, group, flags),

@@ -38,7 +38,8 @@
 //! then records, each a 32-byte header and a payload:
 //!   0  header crc u32: crc32c of header bytes 4..32
 //!   4  payload length u32 (at most 256 MiB)
-//!   8  tag u8              9  flags u8 (bit 0: END_OF_WRITE)   10 reserved u16 (0)
+//!   8  tag u8              9  flags u8 (bit 0: END_OF_WRITE, bit 1: START_OF_BATCH)
+//!   10 reserved u16 (0)
 //!   12 group u64           20 index u64                        28 payload crc32c u32
 //!   32 payload
 //! ```
@@ -53,8 +54,10 @@
 //! | 6   | Seal          | this segment's id    | empty       |
 //! | 7   | CorruptMark   | 0                    | empty       |
 //!
-//! The ops of one request are consecutive records; the last has END_OF_WRITE. The header has
-//! its own CRC so that a damaged payload still leaves group, index and length trusted.
+//! The ops of one request are consecutive records; the last has END_OF_WRITE. The first record
+//! of a group-commit batch (one `pwrite` + one fsync; also a checkpoint, a seal) has
+//! START_OF_BATCH: a batch is written only after the previous one was fsynced. The header has its own CRC so that a damaged payload still leaves group,
+//! index and length trusted.
 //!
 //! # Segments, checkpoints and bounded disk
 //! When the active segment reaches [`LogOptions::segment_size`], the writer appends a Seal
@@ -71,12 +74,15 @@
 //! Segments are replayed in id order; a request's ops are applied only when its
 //! END_OF_WRITE record is seen.
 //! - **Torn tail**: damage (short or CRC-failing record, or a write without its end) in the
-//!   newest segment with no intact record anywhere after it is the unfinished write of a
-//!   crash. It was never acknowledged: the file is cut back to the end of the last complete
-//!   write and the cut is reported in [`RecoveryReport::torn_tail`]. A newest segment whose
-//!   header is torn is removed.
-//! - **Damaged payload in the middle** (intact header, payload CRC fails, and intact records
-//!   follow or it is not the newest segment): reported in [`RecoveryReport::corruptions`]. If
+//!   newest segment, in its final batch (no intact START_OF_BATCH record after it), is the
+//!   unsynced last batch of a crash, whose pages may have reached the disk in
+//!   any order. It was never acknowledged: the file is cut back to the end of the last
+//!   complete write before the damage and the cut is reported in
+//!   [`RecoveryReport::torn_tail`]. A newest segment whose header is torn is removed. (Bit rot
+//!   in the final batch after it was synced looks the same and is treated the same: no
+//!   format can tell the two apart.)
+//! - **Damaged payload in the middle** (intact header, payload CRC fails, and another batch
+//!   starts after it or it is not the newest segment): reported in [`RecoveryReport::corruptions`]. If
 //!   a later record made the data dead (truncate, purge, meta overwrite, drop) nothing is
 //!   lost; otherwise the group is marked corrupt ([`RecoveryReport::corrupt_groups`]): reads
 //!   return [`LogError::GroupCorrupt`], writes other than `DropGroup` are refused, and the mark

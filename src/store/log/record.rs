@@ -17,7 +17,12 @@ pub(crate) const MAX_PAYLOAD: usize = 256 << 20;
 /// Set on the last record of one `write` call (or of one checkpoint): recovery applies the
 /// records of a write only once it has seen this flag, so a write is all-or-nothing.
 pub(crate) const FLAG_END_OF_WRITE: u8 = 0x01;
-const KNOWN_FLAGS: u8 = FLAG_END_OF_WRITE;
+/// Set on the first record of one group-commit batch (one `pwrite` followed by one fsync).
+/// A batch is written only after the previous one was fsynced, so damage followed by the start
+/// of another batch is damage to synced data; damage with no batch start after it lies in the
+/// final batch, which was never fsynced and whose pages may reach the disk in any order.
+pub(crate) const FLAG_START_OF_BATCH: u8 = 0x02;
+const KNOWN_FLAGS: u8 = FLAG_END_OF_WRITE | FLAG_START_OF_BATCH;
 
 /// Record tags. Append-only: never renumber or reuse a tag.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,6 +70,10 @@ pub(crate) struct RecordHeader {
 impl RecordHeader {
     pub fn ends_write(&self) -> bool {
         self.flags & FLAG_END_OF_WRITE != 0
+    }
+
+    pub fn starts_batch(&self) -> bool {
+        self.flags & FLAG_START_OF_BATCH != 0
     }
 
     /// What this record means, given its payload.
@@ -141,7 +150,8 @@ pub(crate) fn encode_op(buf: &mut Vec<u8>, op: &LogOp, flags: u8) {
 
 /// Append the seal record of segment `segment_id` to `buf`.
 pub(crate) fn encode_seal(buf: &mut Vec<u8>, segment_id: u64) {
-    encode(buf, Tag::Seal, FLAG_END_OF_WRITE, 0, segment_id, &[]);
+    let flags = FLAG_START_OF_BATCH | FLAG_END_OF_WRITE;
+    encode(buf, Tag::Seal, flags, 0, segment_id, &[]);
 }
 
 /// Append a corruption mark of `group` to `buf`.
@@ -219,11 +229,18 @@ fn parse_header(buf: &[u8], pos: usize) -> Option<RecordHeader> {
     })
 }
 
-/// Is there any intact record starting anywhere in `buf[from..]`? Used to tell a torn tail
-/// (nothing valid after the damage) from corruption in the middle of the log.
-pub(crate) fn any_record_after(buf: &[u8], from: usize) -> Option<usize> {
-    let last_start = buf.len().checked_sub(RECORD_HEADER_LEN)?;
-    (from..=last_start).find(|&pos| matches!(parse(buf, pos), Parsed::Record { .. }))
+/// Does a batch start anywhere in `buf[from..]` (an intact record with START_OF_BATCH)? If so,
+/// damage before `from` is in a batch that was fsynced; if not, it is in the final batch.
+pub(crate) fn batch_starts_after(buf: &[u8], from: usize) -> bool {
+    let mut pos = from;
+    while pos + RECORD_HEADER_LEN <= buf.len() {
+        match parse(buf, pos) {
+            Parsed::Record { header, .. } if header.starts_batch() => return true,
+            Parsed::Record { next, .. } => pos = next,
+            _ => pos += 1,
+        }
+    }
+    false
 }
 
 /// The 24-byte header every segment file starts with.
@@ -344,15 +361,19 @@ mod tests {
     #[test]
     fn truncated_record_and_search_for_later_records() {
         let mut buf = Vec::new();
-        encode_op(&mut buf, &sample()[0], 0);
+        encode_op(&mut buf, &sample()[0], FLAG_START_OF_BATCH);
         let first_len = buf.len();
         encode_op(&mut buf, &sample()[3], FLAG_END_OF_WRITE);
+        let second_len = buf.len();
+        encode_op(&mut buf, &sample()[2], FLAG_START_OF_BATCH);
         assert!(matches!(
             parse(&buf[..first_len - 1], 0),
             Parsed::Truncated { .. }
         ));
-        assert_eq!(any_record_after(&buf, 1), Some(first_len));
-        assert_eq!(any_record_after(&buf, first_len + 1), None);
+        assert!(batch_starts_after(&buf, 0));
+        assert!(batch_starts_after(&buf, 1));
+        assert!(!batch_starts_after(&buf, second_len + 1));
+        assert!(!batch_starts_after(&buf[..second_len], 1));
     }
 
     #[test]

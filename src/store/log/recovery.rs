@@ -12,7 +12,7 @@ use super::durable::DurableIndex;
 use super::error::LogError;
 use super::memtable::Tables;
 use super::record::{
-    self, any_record_after, BadSegmentHeader, Decoded, Parsed, RecordHeader, Tag,
+    self, batch_starts_after, BadSegmentHeader, Decoded, Parsed, RecordHeader, Tag,
     RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
 };
 use super::segment::{list_segments, segment_path, sync_dir};
@@ -97,10 +97,10 @@ impl Segment<'_> {
         }
     }
 
-    /// Damage at `pos` is a torn tail if it is in the newest segment and no intact record
-    /// follows it anywhere.
+    /// Damage at `pos` is a torn tail if it is in the newest segment and lies in the final,
+    /// unsynced batch: no batch starts after it.
     fn is_torn_tail_at(&self, pos: usize) -> bool {
-        self.is_last && any_record_after(self.buf, pos + 1).is_none()
+        self.is_last && !batch_starts_after(self.buf, pos + 1)
     }
 }
 

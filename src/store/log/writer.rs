@@ -20,7 +20,7 @@ use tracing::{error, warn};
 use super::durable::DurableIndex;
 use super::error::LogError;
 use super::memtable::Undo;
-use super::record::{self, FLAG_END_OF_WRITE, SEGMENT_HEADER_LEN};
+use super::record::{self, FLAG_END_OF_WRITE, FLAG_START_OF_BATCH, SEGMENT_HEADER_LEN};
 use super::segment::{Counters, Disk};
 use super::types::{LogOp, LogOptions};
 use super::Shared;
@@ -152,15 +152,15 @@ impl Writer {
             self.create_segment()?;
         }
         self.buf.clear();
+        let mut flags = FLAG_START_OF_BATCH;
         for request in batch {
-            let last = request.ops.len().saturating_sub(1);
+            let last = request.ops.len() - 1;
             for (position, op) in request.ops.iter().enumerate() {
-                let flags = if position == last {
-                    FLAG_END_OF_WRITE
-                } else {
-                    0
-                };
+                if position == last {
+                    flags |= FLAG_END_OF_WRITE;
+                }
                 record::encode_op(&mut self.buf, op, flags);
+                flags = 0;
             }
         }
         let active = self.active.as_mut().expect("segment created above");
