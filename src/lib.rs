@@ -10,5 +10,6 @@ pub mod jsapi;
 pub mod jscore;
 pub mod monitor;
 pub mod server;
+pub mod store;
 pub mod subject;
 pub mod wire;

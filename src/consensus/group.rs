@@ -1,0 +1,289 @@
+//! [`RaftGroup`]: one running Raft group on this node (the meta group or one stream's group):
+//! its openraft instance over a [`GroupLogStore`] and a [`GroupStateMachine`]. One per group
+//! hosted on the node; held by the [`GroupRegistry`](super::GroupRegistry).
+//!
+//! ```ignore
+//! let group = RaftGroup::start(GroupStart { group: 7, node: 1, voters, .. }).await?;
+//! let response = group.propose(Command::new(KIND, payload)).await?; // committed + applied
+//! ```
+//!
+//! `propose` returns after the command was committed (fsynced on a quorum; on one node: fsynced
+//! there) and applied to the state machine, so its response can be acknowledged to a client.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::error::{ClientWriteError, InitializeError, RaftError};
+use openraft::{Config, SnapshotPolicy};
+
+use super::log_store::GroupLogStore;
+use super::machine::{GroupMachine, MachineView};
+use super::network::{GroupNetworkFactory, PeerTransport};
+use super::node_storage::NodeStorage;
+use super::state_machine::GroupStateMachine;
+use super::types::{Command, GroupId, Node, NodeId, Proposal, Raft, Response, StorageError};
+
+/// Tunables of a group. The defaults suit a broker hosting many groups on small machines.
+#[derive(Clone, Debug)]
+pub struct GroupOptions {
+    /// Leader heartbeat period.
+    pub heartbeat: Duration,
+    /// Election timeout range. Wider than openraft's 150–300 ms default: a node hosts many
+    /// groups and may be busy (2 cores), and a spurious election costs a leader change.
+    pub election_timeout: (Duration, Duration),
+    /// Build a snapshot (and so allow purging the log) every this many applied entries.
+    pub snapshot_every: u64,
+    /// Entries kept in the log behind the snapshot, for followers that lag a little.
+    pub logs_kept_after_snapshot: u64,
+    /// How long [`RaftGroup::start`] waits for a single-voter group to elect itself.
+    pub leader_wait: Duration,
+    /// Size of one snapshot chunk sent to a follower.
+    pub snapshot_chunk: u64,
+}
+
+impl Default for GroupOptions {
+    fn default() -> Self {
+        GroupOptions {
+            heartbeat: Duration::from_millis(100),
+            election_timeout: (Duration::from_millis(500), Duration::from_millis(1000)),
+            snapshot_every: 10_000,
+            logs_kept_after_snapshot: 1_000,
+            leader_wait: Duration::from_secs(10),
+            // openraft's 3 MiB chunks with a 200 ms timeout retried forever on big snapshots
+            // (see the reliability anchors); larger timeout set below.
+            snapshot_chunk: 4 << 20,
+        }
+    }
+}
+
+impl GroupOptions {
+    fn raft_config(&self, group: GroupId) -> Result<Config, StartError> {
+        let config = Config {
+            cluster_name: format!("jetraft-group-{group}"),
+            heartbeat_interval: self.heartbeat.as_millis() as u64,
+            election_timeout_min: self.election_timeout.0.as_millis() as u64,
+            election_timeout_max: self.election_timeout.1.as_millis() as u64,
+            install_snapshot_timeout: 5_000,
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(self.snapshot_every),
+            max_in_snapshot_log_to_keep: self.logs_kept_after_snapshot,
+            snapshot_max_chunk_size: self.snapshot_chunk,
+            ..Config::default()
+        };
+        config
+            .validate()
+            .map_err(|e| StartError::Config(e.to_string()))
+    }
+}
+
+/// Everything needed to start a group.
+pub struct GroupStart {
+    pub group: GroupId,
+    /// This node's id.
+    pub node: NodeId,
+    /// The group's voters, used only when the group is new (first start anywhere).
+    pub voters: BTreeMap<NodeId, Node>,
+    pub storage: NodeStorage,
+    pub transport: Arc<dyn PeerTransport>,
+    pub machine: Box<dyn GroupMachine>,
+    pub options: GroupOptions,
+}
+
+/// Starting a group failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("invalid raft config: {0}")]
+    Config(String),
+    #[error("group storage: {0}")]
+    Storage(#[from] StorageError),
+    #[error("raft: {0}")]
+    Raft(String),
+    #[error("group {group} elected no leader within {waited:?}")]
+    NoLeader { group: GroupId, waited: Duration },
+}
+
+/// A proposal was not applied.
+#[derive(Debug, thiserror::Error)]
+pub enum ProposeError {
+    /// This replica is not the leader; send the proposal to `leader` if known.
+    #[error("not the leader (leader: {leader:?})")]
+    NotLeader {
+        leader: Option<NodeId>,
+        leader_node: Option<Node>,
+    },
+    /// The group stopped (shut down, or a fatal storage error). Whether the proposal was
+    /// applied is unknown.
+    #[error("group stopped: {0}")]
+    Stopped(String),
+    #[error("proposal rejected: {0}")]
+    Rejected(String),
+}
+
+impl From<RaftError<NodeId, ClientWriteError<NodeId, Node>>> for ProposeError {
+    fn from(error: RaftError<NodeId, ClientWriteError<NodeId, Node>>) -> Self {
+        match error {
+            RaftError::APIError(ClientWriteError::ForwardToLeader(forward)) => {
+                ProposeError::NotLeader {
+                    leader: forward.leader_id,
+                    leader_node: forward.leader_node,
+                }
+            }
+            RaftError::APIError(other) => ProposeError::Rejected(other.to_string()),
+            RaftError::Fatal(fatal) => ProposeError::Stopped(fatal.to_string()),
+        }
+    }
+}
+
+/// One running group. Cheap to share behind an `Arc`; all methods take `&self`.
+pub struct RaftGroup {
+    group: GroupId,
+    node: NodeId,
+    raft: Raft,
+    log: GroupLogStore,
+    view: MachineView,
+}
+
+impl RaftGroup {
+    /// Open the group's storage, start its openraft instance, initialize its membership if the
+    /// group is new, and for a single-voter group wait until it leads.
+    pub async fn start(start: GroupStart) -> Result<RaftGroup, StartError> {
+        let GroupStart {
+            group,
+            node,
+            voters,
+            storage,
+            transport,
+            machine,
+            options,
+        } = start;
+        let config = Arc::new(options.raft_config(group)?);
+        let log = GroupLogStore::new(group, storage.log.clone());
+        let state_machine = GroupStateMachine::open(
+            group,
+            storage.state.clone(),
+            storage.snapshot_dir(group),
+            machine,
+        )
+        .await?;
+        let view = state_machine.view();
+        let network = GroupNetworkFactory::new(group, transport);
+        let raft = Raft::new(node, config, network, log.clone(), state_machine)
+            .await
+            .map_err(|e| StartError::Raft(e.to_string()))?;
+        let started = RaftGroup {
+            group,
+            node,
+            raft,
+            log,
+            view,
+        };
+        let single_voter = voters.len() == 1 && voters.contains_key(&node);
+        let initialized = started
+            .raft
+            .is_initialized()
+            .await
+            .map_err(|e| StartError::Raft(e.to_string()))?;
+        if !initialized {
+            match started.raft.initialize(voters).await {
+                Ok(()) => {}
+                // Another voter initialized first: fine.
+                Err(RaftError::APIError(InitializeError::NotAllowed(_))) => {}
+                Err(e) => return Err(StartError::Raft(e.to_string())),
+            }
+        } else if single_voter {
+            // A restarted single voter would wait an election timeout before leading again.
+            started
+                .raft
+                .trigger()
+                .elect()
+                .await
+                .map_err(|e| StartError::Raft(e.to_string()))?;
+        }
+        if single_voter {
+            started.wait_for_leader(options.leader_wait).await?;
+        }
+        Ok(started)
+    }
+
+    pub fn id(&self) -> GroupId {
+        self.group
+    }
+
+    pub fn node(&self) -> NodeId {
+        self.node
+    }
+
+    /// The openraft handle, for the transport's RPC dispatch and for metrics.
+    pub fn raft(&self) -> &Raft {
+        &self.raft
+    }
+
+    /// Read access to the group's state-machine keys (sled), from any task.
+    pub fn view(&self) -> MachineView {
+        self.view.clone()
+    }
+
+    /// Wait until the group has a leader (any node).
+    pub async fn wait_for_leader(&self, timeout: Duration) -> Result<NodeId, StartError> {
+        let metrics = self
+            .raft
+            .wait(Some(timeout))
+            .metrics(|m| m.current_leader.is_some(), "leader elected")
+            .await
+            .map_err(|_| StartError::NoLeader {
+                group: self.group,
+                waited: timeout,
+            })?;
+        Ok(metrics.current_leader.expect("waited for a leader"))
+    }
+
+    /// The current leader, if known.
+    pub fn leader(&self) -> Option<NodeId> {
+        self.raft.metrics().borrow().current_leader
+    }
+
+    /// Propose one command; returns its response once committed and applied.
+    pub async fn propose(&self, command: Command) -> Result<Response, ProposeError> {
+        let mut responses = self.propose_all(vec![command]).await?;
+        responses
+            .pop()
+            .ok_or_else(|| ProposeError::Rejected("state machine returned no response".into()))
+    }
+
+    /// Propose several commands as one Raft entry (applied together, in order); returns their
+    /// responses once committed and applied.
+    pub async fn propose_all(&self, commands: Vec<Command>) -> Result<Vec<Response>, ProposeError> {
+        let written = self.raft.client_write(Proposal { commands }).await?;
+        Ok(written.data.responses)
+    }
+
+    /// Stop the group (its data stays). Persists the committed index for a quick restart.
+    pub async fn shutdown(&self) -> Result<(), StartError> {
+        self.raft
+            .shutdown()
+            .await
+            .map_err(|e| StartError::Raft(e.to_string()))?;
+        if let Err(e) = self.log.flush_committed().await {
+            tracing::warn!(group = self.group, error = %e, "committed index not persisted at shutdown");
+        }
+        Ok(())
+    }
+
+    /// The voters of a single-node group on `node`.
+    pub fn single_voter(node: NodeId, addr: impl ToString) -> BTreeMap<NodeId, Node> {
+        let mut voters = BTreeMap::new();
+        voters.insert(node, Node::new(addr));
+        voters
+    }
+
+    /// Voter ids of the group's current membership.
+    pub fn voter_ids(&self) -> BTreeSet<NodeId> {
+        self.raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .membership()
+            .voter_ids()
+            .collect()
+    }
+}

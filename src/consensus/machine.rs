@@ -1,0 +1,163 @@
+//! [`GroupMachine`]: the application state machine of one Raft group (a stream, the meta
+//! group), and the read/write handles it gets over its slice of sled.
+//!
+//! ## The split between consensus and the application
+//!
+//! Consensus owns *where and when*: the group's key range in sled, applying committed entries in
+//! order, writing the applied log id atomically with the machine's writes, snapshots (a dump of
+//! the group's keys), installing them, and crash recovery. The machine owns *what*: how a
+//! command changes its keys and what it answers.
+//!
+//! - The machine's durable state **is** its keys in sled. It may keep in-memory indexes or
+//!   caches, rebuilt by [`GroupMachine::load`] from a [`MachineView`] when the group starts and
+//!   after a snapshot replaced its keys. It needs no snapshot or restore code of its own.
+//! - [`GroupMachine::apply`] stages writes in a [`MachineTxn`]. All commands of one `apply`
+//!   call of openraft (one or more entries) plus the new applied log id and membership are
+//!   written in **one** sled batch, so on reopen sled is self-consistent: its applied index never
+//!   runs ahead of its data and vice versa. Reads through the txn see the txn's own staged
+//!   writes.
+//! - Apply must be deterministic: same keys + same command → same writes and response, on every
+//!   replica. Domain failures are [`Response`]s, never errors; [`MachineError`] is for storage
+//!   failures (sled I/O, a stored value that does not decode), which stop the group.
+//! - If `apply` returned an error or the batch failed to write, the machine's in-memory state may
+//!   be ahead of sled: the group stops (openraft reports a fatal storage error) and must be
+//!   restarted, which calls `load` again.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+
+use super::state_db::{self, PREFIX_LEN, SPACE_DATA};
+use super::types::{Command, GroupId, Response};
+
+/// A storage-level failure inside a state machine.
+#[derive(Debug, thiserror::Error)]
+pub enum MachineError {
+    #[error("state db: {0}")]
+    Db(#[from] sled::Error),
+    /// A persisted value the machine could not understand.
+    #[error("corrupt state: {0}")]
+    Corrupt(String),
+}
+
+/// Where a command sits in the log: the entry's Raft index and the command's position in the
+/// entry's [`Proposal`](super::Proposal). Unique and increasing per group; stable across replicas.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ApplyPosition {
+    pub index: u64,
+    pub position: u32,
+}
+
+/// The application state machine of one group. One instance per group on every replica; owned
+/// by the group's state-machine task, so `&mut self` calls never race.
+pub trait GroupMachine: Send + Sync + 'static {
+    /// Rebuild in-memory state from the group's keys. Called once before the first `apply`, and
+    /// again after a snapshot replaced all keys.
+    fn load(&mut self, view: &MachineView) -> Result<(), MachineError>;
+
+    /// Apply one committed command, staging its writes in `txn`.
+    fn apply(
+        &mut self,
+        at: ApplyPosition,
+        command: &Command,
+        txn: &mut MachineTxn<'_>,
+    ) -> Result<Response, MachineError>;
+}
+
+/// Read access to one group's keys as they are in sled (without any pending txn). Cheap to
+/// clone; usable from any task (for example the JetStream front reading messages), since sled
+/// reads are lock-free. Keys are the machine's own: the group prefix is stripped.
+#[derive(Clone)]
+pub struct MachineView {
+    tree: sled::Tree,
+    group: GroupId,
+}
+
+impl MachineView {
+    pub(crate) fn new(tree: sled::Tree, group: GroupId) -> Self {
+        MachineView { tree, group }
+    }
+
+    /// The group this view reads.
+    pub fn group(&self) -> GroupId {
+        self.group
+    }
+
+    pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>, MachineError> {
+        let value = self.tree.get(state_db::key(self.group, SPACE_DATA, key))?;
+        Ok(value.map(|v| Bytes::copy_from_slice(&v)))
+    }
+
+    /// All keys starting with `prefix`, in key order.
+    pub fn scan_prefix(
+        &self,
+        prefix: &[u8],
+    ) -> impl DoubleEndedIterator<Item = Result<(Vec<u8>, Bytes), MachineError>> + use<> {
+        self.tree
+            .scan_prefix(state_db::key(self.group, SPACE_DATA, prefix))
+            .map(|item| {
+                let (key, value) = item?;
+                Ok((key[PREFIX_LEN..].to_vec(), Bytes::copy_from_slice(&value)))
+            })
+    }
+}
+
+/// Writes staged by [`GroupMachine::apply`]; committed by consensus in one atomic sled batch
+/// together with the applied log id.
+pub struct MachineTxn<'a> {
+    view: &'a MachineView,
+    /// Machine key → new value, `None` = delete. A map so reads see staged writes and the last
+    /// write of a key wins.
+    staged: BTreeMap<Vec<u8>, Option<Bytes>>,
+}
+
+impl<'a> MachineTxn<'a> {
+    pub(crate) fn new(view: &'a MachineView) -> Self {
+        MachineTxn {
+            view,
+            staged: BTreeMap::new(),
+        }
+    }
+
+    /// The value of `key`: staged in this txn, else as in sled.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>, MachineError> {
+        match self.staged.get(key) {
+            Some(staged) => Ok(staged.clone()),
+            None => self.view.get(key),
+        }
+    }
+
+    pub fn insert(&mut self, key: impl Into<Vec<u8>>, value: impl Into<Bytes>) {
+        self.staged.insert(key.into(), Some(value.into()));
+    }
+
+    pub fn remove(&mut self, key: impl Into<Vec<u8>>) {
+        self.staged.insert(key.into(), None);
+    }
+
+    /// Read-only view of the committed state (does not see staged writes).
+    pub fn view(&self) -> &MachineView {
+        self.view
+    }
+
+    /// Number of staged writes.
+    pub fn len(&self) -> usize {
+        self.staged.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.staged.is_empty()
+    }
+
+    /// Move the staged writes into `batch` with their full sled keys.
+    pub(crate) fn into_batch(self, batch: &mut sled::Batch) {
+        let group = self.view.group;
+        for (key, value) in self.staged {
+            let full = state_db::key(group, SPACE_DATA, &key);
+            match value {
+                Some(value) => batch.insert(full, value.as_ref()),
+                None => batch.remove(full),
+            }
+        }
+    }
+}

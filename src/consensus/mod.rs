@@ -1,0 +1,57 @@
+//! Consensus: every stream (and the meta layer) is its own openraft group.
+//!
+//! One code path for one node and a cluster: an R1 stream is a group with one voter. What lives
+//! here, bottom up:
+//!
+//! - [`types`]: the openraft type configuration ([`TypeConfig`]) and the opaque [`Command`] /
+//!   [`Response`] payloads that the layers above (jscore's stream and meta commands) encode.
+//! - [`codec`]: the versioned encodings of everything consensus writes to disk.
+//! - [`log_store`]: openraft's `RaftLogStorage` for one group over the node-wide write-ahead log
+//!   ([`crate::store::log::LogEngine`]): entries, vote, committed and purge marks. Durable (fsynced,
+//!   group-committed with every other group) before openraft is told so.
+//! - [`machine`]: the [`GroupMachine`] trait that the application state machines implement, and
+//!   the transaction/view they get over their slice of sled.
+//! - [`state_db`]: the node's sled database ([`StateDb`]), the key layout of the groups in it, and
+//!   the real fsync that sled 0.34's `flush()` does not do.
+//! - [`snapshot`]: snapshot files (a CRC-checked dump of one group's sled keys) and the
+//!   per-group snapshot directory.
+//! - [`state_machine`]: openraft's `RaftStateMachine` for one group: applies committed entries
+//!   to sled through its [`GroupMachine`], atomically with the applied log id; builds and
+//!   installs snapshots; restores from the snapshot file when sled is behind after a crash.
+//! - [`network`]: openraft's network factory over a [`PeerTransport`]; for now only
+//!   [`NoPeers`] (single node). The gRPC transport implements the same trait later.
+//! - [`group`]: [`RaftGroup`], one running group: start, propose, shut down.
+//! - [`registry`]: [`GroupRegistry`], the node's groups by id.
+//! - [`node_storage`]: [`NodeStorage`], the storage every group of a node shares.
+//!
+//! Durability chain (DESIGN.md, "durable before acknowledged"): a proposal is acknowledged after
+//! openraft applied it, which happens only after its entry was fsynced by the log engine. sled may
+//! lag (its `flush()` does not fsync); the log is purged only up to a snapshot, and a snapshot is
+//! reported to openraft only after its file was fsynced *and* sled was really synced (see
+//! [`state_db`]), so after a crash sled (or, failing that, the snapshot file) always covers
+//! everything the log no longer has.
+
+pub mod codec;
+pub mod group;
+pub mod log_store;
+pub mod machine;
+pub mod network;
+pub mod node_storage;
+pub mod registry;
+pub mod snapshot;
+pub mod state_db;
+pub mod state_machine;
+pub mod types;
+
+#[cfg(test)]
+mod tests;
+
+pub use group::{GroupOptions, ProposeError, RaftGroup, StartError};
+pub use log_store::GroupLogStore;
+pub use machine::{GroupMachine, MachineError, MachineTxn, MachineView};
+pub use network::{GroupNetworkFactory, NoPeers, PeerTransport};
+pub use node_storage::NodeStorage;
+pub use registry::GroupRegistry;
+pub use state_db::StateDb;
+pub use state_machine::GroupStateMachine;
+pub use types::{Command, GroupId, Node, NodeId, Proposal, ProposalResponse, Response, TypeConfig};

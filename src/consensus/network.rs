@@ -1,0 +1,181 @@
+//! The Raft network of a group: openraft's `RaftNetworkFactory` / `RaftNetwork` (0.9, v1)
+//! implemented once, over a node-wide [`PeerTransport`] that carries the group id with every
+//! RPC (DESIGN.md: all groups share one channel per peer).
+//!
+//! - [`NoPeers`]: the transport of a single node: every peer is unreachable. A single-voter group
+//!   never sends an RPC, so this is all a one-node broker needs.
+//! - The gRPC transport (tonic, later) implements [`PeerTransport`] too: one channel per peer,
+//!   RPCs tagged with the group id, and on the receiving node a dispatcher that looks the group
+//!   up in the [`GroupRegistry`](super::GroupRegistry) and calls `Raft::append_entries` /
+//!   `vote` / `install_snapshot` on it. Nothing here changes when it lands.
+//!
+//! Snapshots go through the chunked `install_snapshot` RPC: openraft 0.9's default
+//! `full_snapshot` reads the snapshot file in `snapshot_max_chunk_size` pieces.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use openraft::error::{InstallSnapshotError, RPCError, RaftError, Unreachable};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+
+use super::types::{GroupId, Node, NodeId, TypeConfig};
+
+/// A boxed, sendable RPC future.
+pub type RpcFuture<T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send + 'static>>;
+
+/// Error of an RPC whose remote handler returns `RaftError<NodeId, E>`.
+pub type RpcError<E = openraft::error::Infallible> = RPCError<NodeId, Node, RaftError<NodeId, E>>;
+
+/// Node-wide carrier of Raft RPCs to peers, for all groups. One per node.
+pub trait PeerTransport: Send + Sync + 'static {
+    fn append_entries(
+        &self,
+        group: GroupId,
+        target: NodeId,
+        node: Node,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> RpcFuture<AppendEntriesResponse<NodeId>, RpcError>;
+
+    fn vote(
+        &self,
+        group: GroupId,
+        target: NodeId,
+        node: Node,
+        rpc: VoteRequest<NodeId>,
+        option: RPCOption,
+    ) -> RpcFuture<VoteResponse<NodeId>, RpcError>;
+
+    fn install_snapshot(
+        &self,
+        group: GroupId,
+        target: NodeId,
+        node: Node,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> RpcFuture<InstallSnapshotResponse<NodeId>, RpcError<InstallSnapshotError>>;
+}
+
+/// The transport of a node without peers: every RPC fails with `Unreachable`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoPeers;
+
+fn unreachable<T: Send + 'static, E: std::error::Error + Send + 'static>(
+    target: NodeId,
+) -> RpcFuture<T, RPCError<NodeId, Node, RaftError<NodeId, E>>> {
+    let error = io::Error::new(
+        io::ErrorKind::NotConnected,
+        format!("no transport to node {target}: this node runs without peers"),
+    );
+    Box::pin(std::future::ready(Err(RPCError::Unreachable(
+        Unreachable::new(&error),
+    ))))
+}
+
+impl PeerTransport for NoPeers {
+    fn append_entries(
+        &self,
+        _group: GroupId,
+        target: NodeId,
+        _node: Node,
+        _rpc: AppendEntriesRequest<TypeConfig>,
+        _option: RPCOption,
+    ) -> RpcFuture<AppendEntriesResponse<NodeId>, RpcError> {
+        unreachable(target)
+    }
+
+    fn vote(
+        &self,
+        _group: GroupId,
+        target: NodeId,
+        _node: Node,
+        _rpc: VoteRequest<NodeId>,
+        _option: RPCOption,
+    ) -> RpcFuture<VoteResponse<NodeId>, RpcError> {
+        unreachable(target)
+    }
+
+    fn install_snapshot(
+        &self,
+        _group: GroupId,
+        target: NodeId,
+        _node: Node,
+        _rpc: InstallSnapshotRequest<TypeConfig>,
+        _option: RPCOption,
+    ) -> RpcFuture<InstallSnapshotResponse<NodeId>, RpcError<InstallSnapshotError>> {
+        unreachable(target)
+    }
+}
+
+/// openraft's network factory for one group: hands out [`GroupNetwork`] clients that tag every
+/// RPC with the group id.
+#[derive(Clone)]
+pub struct GroupNetworkFactory {
+    group: GroupId,
+    transport: Arc<dyn PeerTransport>,
+}
+
+impl GroupNetworkFactory {
+    pub fn new(group: GroupId, transport: Arc<dyn PeerTransport>) -> Self {
+        GroupNetworkFactory { group, transport }
+    }
+}
+
+impl RaftNetworkFactory<TypeConfig> for GroupNetworkFactory {
+    type Network = GroupNetwork;
+
+    async fn new_client(&mut self, target: NodeId, node: &Node) -> GroupNetwork {
+        GroupNetwork {
+            group: self.group,
+            target,
+            node: node.clone(),
+            transport: self.transport.clone(),
+        }
+    }
+}
+
+/// The connection of one group to one peer (openraft's `RaftNetwork`).
+pub struct GroupNetwork {
+    group: GroupId,
+    target: NodeId,
+    node: Node,
+    transport: Arc<dyn PeerTransport>,
+}
+
+impl RaftNetwork<TypeConfig> for GroupNetwork {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<NodeId>, RpcError> {
+        self.transport
+            .append_entries(self.group, self.target, self.node.clone(), rpc, option)
+            .await
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<InstallSnapshotResponse<NodeId>, RpcError<InstallSnapshotError>> {
+        self.transport
+            .install_snapshot(self.group, self.target, self.node.clone(), rpc, option)
+            .await
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<NodeId>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<NodeId>, RpcError> {
+        self.transport
+            .vote(self.group, self.target, self.node.clone(), rpc, option)
+            .await
+    }
+}

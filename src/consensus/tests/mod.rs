@@ -1,0 +1,9 @@
+//! Tests of the consensus module over a real [`LogEngine`](crate::store::log::LogEngine) and
+//! sled in temp directories: openraft's storage conformance suite, group life cycle, recovery,
+//! many groups sharing one log.
+
+mod group;
+mod many_groups;
+mod recovery;
+mod suite;
+mod support;

@@ -1,0 +1,1 @@
+//! Snapshots, purging, and recovery when sled is behind.

@@ -1,0 +1,201 @@
+//! [`DurableIndex`]: what the segment files hold, as far as segment life and checkpoints need
+//! to know. Owned by the writer thread (built by recovery, then updated after every fsynced
+//! batch), so unlike the memtable it never contains an op that is not yet on disk.
+//!
+//! Per group it keeps the meta values, the purge mark, the corruption mark, and the runs of
+//! live entries per segment (one `Run` per segment the group appended to, not one per entry).
+//! From that it answers the two questions that keep the disk bounded:
+//! - which segments hold no live entry of any group (they can be deleted), and
+//! - what must be re-written at the start of a new segment (the checkpoint: purge marks, meta
+//!   values and corruption marks of every group) so that deleting old segments loses nothing.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use bytes::Bytes;
+
+use super::record::{self, FLAG_END_OF_WRITE, FLAG_START_OF_BATCH};
+use super::types::{LogOp, MetaKey};
+
+/// Entries `first..=last` of one group live in segment `segment`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Run {
+    segment: u64,
+    first: u64,
+    last: u64,
+}
+
+#[derive(Debug, Default)]
+struct DurableGroup {
+    meta: BTreeMap<MetaKey, Bytes>,
+    purged: Option<u64>,
+    corrupt: bool,
+    runs: VecDeque<Run>,
+}
+
+impl DurableGroup {
+    fn is_vacant(&self) -> bool {
+        self.meta.is_empty() && self.purged.is_none() && !self.corrupt && self.runs.is_empty()
+    }
+
+    fn needs_checkpoint(&self) -> bool {
+        !self.meta.is_empty() || self.purged.is_some() || self.corrupt
+    }
+}
+
+/// One per engine, owned by the writer thread.
+#[derive(Debug, Default)]
+pub(crate) struct DurableIndex {
+    groups: HashMap<u64, DurableGroup>,
+}
+
+impl DurableIndex {
+    /// Record that `op` is durable in segment `segment`.
+    pub fn apply(&mut self, op: &LogOp, segment: u64) {
+        let group = op.group();
+        if let LogOp::DropGroup { .. } = op {
+            self.groups.remove(&group);
+            return;
+        }
+        let state = self.groups.entry(group).or_default();
+        match op {
+            LogOp::Append { index, .. } => match state.runs.back_mut() {
+                Some(run) if run.segment == segment && run.last + 1 == *index => run.last = *index,
+                _ => state.runs.push_back(Run {
+                    segment,
+                    first: *index,
+                    last: *index,
+                }),
+            },
+            LogOp::TruncateFrom { index, .. } => {
+                while let Some(run) = state.runs.back_mut() {
+                    if run.first >= *index {
+                        state.runs.pop_back();
+                    } else {
+                        run.last = run.last.min(index - 1);
+                        break;
+                    }
+                }
+            }
+            LogOp::PurgeUpTo { index, .. } => {
+                while let Some(run) = state.runs.front_mut() {
+                    if run.last <= *index {
+                        state.runs.pop_front();
+                    } else {
+                        run.first = run.first.max(index + 1);
+                        break;
+                    }
+                }
+                state.purged = Some(state.purged.map_or(*index, |p| p.max(*index)));
+            }
+            LogOp::SetMeta { key, value, .. } => {
+                state.meta.insert(*key, value.clone());
+            }
+            LogOp::DropGroup { .. } => unreachable!("handled above"),
+        }
+        if state.is_vacant() {
+            self.groups.remove(&group);
+        }
+    }
+
+    /// Record a corruption mark (from recovery, or replayed from a checkpoint).
+    pub fn mark_corrupt(&mut self, group: u64) {
+        self.groups.entry(group).or_default().corrupt = true;
+    }
+
+    /// The oldest segment that still holds a live entry, if any.
+    pub fn oldest_live_segment(&self) -> Option<u64> {
+        self.groups
+            .values()
+            .filter_map(|state| state.runs.front().map(|run| run.segment))
+            .min()
+    }
+
+    /// Append the checkpoint records (one write unit) to `buf`: for every group with any,
+    /// its purge mark, meta values and corruption mark. Replaying them on top of the state
+    /// they describe changes nothing, so they are safe whether or not older segments still
+    /// exist. Returns the number of records.
+    pub fn encode_checkpoint(&self, buf: &mut Vec<u8>) -> usize {
+        let mut ids: Vec<u64> = self
+            .groups
+            .iter()
+            .filter(|(_, state)| state.needs_checkpoint())
+            .map(|(group, _)| *group)
+            .collect();
+        ids.sort_unstable();
+        let mut records = Vec::new();
+        for group in ids {
+            let state = &self.groups[&group];
+            if let Some(index) = state.purged {
+                records.push(Checkpoint::Op(LogOp::PurgeUpTo { group, index }));
+            }
+            for (key, value) in &state.meta {
+                records.push(Checkpoint::Op(LogOp::SetMeta {
+                    group,
+                    key: *key,
+                    value: value.clone(),
+                }));
+            }
+            if state.corrupt {
+                records.push(Checkpoint::Corrupt(group));
+            }
+        }
+        let count = records.len();
+        for (position, checkpoint) in records.into_iter().enumerate() {
+            // Written with the segment header as one batch.
+            let mut flags = 0;
+            if position == 0 {
+                flags |= FLAG_START_OF_BATCH;
+            }
+            if position + 1 == count {
+                flags |= FLAG_END_OF_WRITE;
+            }
+            match checkpoint {
+                Checkpoint::Op(op) => record::encode_op(buf, &op, flags),
+                Checkpoint::Corrupt(group) => record::encode_corrupt_mark(buf, group, flags),
+            }
+        }
+        count
+    }
+}
+
+enum Checkpoint {
+    Op(LogOp),
+    Corrupt(u64),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn append(group: u64, index: u64) -> LogOp {
+        LogOp::Append {
+            group,
+            index,
+            payload: Bytes::new(),
+        }
+    }
+
+    #[test]
+    fn oldest_live_segment_follows_purge_truncate_and_drop() {
+        let mut index = DurableIndex::default();
+        for i in 1..=4 {
+            index.apply(&append(1, i), 10);
+        }
+        for i in 5..=8 {
+            index.apply(&append(1, i), 11);
+        }
+        index.apply(&append(2, 1), 12);
+        assert_eq!(index.oldest_live_segment(), Some(10));
+        index.apply(&LogOp::PurgeUpTo { group: 1, index: 3 }, 12);
+        assert_eq!(index.oldest_live_segment(), Some(10));
+        index.apply(&LogOp::PurgeUpTo { group: 1, index: 4 }, 12);
+        assert_eq!(index.oldest_live_segment(), Some(11));
+        index.apply(&LogOp::TruncateFrom { group: 1, index: 5 }, 12);
+        assert_eq!(index.oldest_live_segment(), Some(12));
+        index.apply(&LogOp::DropGroup { group: 2 }, 12);
+        assert_eq!(index.oldest_live_segment(), None);
+        // Group 1 lives on through its purge mark, which the checkpoint carries.
+        let mut buf = Vec::new();
+        assert_eq!(index.encode_checkpoint(&mut buf), 1);
+    }
+}

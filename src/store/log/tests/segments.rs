@@ -1,0 +1,109 @@
+//! Segment rotation and deletion keep the directory bounded while groups purge, without
+//! losing meta values or purge marks that were written in deleted segments.
+
+use bytes::Bytes;
+
+use super::support::*;
+use crate::store::log::{LogOp, MetaKey};
+
+fn big_append(group: u64, index: u64) -> LogOp {
+    LogOp::Append {
+        group,
+        index,
+        payload: Bytes::from(vec![index as u8; 300]),
+    }
+}
+
+#[test]
+fn rotation_and_deletion_keep_the_directory_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (engine, _) = open_with(dir.path(), small_segments());
+        // Group 3 only ever has a vote, written in the first segment.
+        engine
+            .write_blocking(vec![LogOp::SetMeta {
+                group: 3,
+                key: MetaKey::VOTE,
+                value: Bytes::from_static(b"vote of 3"),
+            }])
+            .unwrap();
+        let mut max_files = 0;
+        for index in 1..=400u64 {
+            engine
+                .write_blocking(vec![big_append(1, index), big_append(2, index)])
+                .unwrap();
+            if index % 10 == 0 {
+                // Keep the last 5 entries of each group, as a snapshot policy would.
+                let purge_to = index - 5;
+                engine
+                    .write_blocking(vec![
+                        LogOp::PurgeUpTo {
+                            group: 1,
+                            index: purge_to,
+                        },
+                        LogOp::SetMeta {
+                            group: 1,
+                            key: MetaKey::LAST_PURGED,
+                            value: Bytes::from(purge_to.to_string()),
+                        },
+                        LogOp::PurgeUpTo {
+                            group: 2,
+                            index: purge_to,
+                        },
+                    ])
+                    .unwrap();
+            }
+            max_files = max_files.max(segment_files(dir.path()).len());
+        }
+        let stats = engine.stats();
+        assert!(stats.segments_created > 40, "{stats:?}");
+        assert!(max_files <= 4, "directory grew to {max_files} segments");
+        assert_eq!(
+            stats.segments_deleted + segment_files(dir.path()).len() as u64,
+            stats.segments_created
+        );
+    }
+    let (engine, report) = open_with(dir.path(), small_segments());
+    assert!(report.corruptions.is_empty() && report.torn_tail.is_none());
+    assert_eq!(
+        engine.meta(3, MetaKey::VOTE),
+        Some(Bytes::from_static(b"vote of 3"))
+    );
+    assert_eq!(
+        engine.meta(1, MetaKey::LAST_PURGED),
+        Some(Bytes::from_static(b"395"))
+    );
+    assert_eq!(engine.last_purged(2), Some(395));
+    let first_kept: Vec<u64> = engine.entries(1, ..).unwrap().iter().map(|e| e.0).collect();
+    assert_eq!(first_kept, (396..=400).collect::<Vec<_>>());
+    assert_eq!(engine.entries(2, ..).unwrap().len(), 5);
+    assert_eq!(engine.groups(), vec![1, 2, 3]);
+}
+
+#[test]
+fn an_unpurged_entry_pins_its_segment_until_purged() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, _) = open_with(dir.path(), small_segments());
+    engine.write_blocking(vec![big_append(7, 1)]).unwrap();
+    for index in 1..=60u64 {
+        engine.write_blocking(vec![big_append(8, index)]).unwrap();
+        engine
+            .write_blocking(vec![LogOp::PurgeUpTo { group: 8, index }])
+            .unwrap();
+    }
+    let pinned = segment_files(dir.path()).len();
+    assert!(
+        pinned >= 4,
+        "group 7's entry should pin old segments ({pinned})"
+    );
+    engine
+        .write_blocking(vec![LogOp::PurgeUpTo { group: 7, index: 1 }])
+        .unwrap();
+    let after = segment_files(dir.path()).len();
+    assert_eq!(after, 1, "only the active segment is left");
+    drop(engine);
+    let (engine, _) = open_with(dir.path(), small_segments());
+    assert_eq!(engine.last_purged(7), Some(1));
+    assert_eq!(engine.last_purged(8), Some(60));
+    assert_eq!(engine.last_index(8), None);
+}

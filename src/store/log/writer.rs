@@ -1,0 +1,324 @@
+//! The writer thread: the single owner of the segment files. It gathers every request queued
+//! since its last fsync into one batch, writes the batch with one `pwrite` and makes it durable
+//! with one `fdatasync` (group commit), then completes the requests in submission order. It
+//! also seals and rotates segments, writes checkpoints, and deletes dead segments.
+//!
+//! On a failed write or sync it cuts the active segment back to the last durable length, rolls
+//! the memtable back by undoing every request not yet durable (the failed batch and everything
+//! queued behind it, newest first), and fails them all; the next request starts afresh. If even
+//! the cut-back fails the engine is marked broken and refuses writes until it is reopened.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io;
+use std::mem;
+use std::sync::mpsc::Receiver;
+use std::sync::Arc;
+
+use tracing::{error, warn};
+
+use super::durable::DurableIndex;
+use super::error::LogError;
+use super::memtable::Undo;
+use super::record::{self, FLAG_END_OF_WRITE, FLAG_START_OF_BATCH, SEGMENT_HEADER_LEN};
+use super::segment::{Counters, Disk};
+use super::types::{LogOp, LogOptions};
+use super::Shared;
+
+/// Called once with the outcome of a request, on the writer thread: keep it short.
+pub(crate) type Completion = Box<dyn FnOnce(Result<(), LogError>) + Send + 'static>;
+
+/// One `write`/`submit` call, already applied to the memtable.
+pub(crate) struct Request {
+    pub ops: Vec<LogOp>,
+    pub undo: Vec<Undo>,
+    pub done: Completion,
+}
+
+impl Request {
+    fn encoded_len(&self) -> usize {
+        self.ops.iter().map(record::encoded_len).sum()
+    }
+}
+
+/// The segment being appended to.
+struct Active {
+    id: u64,
+    file: File,
+    /// Durable length: everything before it was fsynced.
+    len: u64,
+}
+
+pub(crate) struct Writer {
+    disk: Disk,
+    options: LogOptions,
+    shared: Arc<Shared>,
+    durable: DurableIndex,
+    /// Segment files on disk, ascending; the active one (if any) is the last.
+    segments: VecDeque<u64>,
+    /// `None` after a seal until the next segment is created.
+    active: Option<Active>,
+    next_segment_id: u64,
+    /// A segment was created since dead segments were last deleted.
+    rotated: bool,
+    buf: Vec<u8>,
+}
+
+impl Writer {
+    /// Set up on open: seal the segment the last run was writing, start a fresh segment (with
+    /// a checkpoint) and delete what recovery left dead.
+    pub fn start(
+        disk: Disk,
+        options: LogOptions,
+        shared: Arc<Shared>,
+        durable: DurableIndex,
+        segments: Vec<u64>,
+        unsealed_last: Option<(u64, u64)>,
+    ) -> Result<Writer, LogError> {
+        let next_segment_id = segments.last().map_or(1, |id| id + 1);
+        let mut writer = Writer {
+            disk,
+            options,
+            shared,
+            durable,
+            segments: segments.into(),
+            active: None,
+            next_segment_id,
+            rotated: false,
+            buf: Vec::new(),
+        };
+        if let Some((id, len)) = unsealed_last {
+            let file = writer
+                .disk
+                .open_for_write(id)
+                .map_err(|error| writer.open_error("open segment", error))?;
+            writer.active = Some(Active { id, file, len });
+            writer
+                .seal_active()
+                .map_err(|error| writer.open_error("seal segment", error))?;
+        }
+        writer
+            .create_segment()
+            .map_err(|error| writer.open_error("create segment", error))?;
+        writer.delete_dead_segments();
+        Ok(writer)
+    }
+
+    fn open_error(&self, action: &'static str, error: io::Error) -> LogError {
+        LogError::io(action, &self.disk.dir, error)
+    }
+
+    /// The thread body: runs until every engine handle is dropped and the queue is empty.
+    pub fn run(mut self, requests: Receiver<Request>) {
+        while let Ok(first) = requests.recv() {
+            let mut bytes = first.encoded_len();
+            let mut batch = vec![first];
+            while bytes < self.options.max_batch_bytes {
+                match requests.try_recv() {
+                    Ok(request) => {
+                        bytes += request.encoded_len();
+                        batch.push(request);
+                    }
+                    Err(_) => break,
+                }
+            }
+            if let Some(cause) = self.shared.broken.get() {
+                let error = LogError::Broken(cause.clone());
+                self.fail(batch, &requests, error);
+                continue;
+            }
+            match self.write_batch(&batch) {
+                Ok(segment) => self.complete(batch, segment),
+                Err(cause) => {
+                    Counters::add(&self.disk.counters.failed_batches, 1);
+                    warn!(error = %cause, "log write failed");
+                    let error = self.recover_from_failure(cause);
+                    self.fail(batch, &requests, error);
+                }
+            }
+        }
+    }
+
+    /// Write and fsync one batch; returns the segment it went to.
+    fn write_batch(&mut self, batch: &[Request]) -> io::Result<u64> {
+        if self
+            .active
+            .as_ref()
+            .is_some_and(|active| active.len >= self.options.segment_size)
+        {
+            self.seal_active()?;
+        }
+        if self.active.is_none() {
+            self.create_segment()?;
+        }
+        self.buf.clear();
+        let mut flags = FLAG_START_OF_BATCH;
+        for request in batch {
+            let last = request.ops.len() - 1;
+            for (position, op) in request.ops.iter().enumerate() {
+                if position == last {
+                    flags |= FLAG_END_OF_WRITE;
+                }
+                record::encode_op(&mut self.buf, op, flags);
+                flags = 0;
+            }
+        }
+        let active = self.active.as_mut().expect("segment created above");
+        self.disk.write_at(&active.file, &self.buf, active.len)?;
+        self.disk.sync(&active.file)?;
+        active.len += self.buf.len() as u64;
+        Counters::add(&self.disk.counters.batches, 1);
+        Ok(active.id)
+    }
+
+    fn complete(&mut self, batch: Vec<Request>, segment: u64) {
+        let counters = Arc::clone(&self.disk.counters);
+        let mut frees_space = false;
+        for request in &batch {
+            for op in &request.ops {
+                self.durable.apply(op, segment);
+                match op {
+                    LogOp::Append { .. } => Counters::add(&counters.appends, 1),
+                    LogOp::TruncateFrom { .. }
+                    | LogOp::PurgeUpTo { .. }
+                    | LogOp::DropGroup { .. } => frees_space = true,
+                    LogOp::SetMeta { .. } => {}
+                }
+            }
+            Counters::add(&counters.ops, request.ops.len() as u64);
+        }
+        Counters::add(&counters.writes, batch.len() as u64);
+        // Delete before completing, so a caller that saw its purge complete sees the space
+        // freed. Rare (at most once per segment), so the added latency does not matter.
+        if frees_space || self.rotated {
+            self.delete_dead_segments();
+        }
+        for request in batch {
+            (request.done)(Ok(()));
+        }
+    }
+
+    /// After a failed write: restore the active segment to its durable length. Returns the
+    /// error to give the failed requests.
+    fn recover_from_failure(&mut self, cause: io::Error) -> LogError {
+        let cause = Arc::new(cause);
+        let Some(active) = &self.active else {
+            return LogError::WriteFailed(cause);
+        };
+        match self.disk.cut_back(&active.file, active.len) {
+            Ok(()) => LogError::WriteFailed(cause),
+            Err(cut_error) => {
+                error!(error = %cut_error, "cannot cut the log back after a failed write; refusing writes until reopened");
+                let _ = self.shared.broken.set(Arc::new(cut_error));
+                LogError::Broken(cause)
+            }
+        }
+    }
+
+    /// Fail `batch` and everything queued behind it: none of it is durable, and the queued
+    /// requests were validated against state that included the failed ones.
+    fn fail(&mut self, mut batch: Vec<Request>, requests: &Receiver<Request>, error: LogError) {
+        {
+            let mut tables = self.shared.tables.write();
+            // Submitters send while holding this lock, so after taking it every request
+            // applied to the tables is in the queue.
+            while let Ok(request) = requests.try_recv() {
+                batch.push(request);
+            }
+            for request in batch.iter_mut().rev() {
+                tables.undo(mem::take(&mut request.undo));
+            }
+        }
+        for request in batch {
+            (request.done)(Err(error.clone()));
+        }
+    }
+
+    /// Seal the active segment: its last record says it is complete, so recovery can tell a
+    /// truncated old segment from a finished one.
+    fn seal_active(&mut self) -> io::Result<()> {
+        let active = self.active.as_ref().expect("an active segment to seal");
+        self.buf.clear();
+        record::encode_seal(&mut self.buf, active.id);
+        let written = self
+            .disk
+            .write_at(&active.file, &self.buf, active.len)
+            .and_then(|()| self.disk.sync(&active.file));
+        if let Err(error) = written {
+            if let Err(cut_error) = self.disk.cut_back(&active.file, active.len) {
+                let _ = self.shared.broken.set(Arc::new(cut_error));
+            }
+            return Err(error);
+        }
+        self.active = None;
+        Ok(())
+    }
+
+    /// Create the next segment: header and checkpoint, fsynced, then the directory fsynced.
+    fn create_segment(&mut self) -> io::Result<()> {
+        let id = self.next_segment_id;
+        self.buf.clear();
+        record::encode_segment_header(&mut self.buf, id);
+        self.durable.encode_checkpoint(&mut self.buf);
+        let created = self.disk.create(id).and_then(|file| {
+            self.disk.write_at(&file, &self.buf, 0)?;
+            self.disk.sync(&file)?;
+            self.disk.sync_dir()?;
+            Ok(file)
+        });
+        match created {
+            Ok(file) => {
+                debug_assert!(self.buf.len() >= SEGMENT_HEADER_LEN);
+                self.segments.push_back(id);
+                self.next_segment_id += 1;
+                self.rotated = true;
+                self.active = Some(Active {
+                    id,
+                    file,
+                    len: self.buf.len() as u64,
+                });
+                Ok(())
+            }
+            Err(error) => {
+                // A half-created newest segment is harmless (recovery drops a torn one, and a
+                // complete checkpoint replays to the state it describes) but remove it anyway.
+                let _ = self.disk.remove(id).and_then(|()| self.disk.sync_dir());
+                Err(error)
+            }
+        }
+    }
+
+    /// Delete every segment older than both the active one and the oldest live entry. The
+    /// active segment starts with a checkpoint, so meta and purge marks survive.
+    fn delete_dead_segments(&mut self) {
+        let Some(active) = &self.active else {
+            return;
+        };
+        self.rotated = false;
+        let keep_from = self
+            .durable
+            .oldest_live_segment()
+            .map_or(active.id, |oldest| oldest.min(active.id));
+        while let Some(&oldest) = self.segments.front() {
+            if oldest >= keep_from {
+                break;
+            }
+            // Oldest first, each removal made durable before the next: after a crash the
+            // files left are always a consecutive run, so recovery can treat a gap as damage.
+            match self.disk.remove(oldest) {
+                Ok(()) => {}
+                Err(error) if error.kind() == io::ErrorKind::NotFound => {}
+                Err(error) => {
+                    // Retried later; an extra old segment only costs disk space.
+                    warn!(segment = oldest, error = %error, "cannot delete dead log segment");
+                    break;
+                }
+            }
+            self.segments.pop_front();
+            if let Err(error) = self.disk.sync_dir() {
+                warn!(error = %error, "cannot sync the log directory after deleting a segment");
+                break;
+            }
+        }
+    }
+}
