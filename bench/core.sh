@@ -154,6 +154,27 @@ wait_exit() { # wait_exit PID SECS -> WAIT_RC (124 if it had to be killed)
     fi
     wait "$pid" 2>/dev/null || WAIT_RC=$?
 }
+# wait_sub PID SECS OUT: like wait_exit for a `nats bench sub`, but gives up
+# at once (WAIT_RC=125) when the client logs a disconnect.
+wait_sub() {
+    local pid=$1 secs=$2 out=$3 i
+    WAIT_RC=0
+    for ((i = 0; i < secs * 20; i++)); do
+        alive "$pid" || break
+        if grep -q 'Disconnected due to' "$out" 2>/dev/null; then
+            stop_pid "$pid"
+            WAIT_RC=125
+            return 0
+        fi
+        sleep 0.05
+    done
+    if alive "$pid"; then
+        stop_pid "$pid"
+        WAIT_RC=124
+        return 0
+    fi
+    wait "$pid" 2>/dev/null || WAIT_RC=$?
+}
 free_port() {
     python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'
 }
@@ -277,7 +298,15 @@ run_pubsub() {
             stop_pid "$sub_pid"
             continue
         fi
-        wait_exit "$sub_pid" "$RUN_TIMEOUT"
+        wait_sub "$sub_pid" "$RUN_TIMEOUT" "$sub_out"
+        if ((WAIT_RC == 125)); then
+            # the server dropped a subscriber (e.g. slow consumer): messages are
+            # lost for good, so waiting or retrying is pointless
+            echo "      $key/$wid: the server disconnected a subscriber; run abandoned"
+            grep -m 3 'Disconnected due to' "$sub_out" | sed 's/^/      | /' || true
+            grep -i 'slow consumer' "$TMP/server-$key.log" | tail -n 3 | sed 's/^/      | server: /' || true
+            return 1
+        fi
         if ((WAIT_RC != 0)); then
             echo "      $key/$wid attempt $attempt: subscriber exited $WAIT_RC (messages lost or too slow)"
             sed 's/^/      | /' "$sub_out" | tail -n 5
@@ -335,6 +364,11 @@ median() { # median of the integer arguments (lower middle for an even count); n
     (($#)) || return 0
     printf '%s\n' "$@" | sort -n | awk '{v[NR]=$1} END{print v[int((NR+1)/2)]}'
 }
+runs_cell() { # every run's value, in run order
+    local v out=""
+    for v in "$@"; do out+="${out:+, }$(commas "$v")"; done
+    echo "${out:-FAIL}"
+}
 cell() { if [[ -n $1 ]]; then commas "$1"; else echo FAIL; fi; }
 ratio() { # ratio A B = A/B with 2 decimals, n/a if either is missing
     if [[ -n $1 && -n $2 && $2 != 0 ]]; then awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a/b}'; else echo n/a; fi
@@ -369,6 +403,7 @@ WORKLOADS=(
 )
 ROWS=()
 PUBROWS=()
+ALLRUNS=()
 CMDS=()
 for w in "${WORKLOADS[@]}"; do
     IFS='|' read -r wid label kind size clients <<<"$w"
@@ -402,6 +437,7 @@ for w in "${WORKLOADS[@]}"; do
         done
     done
     ref=$(median ${R[ref]:-}) jr=$(median ${R[jr]:-})
+    ALLRUNS+=("| $label | $(runs_cell ${R[ref]:-}) | $(runs_cell ${R[jr]:-}) |")
     ROWS+=("| $label | $(cell "$ref") | $(cell "$jr") | $(ratio "$jr" "$ref") |")
     if [[ $kind == pubsub ]]; then
         ref=$(median ${P[ref]:-}) jr=$(median ${P[jr]:-})
@@ -423,6 +459,14 @@ echo
 echo "| workload | nats-server msgs/s | $JR_LABEL msgs/s | ratio |"
 echo "|---|---:|---:|---:|"
 printf '%s\n' "${PUBROWS[@]}"
+if ((RUNS > 1)); then
+    echo
+    echo "All runs (msgs/s, in run order; the servers alternate going first):"
+    echo
+    echo "| workload | nats-server runs | $JR_LABEL runs |"
+    echo "|---|---|---|"
+    printf '%s\n' "${ALLRUNS[@]}"
+fi
 echo
 echo "Machine: $(nproc) CPUs, ${cpu:-unknown CPU}, $(uname -sr)"
 echo "Servers: nats-server = $REF_BIN ($REF_VERSION); $JR_LABEL = $JR_BIN (${JR_VERSION:-no --version}); both run as: <bin> -a 127.0.0.1 -p <port> -m <http_port>"

@@ -63,6 +63,8 @@ struct Outbound {
 /// What queuing a delivery asks of the publisher.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Queued {
+    /// The message is in the buffer (false: the client is closing or was just cut off).
+    pub queued: bool,
     /// The buffer was empty: the writer must be woken.
     pub wake: bool,
     /// More than half of `max_pending` is queued: the publisher should pause briefly
@@ -132,13 +134,12 @@ impl ClientHandle {
         }
         let was_empty = out.buf.is_empty();
         encoder::write_delivery(&mut out.buf, sid, &msg);
-        ServerStats::add(&self.stats.out_msgs, 1);
-        ServerStats::add(&self.stats.out_bytes, msg.body_len() as u64);
         if out.buf.len() > self.max_pending {
             self.cut_off_slow_consumer(&mut out);
             return Queued::default();
         }
         Queued {
+            queued: true,
             wake: was_empty,
             backed_up: out.buf.len() > self.max_pending / 2,
         }

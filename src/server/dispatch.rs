@@ -11,6 +11,7 @@ use rand::Rng;
 use super::client::ClientHandle;
 use super::message::Message;
 use super::router::{Matches, Router};
+use super::stats::ServerStats;
 use super::subscription::{Claim, Subscriber, Subscription};
 
 #[derive(Debug, Default)]
@@ -18,6 +19,10 @@ pub struct Dispatch {
     to_wake: Vec<Arc<ClientHandle>>,
     /// Receivers with more than half their outbound limit queued.
     backed_up: Vec<Arc<ClientHandle>>,
+    /// Deliveries since the last `wake_all`, added to the node's counters there (one atomic
+    /// update per batch instead of two per message).
+    out_msgs: u64,
+    out_bytes: u64,
 }
 
 impl Dispatch {
@@ -61,6 +66,10 @@ impl Dispatch {
         let taken = match &sub.subscriber {
             Subscriber::Client(client) => {
                 let queued = client.queue_delivery(&sub.sid, &msg.as_delivery());
+                if queued.queued {
+                    self.out_msgs += 1;
+                    self.out_bytes += msg.size() as u64;
+                }
                 if queued.wake {
                     self.to_wake.push(client.clone());
                 }
@@ -77,10 +86,16 @@ impl Dispatch {
         taken
     }
 
-    /// Wakes every writer that received messages since the last call.
-    pub fn wake_all(&mut self) {
+    /// Wakes every writer that received messages since the last call, and counts them.
+    pub fn wake_all(&mut self, stats: &ServerStats) {
         for client in self.to_wake.drain(..) {
             client.wake();
+        }
+        if self.out_msgs > 0 {
+            ServerStats::add(&stats.out_msgs, self.out_msgs);
+            ServerStats::add(&stats.out_bytes, self.out_bytes);
+            self.out_msgs = 0;
+            self.out_bytes = 0;
         }
     }
 

@@ -113,7 +113,7 @@ impl Router {
         let matches = self.matches(&msg.subject);
         let mut dispatch = Dispatch::default();
         let delivered = dispatch.route(self, &matches, msg, None);
-        dispatch.wake_all();
+        dispatch.wake_all(&self.stats);
         delivered
     }
 

@@ -21,6 +21,8 @@ pub enum DecodeError {
     BadArguments { op: &'static str },
     #[error("control line longer than {limit} bytes")]
     ControlLineTooLong { limit: usize },
+    #[error("client sent -ERR")]
+    ClientError,
     #[error("payload of {size} bytes exceeds max_payload {limit}")]
     MaxPayload { size: usize, limit: usize },
 }
@@ -58,6 +60,11 @@ impl Decoder {
             if let Some(awaiting) = &self.awaiting {
                 let needed = awaiting.total_len + 2;
                 if buf.len() < needed {
+                    // The `\r` may already be here: fail on a wrong byte at once, as
+                    // nats-server's byte-level parser does (`hello\n`).
+                    if buf.len() > awaiting.total_len && buf[awaiting.total_len] != b'\r' {
+                        return Err(DecodeError::UnknownOperation);
+                    }
                     buf.reserve(needed - buf.len());
                     return Ok(None);
                 }
@@ -93,11 +100,24 @@ impl Decoder {
         }
     }
 
-    /// Refuses a control line whose arguments have grown past the limit before its newline
-    /// arrived (nats-server checks at the end of every read, too).
+    /// Refuses a partial line that cannot become a valid operation, or that has grown past
+    /// the control-line limit, before its newline arrives.
     fn check_partial_line(&self, buf: &BytesMut) -> Result<(), DecodeError> {
+        // nats-server fails on the first byte that cannot continue an operation name.
+        if !buf.is_empty() && recognize(buf).is_none() {
+            let could_continue = OPS.iter().any(|(name, _, _)| {
+                buf.len() <= name.len() && buf.eq_ignore_ascii_case(&name[..buf.len()])
+            });
+            if !could_continue {
+                return Err(DecodeError::UnknownOperation);
+            }
+        }
         let line = buf.strip_suffix(b"\r").unwrap_or(buf);
-        if argument_len(line) > self.max_control_line {
+        // The second bound catches a line with no separator at all (`PINGxxxx...`), whose
+        // "arguments" argument_len cannot see: nothing unbounded is ever buffered.
+        if argument_len(line) > self.max_control_line
+            || line.len() > self.max_control_line + LONGEST_OP_WITH_SEPARATOR
+        {
             return Err(DecodeError::ControlLineTooLong {
                 limit: self.max_control_line,
             });
@@ -106,47 +126,35 @@ impl Decoder {
     }
 
     fn parse_line(&mut self, line: Bytes) -> Result<Option<ClientOp>, DecodeError> {
-        let op_end = line
-            .iter()
-            .position(|b| *b == b' ' || *b == b'\t')
-            .unwrap_or(line.len());
-        let op = &line[..op_end];
+        let (name, op_end) = recognize(&line).ok_or(DecodeError::UnknownOperation)?;
         // The limit is on the arguments, CONNECT's JSON included, as nats-server counts it.
         if argument_len(&line) > self.max_control_line {
             return Err(DecodeError::ControlLineTooLong {
                 limit: self.max_control_line,
             });
         }
-        if op.eq_ignore_ascii_case(b"CONNECT") {
-            let json = trim(line.slice(op_end..));
-            return Ok(Some(ClientOp::Connect(json)));
-        }
-        let has_args = op_end < line.len();
         let args = Args::new(line.clone(), op_end);
-        let needs_args = [&b"PUB"[..], b"HPUB", b"SUB", b"UNSUB"];
-        if !has_args && needs_args.iter().any(|name| op.eq_ignore_ascii_case(name)) {
-            // `PUB\r\n`: nats-server's byte-level parser fails here, before argument parsing.
-            return Err(DecodeError::UnknownOperation);
-        }
-        if op.eq_ignore_ascii_case(b"PUB") {
-            self.parse_pub(args)
-        } else if op.eq_ignore_ascii_case(b"HPUB") {
-            self.parse_hpub(args)
-        } else if op.eq_ignore_ascii_case(b"SUB") {
-            parse_sub(args).map(Some)
-        } else if op.eq_ignore_ascii_case(b"UNSUB") {
-            parse_unsub(args).map(Some)
-        } else if op.eq_ignore_ascii_case(b"PING") {
-            Ok(Some(ClientOp::Ping))
-        } else if op.eq_ignore_ascii_case(b"PONG") {
-            Ok(Some(ClientOp::Pong))
-        } else if op.eq_ignore_ascii_case(b"INFO")
-            || op.eq_ignore_ascii_case(b"+OK")
-            || op.eq_ignore_ascii_case(b"-ERR")
-        {
-            Ok(Some(ClientOp::Ignored))
-        } else {
-            Err(DecodeError::UnknownOperation)
+        match name {
+            // `CONNECT{...}` needs no separator.
+            OpName::Connect => Ok(Some(ClientOp::Connect(trim(line.slice(op_end..))))),
+            OpName::Pub => self.parse_pub(args),
+            OpName::Hpub => self.parse_hpub(args),
+            OpName::Sub => parse_sub(args).map(Some),
+            OpName::Unsub => parse_unsub(args).map(Some),
+            // Everything after PING/PONG/+OK up to the newline is ignored (`PINGX`).
+            OpName::Ping => Ok(Some(ClientOp::Ping)),
+            OpName::Pong => Ok(Some(ClientOp::Pong)),
+            OpName::Ok => Ok(Some(ClientOp::Ignored)),
+            // An INFO from a client is ignored if it is a JSON object; otherwise nats-server
+            // closes as for a bad CONNECT.
+            OpName::Info => {
+                let json = trim(line.slice(op_end..));
+                serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&json)
+                    .map(|_| Some(ClientOp::Ignored))
+                    .map_err(|_| DecodeError::BadArguments { op: "INFO" })
+            }
+            // nats-server logs `Client Error` and closes without an answer.
+            OpName::Err => Err(DecodeError::ClientError),
         }
     }
 
@@ -214,6 +222,62 @@ impl Decoder {
         }
         Ok(())
     }
+}
+
+/// The operations a client may send, recognised as nats-server's parser does: by name
+/// prefix, case-insensitively, byte by byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OpName {
+    Connect,
+    Pub,
+    Hpub,
+    Sub,
+    Unsub,
+    Ping,
+    Pong,
+    Info,
+    Ok,
+    Err,
+}
+
+/// What must follow an operation name: `Separator` ops need a space or tab (`PUB\r\n` is an
+/// unknown operation); the others take anything (`PINGX`, `CONNECT{...}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Follow {
+    Separator,
+    Anything,
+}
+
+/// `CONNECT` plus its separator: a line longer than the limit plus this cannot be valid.
+const LONGEST_OP_WITH_SEPARATOR: usize = 8;
+
+const OPS: [(&[u8], OpName, Follow); 10] = [
+    (b"CONNECT", OpName::Connect, Follow::Anything),
+    (b"PUB", OpName::Pub, Follow::Separator),
+    (b"HPUB", OpName::Hpub, Follow::Separator),
+    (b"SUB", OpName::Sub, Follow::Separator),
+    (b"UNSUB", OpName::Unsub, Follow::Separator),
+    (b"PING", OpName::Ping, Follow::Anything),
+    (b"PONG", OpName::Pong, Follow::Anything),
+    (b"INFO", OpName::Info, Follow::Separator),
+    (b"+OK", OpName::Ok, Follow::Anything),
+    (b"-ERR", OpName::Err, Follow::Separator),
+];
+
+/// The operation `line` starts with and where its name ends; `None` if it starts with no
+/// operation, or lacks the separator its name needs.
+fn recognize(line: &[u8]) -> Option<(OpName, usize)> {
+    OPS.iter().find_map(|&(name, op, follow)| {
+        let head = line.get(..name.len())?;
+        if !head.eq_ignore_ascii_case(name) {
+            return None;
+        }
+        match (follow, line.get(name.len())) {
+            (Follow::Anything, _) => Some((op, name.len())),
+            (Follow::Separator, Some(b)) if is_space(*b) => Some((op, name.len())),
+            (Follow::Separator, _) => None,
+        }
+    })
 }
 
 fn parse_sub(args: Args) -> Result<ClientOp, DecodeError> {

@@ -219,3 +219,12 @@ fn connect_counts_against_the_control_line_limit() {
         Err(DecodeError::ControlLineTooLong { limit: 4096 })
     );
 }
+
+#[test]
+fn a_line_without_separator_or_newline_is_bounded() {
+    let mut buf = BytesMut::from(format!("PING{}", "x".repeat(5000)).as_bytes());
+    assert_eq!(
+        decoder().decode(&mut buf),
+        Err(DecodeError::ControlLineTooLong { limit: 4096 })
+    );
+}

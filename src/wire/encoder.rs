@@ -67,10 +67,11 @@ pub fn write_err(out: &mut BytesMut, text: &str) {
 
 /// Appends `INFO <json>`.
 pub fn write_info(out: &mut BytesMut, json: &[u8]) {
-    out.reserve(json.len() + 7);
+    out.reserve(json.len() + 8);
     out.put_slice(b"INFO ");
     out.put_slice(json);
-    out.put_slice(b"\r\n");
+    // nats-server puts a space before the CRLF.
+    out.put_slice(b" \r\n");
 }
 
 #[cfg(test)]

@@ -87,8 +87,11 @@ impl Default for ConnectOptions {
 }
 
 impl ConnectOptions {
+    /// Parses the CONNECT JSON, which must be an object: serde's derived struct would also
+    /// accept an array (`CONNECT []`), which nats-server refuses.
     pub fn parse(json: &[u8]) -> Result<Self, serde_json::Error> {
-        serde_json::from_slice(json)
+        let object: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(json)?;
+        serde_json::from_value(serde_json::Value::Object(object))
     }
 }
 

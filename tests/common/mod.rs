@@ -2,6 +2,8 @@
 //! and wait for conditions with a deadline instead of sleeping.
 #![allow(dead_code)]
 
+pub mod raw;
+
 pub mod process;
 
 use std::future::Future;

@@ -19,7 +19,9 @@ pub fn for_decode_error(err: &DecodeError) -> (Option<&'static str>, CloseReason
     match err {
         DecodeError::UnknownOperation => (Some(UNKNOWN_OPERATION), CloseReason::ProtocolViolation),
         // nats-server logs argument errors but closes without telling the client.
-        DecodeError::BadArguments { .. } => (None, CloseReason::ProtocolViolation),
+        DecodeError::BadArguments { .. } | DecodeError::ClientError => {
+            (None, CloseReason::ProtocolViolation)
+        }
         DecodeError::ControlLineTooLong { .. } => (
             Some("maximum control line exceeded"),
             CloseReason::MaxControlLineExceeded,

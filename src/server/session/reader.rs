@@ -108,6 +108,17 @@ impl Reader {
                 }
             }
             loop {
+                // With auth, nats-server treats any first byte but `C`/`c` as an auth
+                // violation, before it even knows the operation.
+                let awaiting_auth = auth_required && self.options.is_none();
+                if awaiting_auth && buf.first().is_some_and(|b| !matches!(b, b'C' | b'c')) {
+                    self.flush_batch();
+                    self.client.close_with_err(
+                        Some(errors::AUTHORIZATION_VIOLATION),
+                        CloseReason::AuthorizationViolation,
+                    );
+                    break 'read;
+                }
                 match decoder.decode(&mut buf) {
                     Ok(Some(op)) => {
                         if self.execute(op).is_err() {
@@ -215,7 +226,7 @@ impl Reader {
 
     /// Wakes the writers that got messages during this read and publishes the counters.
     fn flush_batch(&mut self) {
-        self.dispatch.wake_all();
+        self.dispatch.wake_all(&self.shared.stats);
         if self.in_msgs > 0 {
             let stats = &self.shared.stats;
             ServerStats::add(&stats.in_msgs, self.in_msgs);

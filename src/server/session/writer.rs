@@ -36,7 +36,10 @@ pub async fn run(
                         return CloseReason::WriteError;
                     }
                     Err(_) => {
-                        ServerStats::add(&shared.stats.slow_consumers, 1);
+                        // Already counted if the client was cut off for pending bytes.
+                        if client.closing_reason() != Some(CloseReason::SlowConsumer) {
+                            ServerStats::add(&shared.stats.slow_consumers, 1);
+                        }
                         tracing::warn!(cid = client.id, "slow consumer: write deadline exceeded");
                         client.close(CloseReason::SlowConsumer);
                         return CloseReason::SlowConsumer;
