@@ -6,6 +6,8 @@
 //! router), `monitor` (HTTP endpoints), `config` (command line and config file).
 
 pub mod config;
+pub mod consensus;
+pub mod jetstream;
 pub mod jsapi;
 pub mod jscore;
 pub mod monitor;

@@ -17,6 +17,7 @@ use std::time::Duration;
 use openraft::error::{ClientWriteError, InitializeError, RaftError};
 use openraft::{Config, SnapshotPolicy};
 
+use super::batcher::ProposalBatcher;
 use super::log_store::GroupLogStore;
 use super::machine::{GroupMachine, MachineView};
 use super::network::{GroupNetworkFactory, PeerTransport};
@@ -103,7 +104,7 @@ pub enum StartError {
 }
 
 /// A proposal was not applied.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum ProposeError {
     /// This replica is not the leader; send the proposal to `leader` if known.
     #[error("not the leader (leader: {leader:?})")]
@@ -141,6 +142,7 @@ pub struct RaftGroup {
     raft: Raft,
     log: GroupLogStore,
     view: MachineView,
+    batcher: ProposalBatcher,
 }
 
 impl RaftGroup {
@@ -173,6 +175,7 @@ impl RaftGroup {
         let started = RaftGroup {
             group,
             node,
+            batcher: ProposalBatcher::start(raft.clone()),
             raft,
             log,
             view,
@@ -242,16 +245,15 @@ impl RaftGroup {
         self.raft.metrics().borrow().current_leader
     }
 
-    /// Propose one command; returns its response once committed and applied.
+    /// Propose one command; returns its response once committed and applied. Concurrent
+    /// proposals to the group are packed into shared Raft entries (see
+    /// [`batcher`](super::batcher)); each still gets its own response.
     pub async fn propose(&self, command: Command) -> Result<Response, ProposeError> {
-        let mut responses = self.propose_all(vec![command]).await?;
-        responses
-            .pop()
-            .ok_or_else(|| ProposeError::Rejected("state machine returned no response".into()))
+        self.batcher.propose(command).await
     }
 
-    /// Propose several commands as one Raft entry (applied together, in order); returns their
-    /// responses once committed and applied.
+    /// Propose several commands as one Raft entry of their own (applied together, in order);
+    /// returns their responses once committed and applied.
     pub async fn propose_all(&self, commands: Vec<Command>) -> Result<Vec<Response>, ProposeError> {
         let written = self.raft.client_write(Proposal { commands }).await?;
         Ok(written.data.responses)

@@ -21,6 +21,7 @@
 //! - [`network`]: openraft's network factory over a [`PeerTransport`]; for now only
 //!   [`NoPeers`] (single node). The gRPC transport implements the same trait later.
 //! - [`group`]: [`RaftGroup`], one running group: start, propose, shut down.
+//! - [`batcher`]: packs concurrent proposals to one group into shared Raft entries.
 //! - [`registry`]: [`GroupRegistry`], the node's groups by id.
 //! - [`node_storage`]: [`NodeStorage`], the storage every group of a node shares.
 //!
@@ -31,6 +32,11 @@
 //! [`state_db`]), so after a crash sled (or, failing that, the snapshot file) always covers
 //! everything the log no longer has.
 
+// openraft's `StorageError` is the error type its storage traits require, and it is large;
+// boxing it at every internal helper would only add allocations on error paths.
+#![allow(clippy::result_large_err)]
+
+pub mod batcher;
 pub mod codec;
 pub mod group;
 pub mod log_store;

@@ -25,9 +25,10 @@ pub fn parse_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     serde_json::from_slice(body).map_err(|err| ApiError::with_detail(ErrorKind::InvalidJson, err))
 }
 
-/// Decodes an optional JSON body: empty (or whitespace) means `T::default()`.
+/// Decodes an optional JSON body: empty (or whitespace) or `null` means `T::default()`
+/// (async-nats sends `null` for "no options").
 pub fn parse_optional_body<T: DeserializeOwned + Default>(body: &[u8]) -> Result<T, ApiError> {
-    if is_blank(body) {
+    if is_blank(body) || body.trim_ascii() == b"null" {
         return Ok(T::default());
     }
     parse_body(body)

@@ -44,7 +44,9 @@ pub enum GroupCommand {
     },
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What applying a `GroupCommand` did.
+/// Serde (postcard) encodes the variant index: the variant order is a wire format, append only.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum GroupOutcome {
     Appended(AppendOutcome),
     Purged {
@@ -64,7 +66,7 @@ pub enum GroupOutcome {
     },
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StreamGroup {
     stream: StreamState,
     consumers: BTreeMap<String, ConsumerState>,
@@ -88,6 +90,19 @@ impl StreamGroup {
 
     pub fn consumer_names(&self) -> impl Iterator<Item = &str> {
         self.consumers.keys().map(String::as_str)
+    }
+
+    /// The consumers by name, in name order.
+    pub fn consumers(&self) -> impl Iterator<Item = (&str, &ConsumerState)> {
+        self.consumers
+            .iter()
+            .map(|(name, consumer)| (name.as_str(), consumer))
+    }
+
+    /// Reassembles a group from its parts (restoring persisted state; see
+    /// `StreamState::restore` and `ConsumerState::import`).
+    pub fn from_parts(stream: StreamState, consumers: BTreeMap<String, ConsumerState>) -> Self {
+        Self { stream, consumers }
     }
 
     pub fn apply(&mut self, command: GroupCommand) -> Result<GroupOutcome, ApiError> {

@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
+use crate::jetstream::JetStream;
 use crate::monitor;
 use identity::Identity;
 use router::Router;
@@ -47,6 +48,7 @@ pub struct ServerShared {
 pub struct RunningServer {
     shared: Arc<ServerShared>,
     http_addr: Option<SocketAddr>,
+    jetstream: Option<Arc<JetStream>>,
 }
 
 pub struct Server;
@@ -66,11 +68,6 @@ impl Server {
             .transpose()?;
         if config.jetstream {
             std::fs::create_dir_all(&config.store_dir)?;
-            tracing::warn!(
-                store_dir = %config.store_dir.display(),
-                "JetStream requested: the store directory is ready, but this build does not \
-                 serve the $JS.API yet"
-            );
         }
 
         let stats = Arc::new(ServerStats::default());
@@ -90,6 +87,15 @@ impl Server {
             server_name = %shared.identity.server_name,
             "starting jetraft"
         );
+        // JetStream subscribes its API before the first client can connect.
+        let jetstream = if shared.config.jetstream {
+            let started = JetStream::start(shared.clone())
+                .await
+                .map_err(std::io::Error::other)?;
+            Some(started)
+        } else {
+            None
+        };
         tracing::info!("Listening for client connections on {client_addr}");
         shared
             .tasks
@@ -99,7 +105,11 @@ impl Server {
             shared.tasks.spawn(monitor::serve(shared.clone(), listener));
         }
         tracing::info!("Server is ready");
-        Ok(RunningServer { shared, http_addr })
+        Ok(RunningServer {
+            shared,
+            http_addr,
+            jetstream,
+        })
     }
 }
 
@@ -116,10 +126,18 @@ impl RunningServer {
         &self.shared
     }
 
-    /// Stops accepting, flushes and closes every client, and waits for every task to end.
+    pub fn jetstream(&self) -> Option<&Arc<JetStream>> {
+        self.jetstream.as_ref()
+    }
+
+    /// Stops accepting, flushes and closes every client, stops the Raft groups, and waits
+    /// for every task to end.
     pub async fn shutdown(self) {
         tracing::info!("shutting down: draining client connections");
         self.shared.shutdown.cancel();
+        if let Some(jetstream) = &self.jetstream {
+            jetstream.shutdown().await;
+        }
         self.shared.tasks.close();
         self.shared.tasks.wait().await;
         tracing::info!("server exited cleanly");

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every end-to-end suite against one server binary:
-#   tests/e2e/nats_cli.sh, tests/e2e/nats_py.sh, bench/core.sh --smoke
-# and prints a final "N passed, M failed" summing the checks of all three.
+#   tests/e2e/nats_cli.sh, tests/e2e/nats_py.sh, tests/e2e/jetstream_cli.sh,
+#   tests/e2e/jetstream_py.sh, bench/core.sh --smoke
+# and prints a final "N passed, M failed" summing the checks of all of them.
 # Exits non-zero if any suite fails (or prints no summary).
 #
 #   tests/e2e/run_all.sh                         # SERVER_BIN=target/release/jetraft
@@ -19,6 +20,8 @@ SUITE_TIMEOUT=${SUITE_TIMEOUT:-600}
 SUITES=(
     "nats CLI e2e|$HERE/nats_cli.sh"
     "nats-py e2e|$HERE/nats_py.sh"
+    "JetStream nats CLI e2e|$HERE/jetstream_cli.sh"
+    "JetStream nats-py e2e|$HERE/jetstream_py.sh"
     "core bench (smoke)|$REPO_ROOT/bench/core.sh --smoke"
 )
 

@@ -2,6 +2,7 @@
 //! sled in temp directories: openraft's storage conformance suite, group life cycle, recovery,
 //! many groups sharing one log.
 
+mod bench;
 mod group;
 mod many_groups;
 mod recovery;

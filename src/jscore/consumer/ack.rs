@@ -9,7 +9,8 @@
 use super::state::ConsumerState;
 
 /// What an ack did.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Serde (postcard) encodes the variant index: the variant order is a wire format, append only.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum AckOutcome {
     /// These stream sequences stopped being pending (retention should reconsider them).
     Acked { stream_seqs: Vec<u64> },

@@ -34,7 +34,9 @@ pub enum ConsumerCommand {
     },
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What a consumer command did.
+/// Serde (postcard) encodes the variant index: the variant order is a wire format, append only.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ConsumerOutcome {
     Delivered(Vec<Delivery>),
     Ack(AckOutcome),

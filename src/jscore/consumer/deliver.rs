@@ -13,7 +13,8 @@ use super::pending::PendingEntry;
 use super::state::{ConsumerState, SequencePair};
 
 /// One message to send to a client (the fields of the `$JS.ACK…` reply subject).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Serde (postcard) encodes the fields in order: a wire format, append only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Delivery {
     pub stream_seq: u64,
     pub consumer_seq: u64,

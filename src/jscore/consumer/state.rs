@@ -33,7 +33,7 @@ pub struct ConsumerProgress {
     pub num_pending: u64,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConsumerState {
     pub(super) config: ConsumerConfig,
     pub(super) policy: DeliveryPolicy,

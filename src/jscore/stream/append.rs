@@ -28,7 +28,8 @@ pub struct AppendRequest {
 }
 
 /// What happened to an accepted publish. Every variant is a successful PubAck.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Serde (postcard) encodes the variant index: the variant order is a wire format, append only.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum AppendOutcome {
     /// Stored at `seq`; `removed` lists sequences dropped by discard-old limits or a rollup.
     Stored { seq: u64, removed: Vec<u64> },

@@ -56,6 +56,34 @@ impl DedupWindow {
     pub fn len(&self) -> usize {
         self.by_id.len()
     }
+
+    /// The window's entries in recording order (oldest first), for persisting it: each
+    /// recorded id with its time, and its sequence while the id is still looked up through
+    /// this entry (`None` only for an entry whose id was recorded again later).
+    pub fn entries(&self) -> impl DoubleEndedIterator<Item = (i64, &str, Option<u64>)> + '_ {
+        self.by_age.iter().map(|(ts, id)| {
+            let seq = self
+                .by_id
+                .get(id)
+                .filter(|entry| entry.ts_nanos == *ts)
+                .map(|entry| entry.seq);
+            (*ts, id.as_str(), seq)
+        })
+    }
+
+    /// Number of entries (`entries().count()`; may exceed `len()` by ids recorded twice).
+    pub fn entry_count(&self) -> usize {
+        self.by_age.len()
+    }
+
+    /// Appends an entry exported by `entries`: replaying all of them in order rebuilds the
+    /// window exactly.
+    pub fn restore_entry(&mut self, ts_nanos: i64, msg_id: &str, seq: Option<u64>) {
+        match seq {
+            Some(seq) => self.record(msg_id, seq, ts_nanos),
+            None => self.by_age.push_back((ts_nanos, msg_id.to_string())),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -73,6 +101,27 @@ mod tests {
         assert_eq!(window.lookup("a"), None);
         assert_eq!(window.lookup("b"), Some(2));
         assert_eq!(window.len(), 1);
+    }
+
+    #[test]
+    fn entries_replayed_in_order_rebuild_the_window() {
+        let mut window = DedupWindow::default();
+        window.record("a", 1, 100);
+        window.record("b", 2, 150);
+        // Recording an id again while its old entry is queued leaves a stale entry.
+        window.record("a", 5, 180);
+        let rebuild = |window: &DedupWindow| {
+            let mut rebuilt = DedupWindow::default();
+            for (ts, id, seq) in window.entries() {
+                rebuilt.restore_entry(ts, id, seq);
+            }
+            rebuilt
+        };
+        assert_eq!(window.entry_count(), 3);
+        assert_eq!(rebuild(&window), window);
+        window.expire(160, 50);
+        assert_eq!(window.entry_count(), 2);
+        assert_eq!(rebuild(&window), window);
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! has its own file: `append.rs` (publish with its checks), `remove.rs` (purge, delete,
 //! limits, max_age expiry, retention removal), `update.rs` (config changes). Helpers:
 //! `message.rs` (stored message and its byte size), `subject_index.rs`, `dedup.rs`
-//! (duplicate window), `publish_headers.rs` (`Nats-*` headers), `limits.rs`, `error.rs`.
+//! (duplicate window), `publish_headers.rs` (`Nats-*` headers), `limits.rs`, `error.rs`,
+//! `persist.rs` (export and restore, for the state machine that keeps a stream in sled).
 //!
 //! All of it is replicated state: a stream group applies the same commands in the same
 //! order on every replica and gets the same messages, sequences, byte counts and refusals.
@@ -14,6 +15,7 @@ mod dedup;
 mod error;
 mod limits;
 mod message;
+mod persist;
 mod publish_headers;
 mod remove;
 mod state;
@@ -29,6 +31,7 @@ pub use append::{AppendOutcome, AppendRequest};
 pub use error::{AppendError, RemoveError};
 pub use limits::{StreamLimits, DEFAULT_DUPLICATE_WINDOW_NANOS, MAX_HEADERS_LEN};
 pub use message::{stored_size, StoredMsg};
+pub use persist::{DedupRecord, StreamScalars};
 pub use publish_headers::{PublishHeaders, Rollup};
 pub use remove::{PurgeRequest, Purged};
 pub use state::{StreamState, StreamSummary};

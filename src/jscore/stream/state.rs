@@ -35,7 +35,7 @@ pub struct StreamSummary {
     pub num_deleted: u64,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StreamState {
     pub(super) config: StreamConfig,
     pub(super) limits: StreamLimits,

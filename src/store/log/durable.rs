@@ -102,12 +102,85 @@ impl DurableIndex {
         self.groups.entry(group).or_default().corrupt = true;
     }
 
-    /// The oldest segment that still holds a live entry, if any.
-    pub fn oldest_live_segment(&self) -> Option<u64> {
+    /// Record that entry `index` of `group` was copied into `segment` by compaction.
+    pub fn rewrite(&mut self, group: u64, index: u64, segment: u64) {
+        let runs = &mut self.groups.entry(group).or_default().runs;
+        let at = match runs
+            .iter()
+            .position(|run| run.first <= index && index <= run.last)
+        {
+            Some(at) => {
+                let run = runs[at];
+                if run.segment == segment {
+                    return;
+                }
+                runs.remove(at);
+                let mut at = at;
+                if run.first < index {
+                    runs.insert(
+                        at,
+                        Run {
+                            last: index - 1,
+                            ..run
+                        },
+                    );
+                    at += 1;
+                }
+                if index < run.last {
+                    runs.insert(
+                        at,
+                        Run {
+                            first: index + 1,
+                            ..run
+                        },
+                    );
+                }
+                at
+            }
+            // Missing (replay after the old segment was deleted): runs stay sorted by index.
+            None => runs
+                .iter()
+                .position(|run| run.first > index)
+                .unwrap_or(runs.len()),
+        };
+        runs.insert(
+            at,
+            Run {
+                segment,
+                first: index,
+                last: index,
+            },
+        );
+        // Merge with neighbours in the same segment.
+        if at + 1 < runs.len() && runs[at + 1].segment == segment && runs[at + 1].first == index + 1
+        {
+            runs[at].last = runs[at + 1].last;
+            runs.remove(at + 1);
+        }
+        if at > 0 && runs[at - 1].segment == segment && runs[at - 1].last + 1 == index {
+            runs[at - 1].last = runs[at].last;
+            runs.remove(at);
+        }
+    }
+
+    /// The oldest segment that still holds a live entry, and a group with an entry there.
+    pub fn oldest_live_segment(&self) -> Option<(u64, u64)> {
         self.groups
-            .values()
-            .filter_map(|state| state.runs.front().map(|run| run.segment))
+            .iter()
+            .flat_map(|(group, state)| state.runs.iter().map(|run| (run.segment, *group)))
             .min()
+    }
+
+    /// Groups with a live entry in `segment`.
+    pub fn groups_in(&self, segment: u64) -> Vec<u64> {
+        let mut groups: Vec<u64> = self
+            .groups
+            .iter()
+            .filter(|(_, state)| state.runs.iter().any(|run| run.segment == segment))
+            .map(|(group, _)| *group)
+            .collect();
+        groups.sort_unstable();
+        groups
     }
 
     /// Append the checkpoint records (one write unit) to `buf`: for every group with any,
@@ -185,17 +258,58 @@ mod tests {
             index.apply(&append(1, i), 11);
         }
         index.apply(&append(2, 1), 12);
-        assert_eq!(index.oldest_live_segment(), Some(10));
+        assert_eq!(index.oldest_live_segment(), Some((10, 1)));
         index.apply(&LogOp::PurgeUpTo { group: 1, index: 3 }, 12);
-        assert_eq!(index.oldest_live_segment(), Some(10));
+        assert_eq!(index.oldest_live_segment(), Some((10, 1)));
         index.apply(&LogOp::PurgeUpTo { group: 1, index: 4 }, 12);
-        assert_eq!(index.oldest_live_segment(), Some(11));
+        assert_eq!(index.oldest_live_segment(), Some((11, 1)));
         index.apply(&LogOp::TruncateFrom { group: 1, index: 5 }, 12);
-        assert_eq!(index.oldest_live_segment(), Some(12));
+        assert_eq!(index.oldest_live_segment(), Some((12, 2)));
         index.apply(&LogOp::DropGroup { group: 2 }, 12);
         assert_eq!(index.oldest_live_segment(), None);
         // Group 1 lives on through its purge mark, which the checkpoint carries.
         let mut buf = Vec::new();
         assert_eq!(index.encode_checkpoint(&mut buf), 1);
+    }
+
+    #[test]
+    fn rewrites_move_entries_to_a_newer_segment() {
+        let mut index = DurableIndex::default();
+        for i in 1..=5 {
+            index.apply(&append(1, i), 3);
+        }
+        for i in 6..=8 {
+            index.apply(&append(1, i), 4);
+        }
+        // Compaction copies 1..=5 into segment 9, highest index first.
+        for i in (1..=5).rev() {
+            index.rewrite(1, i, 9);
+        }
+        assert_eq!(index.oldest_live_segment(), Some((4, 1)));
+        assert_eq!(index.groups_in(9), vec![1]);
+        assert!(index.groups_in(3).is_empty());
+        // Replay after segment 3 was deleted: the copies arrive for missing entries.
+        let mut replayed = DurableIndex::default();
+        for i in 6..=8 {
+            replayed.apply(&append(1, i), 4);
+        }
+        for i in (1..=5).rev() {
+            replayed.rewrite(1, i, 9);
+        }
+        assert_eq!(replayed.groups_in(9), vec![1]);
+        replayed.apply(&LogOp::PurgeUpTo { group: 1, index: 6 }, 10);
+        assert_eq!(replayed.oldest_live_segment(), Some((4, 1)));
+        // A rewrite in the middle of a run splits it.
+        index.rewrite(1, 7, 9);
+        let runs: Vec<Run> = index.groups[&1].runs.iter().copied().collect();
+        let run = |segment, first, last| Run {
+            segment,
+            first,
+            last,
+        };
+        assert_eq!(
+            runs,
+            vec![run(9, 1, 5), run(4, 6, 6), run(9, 7, 7), run(4, 8, 8)]
+        );
     }
 }

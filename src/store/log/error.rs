@@ -62,6 +62,10 @@ pub enum LogError {
     #[error("invalid log options: {0}")]
     InvalidOptions(String),
 
+    /// Another engine (in this or another process) has the log directory open.
+    #[error("log directory {dir} is in use by another engine")]
+    Locked { dir: PathBuf },
+
     /// The writer thread is gone (engine shut down or panicked).
     #[error("log engine is closed")]
     Closed,

@@ -291,6 +291,27 @@ impl Tables {
         self.apply(op);
     }
 
+    /// Replay a compaction copy of entry `index`: present already (its old segment still
+    /// exists) → nothing; missing → put back. Copies come in descending index order, each one
+    /// just before the group's first entry (or into an empty group).
+    pub fn restore_replayed(&mut self, group: u64, index: u64, payload: Bytes) {
+        let log = self.group_mut(group);
+        let present = log
+            .last()
+            .is_some_and(|last| log.first <= index && index <= last);
+        if present {
+            return;
+        }
+        if log.entries.is_empty() {
+            log.push(index, payload);
+        } else if index + 1 == log.first {
+            log.entries.push_front(payload);
+            log.first = index;
+        } else {
+            log.corrupt = true;
+        }
+    }
+
     /// After replay: every group with entries and a purge mark has its first entry right
     /// after the mark; otherwise entries are missing and the group is marked corrupt.
     pub fn check_replayed(&mut self) {
@@ -359,6 +380,29 @@ impl Tables {
             .zip(start..)
             .map(|(payload, index)| (index, payload.clone()))
             .collect())
+    }
+
+    /// All entries of a group that is not corrupt (for compaction).
+    pub fn entries_for_rewrite(&self, group: u64) -> Option<Vec<(u64, Bytes)>> {
+        let log = self.groups.get(&group).filter(|log| !log.corrupt)?;
+        Some(
+            log.entries
+                .iter()
+                .zip(log.first..)
+                .map(|(payload, index)| (index, payload.clone()))
+                .collect(),
+        )
+    }
+
+    pub fn entry_count(&self, group: u64) -> usize {
+        self.groups.get(&group).map_or(0, |log| log.entries.len())
+    }
+
+    pub fn has_entry(&self, group: u64, index: u64) -> bool {
+        self.groups.get(&group).is_some_and(|log| {
+            log.last()
+                .is_some_and(|last| log.first <= index && index <= last)
+        })
     }
 
     pub fn first_index(&self, group: u64) -> Option<u64> {

@@ -10,7 +10,8 @@
 //! - `segment.rs`: segment file names and file operations.
 //! - `memtable.rs`: every group's log in memory; validation and undo.
 //! - `durable.rs`: what is durable where: segment liveness and checkpoints.
-//! - `writer.rs`: the writer thread: group commit, rotation, deletion, failure handling.
+//! - `writer.rs`: the writer thread: group commit, rotation, deletion, compaction, failure
+//!   handling.
 //! - `recovery.rs`: replay at open, torn tails, corruption.
 //! - `fault.rs`: fault injection for tests.
 //!
@@ -53,6 +54,7 @@
 //! | 5   | DropGroup     | 0                    | empty       |
 //! | 6   | Seal          | this segment's id    | empty       |
 //! | 7   | CorruptMark   | 0                    | empty       |
+//! | 8   | Rewrite       | entry index          | entry bytes |
 //!
 //! The ops of one request are consecutive records; the last has END_OF_WRITE. The first record
 //! of a group-commit batch (one `pwrite` + one fsync; also a checkpoint, a seal) has
@@ -65,10 +67,21 @@
 //! mark, meta values and corruption mark of every group (as `PurgeUpTo`, `SetMeta` and
 //! `CorruptMark` records, one write unit). A segment older than both the active segment and
 //! the oldest live (unpurged, untruncated, undropped) entry of any group is deleted: every
-//! non-entry state it held is in the active segment's checkpoint. So disk stays bounded as
-//! long as groups purge; a group that never purges pins its oldest segment and all after it
-//! (raft-engine rewrites such stragglers; not done here yet). Each open seals the previous
+//! non-entry state it held is in the active segment's checkpoint. Each open seals the previous
 //! segment and starts a new one, so recovered files are never appended to again.
+//!
+//! *Compaction* (as raft-engine's rewrite): an idle group that never purges (openraft keeps
+//! up to `max_in_snapshot_log_to_keep` entries, and an idle group never snapshots) would pin
+//! its oldest segment and every later one. So once more than
+//! [`LogOptions::compact_after_segments`] segments exist, the writer appends to the next
+//! batch a copy (`Rewrite` records, highest index first) of the whole live log of every group
+//! that has an entry in the oldest segment, taken from the memtable after every queued request
+//! joined the batch; the old segment is then dead and deleted. Replay puts a copied entry back
+//! only if it is missing (its old segment is gone); since segments are deleted oldest first,
+//! missing entries are always a prefix of the group's log. A group with more than
+//! [`LogOptions::compact_max_entries`] live entries is not copied (it holds that much data
+//! anyway, and copying it again and again would only burn disk bandwidth), nor is a corrupt
+//! one: they keep their segments until they purge or are dropped.
 //!
 //! # Recovery policy
 //! Segments are replayed in id order; a request's ops are applied only when its
@@ -120,6 +133,7 @@ mod writer;
 #[cfg(test)]
 mod tests;
 
+use std::fs::{File, OpenOptions, TryLockError};
 use std::ops::RangeBounds;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Sender};
@@ -158,6 +172,9 @@ struct Inner {
     /// `None` only while dropping.
     requests: Option<Sender<Request>>,
     writer: Mutex<Option<JoinHandle<()>>>,
+    /// Exclusive lock on `<dir>/LOCK`, so two engines never write one log. Released when the
+    /// last handle is dropped, after the writer thread has finished.
+    _lock: File,
 }
 
 impl fmt::Debug for LogEngine {
@@ -180,6 +197,9 @@ impl LogEngine {
         if options.max_batch_bytes == 0 {
             return Err(LogError::InvalidOptions("max_batch_bytes is 0".into()));
         }
+        std::fs::create_dir_all(dir)
+            .map_err(|error| LogError::io("create directory", dir, error))?;
+        let lock = lock_dir(dir)?;
         let recovered = recovery::recover(dir)?;
         let counters = Arc::new(Counters::default());
         let shared = Arc::new(Shared {
@@ -211,12 +231,16 @@ impl LogEngine {
                 dir: dir.to_path_buf(),
                 requests: Some(sender),
                 writer: Mutex::new(Some(handle)),
+                _lock: lock,
             }),
         };
         Ok((engine, recovered.report))
     }
 
     /// Apply `ops` and return once they are durable (written and fdatasynced).
+    ///
+    /// Not cancel-safe in the usual sense: once this is polled the ops are submitted, and
+    /// dropping the future does not take them back (they are written, unacknowledged).
     pub async fn write(&self, ops: Vec<LogOp>) -> Result<(), LogError> {
         let (done, durable) = tokio::sync::oneshot::channel();
         self.submit(ops, move |result| {
@@ -255,7 +279,13 @@ impl LogEngine {
         let mut tables = shared.tables.write();
         let undo = tables.apply_submitted(&ops)?;
         let requests = self.inner.requests.as_ref().ok_or(LogError::Closed)?;
-        if let Err(mpsc::SendError(request)) = requests.send(Request { ops, undo, done }) {
+        let request = Request {
+            ops,
+            rewrites: Vec::new(),
+            undo,
+            done,
+        };
+        if let Err(mpsc::SendError(request)) = requests.send(request) {
             tables.undo(request.undo);
             return Err(LogError::Closed);
         }
@@ -312,6 +342,24 @@ impl LogEngine {
 
     pub fn dir(&self) -> &Path {
         &self.inner.dir
+    }
+}
+
+/// Take the exclusive lock of a log directory.
+fn lock_dir(dir: &Path) -> Result<File, LogError> {
+    let path = dir.join("LOCK");
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|error| LogError::io("open lock file", &path, error))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(TryLockError::WouldBlock) => Err(LogError::Locked {
+            dir: dir.to_path_buf(),
+        }),
+        Err(TryLockError::Error(error)) => Err(LogError::io("lock", &path, error)),
     }
 }
 

@@ -39,6 +39,9 @@ pub(crate) enum Tag {
     /// The group was found corrupt by a recovery; carried into every checkpoint until the
     /// group is dropped, so the mark survives deletion of the segment with the damage.
     CorruptMark = 7,
+    /// A copy of a live entry out of an old segment (compaction), so that segment can be
+    /// deleted. Not an op: replay puts the entry back at its index if it is missing there.
+    Rewrite = 8,
 }
 
 impl Tag {
@@ -51,6 +54,7 @@ impl Tag {
             5 => Tag::DropGroup,
             6 => Tag::Seal,
             7 => Tag::CorruptMark,
+            8 => Tag::Rewrite,
             _ => return None,
         })
     }
@@ -105,6 +109,13 @@ impl RecordHeader {
                 }
             }
             Tag::CorruptMark => return Decoded::CorruptMark { group },
+            Tag::Rewrite => {
+                return Decoded::Rewrite {
+                    group,
+                    index: self.index,
+                    payload,
+                }
+            }
         })
     }
 }
@@ -113,8 +124,17 @@ impl RecordHeader {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Decoded {
     Op(LogOp),
-    Seal { segment: u64 },
-    CorruptMark { group: u64 },
+    Seal {
+        segment: u64,
+    },
+    CorruptMark {
+        group: u64,
+    },
+    Rewrite {
+        group: u64,
+        index: u64,
+        payload: Bytes,
+    },
 }
 
 /// Size of the record that encodes `op`.
@@ -152,6 +172,11 @@ pub(crate) fn encode_op(buf: &mut Vec<u8>, op: &LogOp, flags: u8) {
 pub(crate) fn encode_seal(buf: &mut Vec<u8>, segment_id: u64) {
     let flags = FLAG_START_OF_BATCH | FLAG_END_OF_WRITE;
     encode(buf, Tag::Seal, flags, 0, segment_id, &[]);
+}
+
+/// Append a rewrite record (compaction copy of entry `index` of `group`) to `buf`.
+pub(crate) fn encode_rewrite(buf: &mut Vec<u8>, group: u64, index: u64, payload: &[u8], flags: u8) {
+    encode(buf, Tag::Rewrite, flags, group, index, payload);
 }
 
 /// Append a corruption mark of `group` to `buf`.

@@ -266,7 +266,25 @@ impl Replay {
                     self.tables.mark_corrupt(group);
                     self.durable.mark_corrupt(group);
                 }
+                Pending::Intact(Decoded::Rewrite {
+                    group,
+                    index,
+                    payload,
+                }) => {
+                    self.tables.restore_replayed(group, index, payload);
+                    self.durable.rewrite(group, index, segment);
+                }
                 Pending::Intact(Decoded::Seal { .. }) => unreachable!("seals are not pending"),
+                Pending::Damaged(header) if header.tag == Tag::Rewrite => {
+                    // A damaged compaction copy loses nothing while the original is present.
+                    if !self.tables.has_entry(header.group, header.index) {
+                        self.tables
+                            .restore_replayed(header.group, header.index, Bytes::new());
+                        let lost = self.lost.entry(header.group).or_default();
+                        lost.entries.insert(header.index);
+                    }
+                    self.durable.rewrite(header.group, header.index, segment);
+                }
                 Pending::Damaged(header) if header.tag == Tag::SetMeta => {
                     // The value is unknown; keep the previous one, but remember the loss.
                     let key = MetaKey(header.index as u16);

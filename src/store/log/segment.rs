@@ -54,11 +54,17 @@ pub(crate) struct Counters {
     pub segments_created: AtomicU64,
     pub segments_deleted: AtomicU64,
     pub failed_batches: AtomicU64,
+    pub rewritten_entries: AtomicU64,
+    pub segments_on_disk: AtomicU64,
 }
 
 impl Counters {
     pub fn add(counter: &AtomicU64, amount: u64) {
         counter.fetch_add(amount, Ordering::Relaxed);
+    }
+
+    pub fn set(counter: &AtomicU64, value: u64) {
+        counter.store(value, Ordering::Relaxed);
     }
 
     pub fn snapshot(&self) -> LogStats {
@@ -73,6 +79,8 @@ impl Counters {
             segments_created: get(&self.segments_created),
             segments_deleted: get(&self.segments_deleted),
             failed_batches: get(&self.failed_batches),
+            rewritten_entries: get(&self.rewritten_entries),
+            segments_on_disk: get(&self.segments_on_disk),
         }
     }
 }

@@ -74,6 +74,13 @@ pub struct LogOptions {
     pub segment_size: u64,
     /// The writer stops gathering requests into one group-commit batch at this many bytes.
     pub max_batch_bytes: usize,
+    /// Compaction: once more segment files than this exist, the groups that keep the oldest
+    /// one alive (idle groups that do not purge) have their live entries copied into the
+    /// active segment, so the old segment can be deleted.
+    pub compact_after_segments: usize,
+    /// Compaction copies a group only if it has at most this many live entries; a bigger
+    /// group keeps its segments (it holds that much live data anyway) until it purges.
+    pub compact_max_entries: usize,
     /// Fault injection for tests (disk full, failed fsync). `None` in production.
     pub fault: Option<Arc<FaultInjector>>,
 }
@@ -83,6 +90,8 @@ impl Default for LogOptions {
         LogOptions {
             segment_size: 64 << 20,
             max_batch_bytes: 4 << 20,
+            compact_after_segments: 16,
+            compact_max_entries: 16 * 1024,
             fault: None,
         }
     }
@@ -109,6 +118,10 @@ pub struct LogStats {
     pub segments_deleted: u64,
     /// Batches that failed to write or sync.
     pub failed_batches: u64,
+    /// Entries copied forward by compaction.
+    pub rewritten_entries: u64,
+    /// Segment files on disk now.
+    pub segments_on_disk: u64,
 }
 
 /// What recovery found when the log was opened.

@@ -1,7 +1,10 @@
 //! The writer thread: the single owner of the segment files. It gathers every request queued
 //! since its last fsync into one batch, writes the batch with one `pwrite` and makes it durable
 //! with one `fdatasync` (group commit), then completes the requests in submission order. It
-//! also seals and rotates segments, writes checkpoints, and deletes dead segments.
+//! also seals and rotates segments, writes checkpoints, deletes dead segments, and compacts:
+//! when too many segments exist, the groups that keep the oldest one alive get their live
+//! entries copied into the active segment (Rewrite records), appended to a batch behind every
+//! request submitted so far, so the copy describes exactly the log at its position.
 //!
 //! On a failed write or sync it cuts the active segment back to the last durable length, rolls
 //! the memtable back by undoing every request not yet durable (the failed batch and everything
@@ -15,12 +18,15 @@ use std::mem;
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 
-use tracing::{error, warn};
+use bytes::Bytes;
+use tracing::{debug, error, warn};
 
 use super::durable::DurableIndex;
 use super::error::LogError;
 use super::memtable::Undo;
-use super::record::{self, FLAG_END_OF_WRITE, FLAG_START_OF_BATCH, SEGMENT_HEADER_LEN};
+use super::record::{
+    self, FLAG_END_OF_WRITE, FLAG_START_OF_BATCH, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
+};
 use super::segment::{Counters, Disk};
 use super::types::{LogOp, LogOptions};
 use super::Shared;
@@ -28,16 +34,28 @@ use super::Shared;
 /// Called once with the outcome of a request, on the writer thread: keep it short.
 pub(crate) type Completion = Box<dyn FnOnce(Result<(), LogError>) + Send + 'static>;
 
-/// One `write`/`submit` call, already applied to the memtable.
+/// One `write`/`submit` call, already applied to the memtable; or a compaction copy.
 pub(crate) struct Request {
     pub ops: Vec<LogOp>,
+    /// Compaction copies: (group, index, payload), each group's entries highest index first.
+    pub rewrites: Vec<(u64, u64, Bytes)>,
     pub undo: Vec<Undo>,
     pub done: Completion,
 }
 
 impl Request {
     fn encoded_len(&self) -> usize {
-        self.ops.iter().map(record::encoded_len).sum()
+        let ops: usize = self.ops.iter().map(record::encoded_len).sum();
+        let rewrites: usize = self
+            .rewrites
+            .iter()
+            .map(|(_, _, payload)| RECORD_HEADER_LEN + payload.len())
+            .sum();
+        ops + rewrites
+    }
+
+    fn record_count(&self) -> usize {
+        self.ops.len() + self.rewrites.len()
     }
 }
 
@@ -61,6 +79,8 @@ pub(crate) struct Writer {
     next_segment_id: u64,
     /// A segment was created since dead segments were last deleted.
     rotated: bool,
+    /// Compaction found a group too big to copy out of this segment; retried after a purge.
+    compaction_declined: Option<u64>,
     buf: Vec<u8>,
 }
 
@@ -85,6 +105,7 @@ impl Writer {
             active: None,
             next_segment_id,
             rotated: false,
+            compaction_declined: None,
             buf: Vec::new(),
         };
         if let Some((id, len)) = unsealed_last {
@@ -127,6 +148,7 @@ impl Writer {
                 self.fail(batch, &requests, error);
                 continue;
             }
+            self.add_compaction(&mut batch, &requests);
             match self.write_batch(&batch) {
                 Ok(segment) => self.complete(batch, segment),
                 Err(cause) => {
@@ -154,12 +176,20 @@ impl Writer {
         self.buf.clear();
         let mut flags = FLAG_START_OF_BATCH;
         for request in batch {
-            let last = request.ops.len() - 1;
+            let last = request.record_count() - 1;
             for (position, op) in request.ops.iter().enumerate() {
                 if position == last {
                     flags |= FLAG_END_OF_WRITE;
                 }
                 record::encode_op(&mut self.buf, op, flags);
+                flags = 0;
+            }
+            let offset = request.ops.len();
+            for (position, (group, index, payload)) in request.rewrites.iter().enumerate() {
+                if offset + position == last {
+                    flags |= FLAG_END_OF_WRITE;
+                }
+                record::encode_rewrite(&mut self.buf, *group, *index, payload, flags);
                 flags = 0;
             }
         }
@@ -186,8 +216,19 @@ impl Writer {
                 }
             }
             Counters::add(&counters.ops, request.ops.len() as u64);
+            if !request.rewrites.is_empty() {
+                for (group, index, _) in &request.rewrites {
+                    self.durable.rewrite(*group, *index, segment);
+                }
+                Counters::add(&counters.rewritten_entries, request.rewrites.len() as u64);
+                frees_space = true;
+            } else {
+                Counters::add(&counters.writes, 1);
+            }
         }
-        Counters::add(&counters.writes, batch.len() as u64);
+        if frees_space {
+            self.compaction_declined = None;
+        }
         // Delete before completing, so a caller that saw its purge complete sees the space
         // freed. Rare (at most once per segment), so the added latency does not matter.
         if frees_space || self.rotated {
@@ -298,7 +339,7 @@ impl Writer {
         let keep_from = self
             .durable
             .oldest_live_segment()
-            .map_or(active.id, |oldest| oldest.min(active.id));
+            .map_or(active.id, |(oldest, _)| oldest.min(active.id));
         while let Some(&oldest) = self.segments.front() {
             if oldest >= keep_from {
                 break;
@@ -319,6 +360,63 @@ impl Writer {
                 warn!(error = %error, "cannot sync the log directory after deleting a segment");
                 break;
             }
+        }
+    }
+
+    /// Compact if too many segments exist: append to `batch` a copy of the live entries of
+    /// every group that keeps the oldest segment alive. The copy is taken from the memtable
+    /// under its lock after moving every queued request into the batch, so it sits behind
+    /// every request whose effects it includes, and describes the log exactly at its position
+    /// (if the batch fails, the copy fails with it).
+    fn add_compaction(&mut self, batch: &mut Vec<Request>, requests: &Receiver<Request>) {
+        Counters::set(
+            &self.disk.counters.segments_on_disk,
+            self.segments.len() as u64,
+        );
+        if self.segments.len() <= self.options.compact_after_segments {
+            return;
+        }
+        let Some(active) = &self.active else {
+            return;
+        };
+        let Some((oldest, _)) = self.durable.oldest_live_segment() else {
+            return;
+        };
+        if oldest >= active.id || self.compaction_declined == Some(oldest) {
+            return;
+        }
+        let groups = self.durable.groups_in(oldest);
+        let tables = self.shared.tables.write();
+        let too_big = groups
+            .iter()
+            .any(|group| tables.entry_count(*group) > self.options.compact_max_entries);
+        // A corrupt group cannot be copied; it keeps its segments until it is dropped.
+        if too_big || groups.iter().any(|group| tables.is_corrupt(*group)) {
+            debug!(
+                segment = oldest,
+                "log compaction declined: a big or corrupt group"
+            );
+            self.compaction_declined = Some(oldest);
+            return;
+        }
+        while let Ok(request) = requests.try_recv() {
+            batch.push(request);
+        }
+        let mut rewrites = Vec::new();
+        for group in groups {
+            // Absent: a drop is in the batch, which frees the segment anyway.
+            let entries = tables.entries_for_rewrite(group).unwrap_or_default();
+            let copies = entries.into_iter().rev();
+            rewrites.extend(copies.map(|(index, payload)| (group, index, payload)));
+        }
+        drop(tables);
+        if !rewrites.is_empty() {
+            batch.push(Request {
+                ops: Vec::new(),
+                rewrites,
+                undo: Vec::new(),
+                done: Box::new(|_| {}),
+            });
         }
     }
 }

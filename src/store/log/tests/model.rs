@@ -159,11 +159,13 @@ fn run(seed: u64, steps: usize) {
     let mut max_files = 0;
     let mut last_write: Option<LastWrite> = None;
     let mut crashes = 0;
+    let mut rewritten_before_last_open = 0;
     for step in 0..steps {
         let context = format!("seed {seed} step {step}");
         let previous_write = last_write.take();
         match rng.random_range(0..100) {
             0..=2 => {
+                rewritten_before_last_open += engine.stats().rewritten_entries;
                 drop(engine);
                 // Sometimes crash in the middle of the last write instead: cut it anywhere.
                 let mut cut = None;
@@ -175,8 +177,10 @@ fn run(seed: u64, steps: usize) {
                     crashes += 1;
                 }
                 let (reopened, report) = open_with(dir.path(), small_segments());
-                let torn = report.torn_tail.as_ref().map(|torn| torn.bytes_cut);
-                assert_eq!(torn, cut.filter(|bytes| *bytes > 0), "{context}");
+                let torn = report.torn_tail.as_ref().map_or(0, |torn| torn.bytes_cut);
+                // The batch may start with a compaction copy queued before the write; a cut
+                // after its end leaves it whole, so less than the whole cut tail may go.
+                assert!(torn <= cut.unwrap_or(0), "{context}: {report:?}");
                 assert!(report.corruptions.is_empty(), "{context}: {report:?}");
                 assert!(report.corrupt_groups.is_empty(), "{context}: {report:?}");
                 engine = reopened;
@@ -228,17 +232,27 @@ fn run(seed: u64, steps: usize) {
         assert_same(&engine, &model, &context);
         max_files = max_files.max(segment_files(dir.path()).len());
     }
+    rewritten_before_last_open += engine.stats().rewritten_entries;
     drop(engine);
     let (engine, report) = open_with(dir.path(), small_segments());
     assert!(report.corrupt_groups.is_empty());
     assert_same(&engine, &model, &format!("seed {seed} final reopen"));
-    println!("seed {seed}: {crashes} crashes, at most {max_files} segment files");
+    let rewritten = engine.stats().rewritten_entries + rewritten_before_last_open;
+    println!(
+        "seed {seed}: {crashes} crashes, {rewritten} entries rewritten, at most {max_files} \
+         segment files"
+    );
     assert!(crashes > 0, "seed {seed} simulated no crash");
 }
 
 #[test]
 fn random_histories_match_the_model_across_reopens() {
-    for seed in 0..4 {
+    // More seeds for a soak run: JETRAFT_LOG_MODEL_SEEDS=200 cargo test --lib log::tests::model
+    let seeds = std::env::var("JETRAFT_LOG_MODEL_SEEDS")
+        .ok()
+        .and_then(|seeds| seeds.parse().ok())
+        .unwrap_or(4);
+    for seed in 0..seeds {
         run(seed, 500);
     }
 }

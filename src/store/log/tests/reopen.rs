@@ -176,3 +176,13 @@ fn submit_is_readable_at_once_and_completes_in_order() {
     let expected: Vec<(u64, bool)> = (1..=50).map(|index| (index, true)).collect();
     assert_eq!(order, expected);
 }
+
+#[test]
+fn a_log_directory_is_opened_by_one_engine_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, _) = open(dir.path());
+    let second = crate::store::log::LogEngine::open(dir.path(), Default::default());
+    assert!(matches!(second, Err(LogError::Locked { .. })), "{second:?}");
+    drop(engine);
+    let (_engine, _) = open(dir.path());
+}

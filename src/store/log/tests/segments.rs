@@ -4,7 +4,7 @@
 use bytes::Bytes;
 
 use super::support::*;
-use crate::store::log::{LogOp, MetaKey};
+use crate::store::log::{LogOp, LogOptions, MetaKey};
 
 fn big_append(group: u64, index: u64) -> LogOp {
     LogOp::Append {
@@ -83,7 +83,11 @@ fn rotation_and_deletion_keep_the_directory_bounded() {
 #[test]
 fn an_unpurged_entry_pins_its_segment_until_purged() {
     let dir = tempfile::tempdir().unwrap();
-    let (engine, _) = open_with(dir.path(), small_segments());
+    let no_compaction = LogOptions {
+        compact_after_segments: usize::MAX,
+        ..small_segments()
+    };
+    let (engine, _) = open_with(dir.path(), no_compaction.clone());
     engine.write_blocking(vec![big_append(7, 1)]).unwrap();
     for index in 1..=60u64 {
         engine.write_blocking(vec![big_append(8, index)]).unwrap();
@@ -102,8 +106,65 @@ fn an_unpurged_entry_pins_its_segment_until_purged() {
     let after = segment_files(dir.path()).len();
     assert_eq!(after, 1, "only the active segment is left");
     drop(engine);
-    let (engine, _) = open_with(dir.path(), small_segments());
+    let (engine, _) = open_with(dir.path(), no_compaction);
     assert_eq!(engine.last_purged(7), Some(1));
     assert_eq!(engine.last_purged(8), Some(60));
     assert_eq!(engine.last_index(8), None);
+}
+
+#[test]
+fn compaction_moves_idle_groups_forward_so_old_segments_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = small_segments();
+    let limit = options.compact_after_segments;
+    {
+        let (engine, _) = open_with(dir.path(), options.clone());
+        // Idle groups: a few entries and a vote each, never purged.
+        for group in 10..13 {
+            engine.write_blocking(appends(group, 1..=3)).unwrap();
+            engine
+                .write_blocking(vec![LogOp::SetMeta {
+                    group,
+                    key: MetaKey::VOTE,
+                    value: Bytes::from(format!("vote {group}")),
+                }])
+                .unwrap();
+        }
+        // A busy group that purges behind itself.
+        let mut max_files = 0;
+        for index in 1..=300u64 {
+            engine.write_blocking(vec![big_append(1, index)]).unwrap();
+            if index % 10 == 0 {
+                engine
+                    .write_blocking(vec![LogOp::PurgeUpTo {
+                        group: 1,
+                        index: index - 2,
+                    }])
+                    .unwrap();
+            }
+            max_files = max_files.max(segment_files(dir.path()).len());
+        }
+        let stats = engine.stats();
+        assert!(stats.segments_created > 20, "{stats:?}");
+        assert!(stats.rewritten_entries >= 9, "{stats:?}");
+        assert!(
+            max_files <= limit + 2,
+            "{max_files} segment files with compaction after {limit}"
+        );
+        // Entries moved by compaction are still readable and still constrain appends.
+        engine.write_blocking(appends(10, 4..=4)).unwrap();
+    }
+    let (engine, report) = open_with(dir.path(), options);
+    assert!(report.corruptions.is_empty() && report.torn_tail.is_none());
+    assert!(report.corrupt_groups.is_empty());
+    assert_eq!(indices(&engine, 10), vec![1, 2, 3, 4]);
+    for group in 11..13 {
+        assert_eq!(indices(&engine, group), vec![1, 2, 3]);
+        assert_eq!(
+            engine.meta(group, MetaKey::VOTE),
+            Some(Bytes::from(format!("vote {group}")))
+        );
+    }
+    assert_eq!(engine.last_index(1), Some(300));
+    assert_eq!(engine.first_index(1), Some(299));
 }

@@ -7,10 +7,11 @@ use bytes::Bytes;
 
 use crate::store::log::{LogEngine, LogOp, LogOptions, RecoveryReport};
 
-/// Small segments so rotation happens within a test.
+/// Small segments so rotation (and compaction, beyond 4 segments) happens within a test.
 pub fn small_segments() -> LogOptions {
     LogOptions {
         segment_size: 4096,
+        compact_after_segments: 4,
         ..LogOptions::default()
     }
 }

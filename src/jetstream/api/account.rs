@@ -1,0 +1,45 @@
+//! `$JS.API.INFO`: the account's JetStream usage, limits (none) and API counters.
+
+use std::sync::atomic::Ordering;
+
+use crate::jsapi::response::{encode_success, ResponseType};
+use crate::jsapi::{AccountInfo, AccountUsage, ApiStats, StorageType};
+
+use super::super::service::JetStream;
+
+/// The JetStream API level jetraft implements (nats-server 2.11's feature set).
+pub const API_LEVEL: i64 = 1;
+
+pub fn info(js: &JetStream) -> Vec<u8> {
+    let mut usage = AccountUsage::default();
+    for name in js.stream_names() {
+        let Some(stream) = js.stream(&name) else {
+            continue;
+        };
+        let (bytes, storage, consumers) = stream.view().read(|group| {
+            (
+                group.stream().bytes(),
+                group.stream().config().storage,
+                group.consumer_names().count(),
+            )
+        });
+        match storage {
+            StorageType::Memory => usage.memory += bytes,
+            StorageType::File => usage.storage += bytes,
+        }
+        usage.streams += 1;
+        usage.consumers += consumers as i64;
+    }
+    let info = AccountInfo {
+        usage,
+        domain: String::new(),
+        api: ApiStats {
+            level: API_LEVEL,
+            total: js.api_total.load(Ordering::Relaxed),
+            errors: js.api_errors.load(Ordering::Relaxed),
+            inflight: 0,
+        },
+        tiers: Default::default(),
+    };
+    encode_success(ResponseType::AccountInfo, &info)
+}

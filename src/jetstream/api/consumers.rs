@@ -1,0 +1,278 @@
+//! Consumer API handlers: `CONSUMER.CREATE` (all three subject forms, actions create /
+//! update / create-or-update), `DURABLE.CREATE`, `INFO`, `DELETE`, `NAMES`, `LIST`.
+//! Consumers live in their stream's group: create and delete are `UpsertConsumer` /
+//! `DeleteConsumer` proposals; info reads the group state plus this node's delivery
+//! activity (`delivery::info`). Pull requests (`MSG.NEXT`) go to `delivery::pull_request`.
+//!
+//! Needs from `JetStream`: `stream(name) -> Option<Arc<StreamHandle>>` and
+//! `delivery() -> &Arc<DeliveryRegistry>`.
+
+use std::sync::Arc;
+
+use crate::jetstream::delivery::info::consumer_info;
+use crate::jetstream::delivery::outbox::random_token;
+use crate::jetstream::service::JetStream;
+use crate::jetstream::stream::StreamHandle;
+use crate::jsapi::names::subjects_collide;
+use crate::jsapi::requests::{
+    parse_body, parse_optional_body, require_empty_body, ConsumersRequest, LIST_PAGE_LIMIT,
+    NAMES_PAGE_LIMIT,
+};
+use crate::jsapi::response::{
+    encode_error, encode_success, ConsumerListResponse, ConsumerNamesResponse, Paged, ResponseType,
+    SuccessResponse,
+};
+use crate::jsapi::{
+    ApiError, ApiRequest, ConsumerAction, ConsumerConfig, ConsumerCreateForm, ConsumerInfo,
+    CreateConsumerRequest, ErrorKind, StreamConfig,
+};
+use crate::jscore::group::GroupCommand;
+use crate::server::message::Message;
+
+/// Length of the names given to consumers created without one (nats-server: 8).
+const GENERATED_NAME_LEN: usize = 8;
+
+/// Answers one consumer API request; `None` for requests this module does not serve.
+pub async fn handle(js: &JetStream, request: &ApiRequest, msg: &Message) -> Option<Vec<u8>> {
+    let body = &msg.payload[..];
+    let (response_type, result) = match request {
+        ApiRequest::ConsumerCreate { stream, form } => (
+            ResponseType::ConsumerCreate,
+            create(js, stream, form, body).await,
+        ),
+        ApiRequest::ConsumerInfo { stream, consumer } => {
+            (ResponseType::ConsumerInfo, info(js, stream, consumer))
+        }
+        ApiRequest::ConsumerDelete { stream, consumer } => (
+            ResponseType::ConsumerDelete,
+            delete(js, stream, consumer, body).await,
+        ),
+        ApiRequest::ConsumerNames { stream } => {
+            (ResponseType::ConsumerNames, names(js, stream, body))
+        }
+        ApiRequest::ConsumerList { stream } => (ResponseType::ConsumerList, list(js, stream, body)),
+        // A cluster of one has nobody to step down to (nats-server standalone: 10010).
+        ApiRequest::ConsumerLeaderStepdown { .. } => (
+            ResponseType::ConsumerLeaderStepdown,
+            Err(ApiError::new(ErrorKind::ClusterRequired)),
+        ),
+        _ => return None,
+    };
+    Some(result.unwrap_or_else(|error| encode_error(response_type, &error)))
+}
+
+fn stream_handle(js: &JetStream, stream: &str) -> Result<Arc<StreamHandle>, ApiError> {
+    js.stream(stream)
+        .ok_or_else(|| ApiError::new(ErrorKind::StreamNotFound))
+}
+
+async fn create(
+    js: &JetStream,
+    stream: &str,
+    form: &ConsumerCreateForm,
+    body: &[u8],
+) -> Result<Vec<u8>, ApiError> {
+    let request: CreateConsumerRequest = parse_body(body)?;
+    let action = request.action;
+    let handle = stream_handle(js, stream)?;
+    let mut config = request.resolve(stream, form)?;
+    if config.name.is_empty() {
+        config.name = if config.is_durable() {
+            config.durable_name.clone()
+        } else {
+            random_token(GENERATED_NAME_LEN)
+        };
+    }
+    let (stream_config, existing, count) = handle.view().read(|group| {
+        (
+            group.stream().config().clone(),
+            group.consumer(&config.name).map(|c| c.config().clone()),
+            group.consumer_names().count(),
+        )
+    });
+    let config = config.checked(&stream_config)?;
+    check_filters(&config, &stream_config)?;
+    match (&existing, action) {
+        (Some(old), ConsumerAction::Create) if *old != config => {
+            return Err(ApiError::new(ErrorKind::ConsumerAlreadyExists));
+        }
+        (None, ConsumerAction::Update) => {
+            return Err(ApiError::new(ErrorKind::ConsumerDoesNotExist));
+        }
+        (None, _)
+            if stream_config.max_consumers > 0 && count as i64 >= stream_config.max_consumers =>
+        {
+            return Err(ApiError::new(ErrorKind::MaximumConsumersLimit));
+        }
+        _ => {}
+    }
+    let name = config.name.clone();
+    let unchanged = existing.as_ref() == Some(&config);
+    if let Some(old) = existing.as_ref().filter(|_| !unchanged) {
+        config.validate_update(old)?;
+        let moved =
+            !old.deliver_subject.is_empty() && old.deliver_subject != config.deliver_subject;
+        if moved && has_interest(js, &old.deliver_subject) {
+            return Err(ApiError::new(ErrorKind::ConsumerNameExist));
+        }
+    }
+    if !unchanged {
+        handle
+            .propose_one(GroupCommand::UpsertConsumer {
+                name: name.clone(),
+                config,
+            })
+            .await?;
+    }
+    js.delivery().consumer_changed(&handle, &name);
+    let info = info_of(js, &handle, &name)?;
+    Ok(encode_success(ResponseType::ConsumerCreate, &info))
+}
+
+/// Every filter must overlap the stream's subjects (10093); streams without subjects
+/// (mirrors, sources) take any filter.
+fn check_filters(config: &ConsumerConfig, stream: &StreamConfig) -> Result<(), ApiError> {
+    if stream.subjects.is_empty() {
+        return Ok(());
+    }
+    let outside = config.filters().into_iter().any(|filter| {
+        !stream
+            .subjects
+            .iter()
+            .any(|subject| subjects_collide(filter, subject))
+    });
+    if outside {
+        return Err(ApiError::new(ErrorKind::ConsumerFilterNotSubset));
+    }
+    Ok(())
+}
+
+fn has_interest(js: &JetStream, subject: &str) -> bool {
+    let subject = bytes::Bytes::copy_from_slice(subject.as_bytes());
+    !js.router().matches(&subject).is_empty()
+}
+
+fn info_of(
+    js: &JetStream,
+    handle: &Arc<StreamHandle>,
+    name: &str,
+) -> Result<ConsumerInfo, ApiError> {
+    consumer_info(js.delivery(), handle, name)
+        .ok_or_else(|| ApiError::new(ErrorKind::ConsumerNotFound))
+}
+
+fn info(js: &JetStream, stream: &str, consumer: &str) -> Result<Vec<u8>, ApiError> {
+    let handle = stream_handle(js, stream)?;
+    let info = info_of(js, &handle, consumer)?;
+    Ok(encode_success(ResponseType::ConsumerInfo, &info))
+}
+
+async fn delete(
+    js: &JetStream,
+    stream: &str,
+    consumer: &str,
+    body: &[u8],
+) -> Result<Vec<u8>, ApiError> {
+    require_empty_body(body)?;
+    let handle = stream_handle(js, stream)?;
+    handle
+        .propose_one(GroupCommand::DeleteConsumer {
+            name: consumer.to_owned(),
+        })
+        .await?;
+    js.delivery().consumer_deleted(stream, consumer);
+    Ok(encode_success(
+        ResponseType::ConsumerDelete,
+        &SuccessResponse::OK,
+    ))
+}
+
+/// One page of `names` (sorted) starting at `offset`, with the paging fields.
+fn page<T: Clone>(items: &[T], offset: i64, limit: usize) -> (Vec<T>, Paged) {
+    let start = (offset.max(0) as usize).min(items.len());
+    let end = (start + limit).min(items.len());
+    let paged = Paged {
+        total: items.len() as i64,
+        offset: start as i64,
+        limit: limit as i64,
+    };
+    (items[start..end].to_vec(), paged)
+}
+
+fn sorted_names(handle: &StreamHandle) -> Vec<String> {
+    handle
+        .view()
+        .read(|group| group.consumer_names().map(str::to_owned).collect())
+}
+
+fn names(js: &JetStream, stream: &str, body: &[u8]) -> Result<Vec<u8>, ApiError> {
+    let request: ConsumersRequest = parse_optional_body(body)?;
+    let handle = stream_handle(js, stream)?;
+    let (consumers, paged) = page(&sorted_names(&handle), request.offset, NAMES_PAGE_LIMIT);
+    Ok(encode_success(
+        ResponseType::ConsumerNames,
+        &ConsumerNamesResponse { paged, consumers },
+    ))
+}
+
+fn list(js: &JetStream, stream: &str, body: &[u8]) -> Result<Vec<u8>, ApiError> {
+    let request: ConsumersRequest = parse_optional_body(body)?;
+    let handle = stream_handle(js, stream)?;
+    let (names, paged) = page(&sorted_names(&handle), request.offset, LIST_PAGE_LIMIT);
+    let consumers = names
+        .iter()
+        .filter_map(|name| info_of(js, &handle, name).ok())
+        .collect();
+    Ok(encode_success(
+        ResponseType::ConsumerList,
+        &ConsumerListResponse {
+            paged,
+            consumers,
+            ..ConsumerListResponse::default()
+        },
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paging() {
+        let names: Vec<String> = (0..5).map(|i| format!("c{i}")).collect();
+        let (items, paged) = page(&names, 0, 2);
+        assert_eq!(items, vec!["c0", "c1"]);
+        assert_eq!((paged.total, paged.offset, paged.limit), (5, 0, 2));
+        let (items, paged) = page(&names, 4, 2);
+        assert_eq!(items, vec!["c4"]);
+        assert_eq!(paged.offset, 4);
+        let (items, paged) = page(&names, 9, 2);
+        assert!(items.is_empty());
+        assert_eq!(paged.offset, 5);
+        let (items, _) = page(&names, -3, 1024);
+        assert_eq!(items.len(), 5);
+    }
+
+    #[test]
+    fn filters_must_overlap_the_stream() {
+        let stream = StreamConfig {
+            subjects: vec!["orders.*".into()],
+            ..StreamConfig::default()
+        };
+        let filtered = |filter: &str| ConsumerConfig {
+            filter_subject: filter.into(),
+            ..ConsumerConfig::default()
+        };
+        assert!(check_filters(&filtered("orders.new"), &stream).is_ok());
+        assert!(check_filters(&filtered("orders.>"), &stream).is_ok());
+        assert!(check_filters(&ConsumerConfig::default(), &stream).is_ok());
+        assert_eq!(
+            check_filters(&filtered("billing.new"), &stream)
+                .unwrap_err()
+                .err_code,
+            10093
+        );
+        let mirror = StreamConfig::default();
+        assert!(check_filters(&filtered("anything"), &mirror).is_ok());
+    }
+}

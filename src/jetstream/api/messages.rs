@@ -1,0 +1,71 @@
+//! `STREAM.MSG.GET` (by sequence, last or next by subject, first after a time) and
+//! `STREAM.MSG.DELETE`.
+
+use std::sync::Arc;
+
+use crate::jsapi::msg_get::{MsgGetRequest, MsgSelector, StoredMsg};
+use crate::jsapi::requests::{parse_body, MsgDeleteRequest};
+use crate::jsapi::response::{encode_success, MsgGetResponse, ResponseType, SuccessResponse};
+use crate::jsapi::time::Timestamp;
+use crate::jsapi::{ApiError, ErrorKind};
+use crate::jscore::group::GroupCommand;
+use crate::jscore::subject_filter::SubjectFilter;
+
+use super::super::service::JetStream;
+
+pub fn get(js: &JetStream, stream: &str, body: &[u8]) -> Result<Vec<u8>, ApiError> {
+    let request: MsgGetRequest = parse_body(body)?;
+    let selector = request.selector()?;
+    let handle = js
+        .stream(stream)
+        .ok_or_else(|| ApiError::new(ErrorKind::StreamNotFound))?;
+    let found = handle.view().read(|group| {
+        let state = group.stream();
+        let found = match &selector {
+            MsgSelector::Sequence(seq) => state.get(*seq).map(|msg| (*seq, msg)),
+            MsgSelector::LastBySubject(subject) => state.last_by_subject(subject),
+            MsgSelector::NextBySubject { subject, from_seq } => {
+                state.next_matching(&SubjectFilter::new([subject.as_str()]), *from_seq)
+            }
+            MsgSelector::FirstAtOrAfter { time, subject } => {
+                let from = state.first_seq_at_or_after(time.unix_nanos().unwrap_or(0));
+                let filter = if subject.is_empty() {
+                    SubjectFilter::new(Vec::<String>::new())
+                } else {
+                    SubjectFilter::new([subject.as_str()])
+                };
+                state.next_matching(&filter, from)
+            }
+        };
+        found.map(|(seq, msg)| StoredMsg {
+            subject: msg.subject.clone(),
+            seq,
+            headers: msg
+                .headers
+                .as_deref()
+                .map(<[u8]>::to_vec)
+                .unwrap_or_default(),
+            data: msg.payload.to_vec(),
+            time: Timestamp::from_unix_nanos(msg.ts_nanos),
+        })
+    });
+    let message = found.ok_or_else(|| ApiError::new(ErrorKind::NoMessageFound))?;
+    Ok(encode_success(
+        ResponseType::StreamMsgGet,
+        &MsgGetResponse { message },
+    ))
+}
+
+pub async fn delete(js: &Arc<JetStream>, stream: &str, body: &[u8]) -> Result<Vec<u8>, ApiError> {
+    let request: MsgDeleteRequest = parse_body(body)?;
+    let handle = js
+        .stream(stream)
+        .ok_or_else(|| ApiError::new(ErrorKind::StreamNotFound))?;
+    handle
+        .propose_one(GroupCommand::DeleteMsg { seq: request.seq })
+        .await?;
+    Ok(encode_success(
+        ResponseType::StreamMsgDelete,
+        &SuccessResponse::OK,
+    ))
+}

@@ -1,0 +1,136 @@
+//! The `$JS.API.*` front door: one internal subscription on `$JS.API.>`, a dispatcher task
+//! that parses the subject, and one short task per request so a slow call never holds up
+//! the others. Handlers return the reply body; the dispatcher publishes it to the request's
+//! reply subject.
+//!
+//! Handlers by area: `account` (`INFO`), `streams` (stream CRUD, names/list, purge),
+//! `messages` (`STREAM.MSG.GET` / `MSG.DELETE`), `consumers` (consumer CRUD); pull requests
+//! (`CONSUMER.MSG.NEXT`) go to `delivery`.
+
+pub mod account;
+pub mod consumers;
+pub mod messages;
+pub mod streams;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+
+use super::service::JetStream;
+use crate::jsapi::response::{encode_error, ResponseType};
+use crate::jsapi::subject::ApiRequest;
+use crate::jsapi::{ApiError, ErrorKind};
+use crate::server::message::Message;
+use crate::server::subscription::{InternalSubscriber, Subscription};
+use crate::wire::headers;
+
+pub const API_SUBJECTS: &str = "$JS.API.>";
+
+#[derive(Debug)]
+struct ApiInbox {
+    queue: mpsc::UnboundedSender<Message>,
+}
+
+impl InternalSubscriber for ApiInbox {
+    fn receive(&self, msg: &Message) -> bool {
+        self.queue.send(msg.clone()).is_ok()
+    }
+}
+
+/// Subscribes the API and starts its dispatcher.
+pub fn attach(js: &Arc<JetStream>) -> Arc<Subscription> {
+    let (queue, requests) = mpsc::unbounded_channel();
+    let subscription =
+        js.router()
+            .subscribe_internal(API_SUBJECTS, None, Arc::new(ApiInbox { queue }));
+    js.shared().tasks.spawn(dispatch(js.clone(), requests));
+    subscription
+}
+
+async fn dispatch(js: Arc<JetStream>, mut requests: mpsc::UnboundedReceiver<Message>) {
+    let shutdown = js.shared().shutdown.clone();
+    loop {
+        let msg = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            msg = requests.recv() => match msg {
+                Some(msg) => msg,
+                None => return,
+            },
+        };
+        let js = js.clone();
+        js.shared()
+            .tasks
+            .clone()
+            .spawn(async move { handle(&js, msg).await });
+    }
+}
+
+async fn handle(js: &Arc<JetStream>, msg: Message) {
+    // nats-server ignores API requests that cannot be answered.
+    let Some(reply) = msg.reply.clone() else {
+        return;
+    };
+    let subject = String::from_utf8_lossy(&msg.subject).into_owned();
+    let body = match ApiRequest::parse(&subject) {
+        Err(error) => {
+            js.count_api_call(true);
+            Some(encode_error(ResponseType::System, &error.to_api_error()))
+        }
+        Ok(request) => route(js, &request, &msg).await,
+    };
+    if let Some(body) = body {
+        js.router().publish(&Message::new(reply, Bytes::from(body)));
+    }
+}
+
+async fn route(js: &Arc<JetStream>, request: &ApiRequest, msg: &Message) -> Option<Vec<u8>> {
+    let result: Result<Vec<u8>, ApiError> = match request {
+        ApiRequest::AccountInfo => Ok(account::info(js)),
+        ApiRequest::StreamCreate { stream } => streams::create(js, stream, &msg.payload).await,
+        ApiRequest::StreamUpdate { stream } => streams::update(js, stream, &msg.payload).await,
+        ApiRequest::StreamInfo { stream } => streams::info(js, stream, &msg.payload),
+        ApiRequest::StreamDelete { stream } => streams::delete(js, stream).await,
+        ApiRequest::StreamPurge { stream } => streams::purge(js, stream, &msg.payload).await,
+        ApiRequest::StreamNames => streams::names(js, &msg.payload),
+        ApiRequest::StreamList => streams::list(js, &msg.payload),
+        ApiRequest::StreamMsgGet { stream } => messages::get(js, stream, &msg.payload),
+        ApiRequest::StreamMsgDelete { stream } => messages::delete(js, stream, &msg.payload).await,
+        ApiRequest::ConsumerMsgNext { .. } => {
+            super::delivery::pull_request(js, request, msg).await;
+            return None;
+        }
+        ApiRequest::DirectGet { .. } => {
+            // allow_direct is always false: like nats-server without a direct-get
+            // responder, the requester learns that nobody answers.
+            answer_no_responders(js, msg);
+            return None;
+        }
+        ApiRequest::ConsumerCreate { .. }
+        | ApiRequest::ConsumerInfo { .. }
+        | ApiRequest::ConsumerDelete { .. }
+        | ApiRequest::ConsumerNames { .. }
+        | ApiRequest::ConsumerList { .. } => {
+            let body = consumers::handle(js, request, msg).await;
+            js.count_api_call(body.as_deref().is_some_and(is_error_reply));
+            return body;
+        }
+        // Snapshots, restores, peer removal and stepdowns need the cluster (next issue).
+        _ => Err(ApiError::new(ErrorKind::BadRequest)),
+    };
+    let response_type = request.response_type().unwrap_or(ResponseType::System);
+    js.count_api_call(result.is_err());
+    Some(result.unwrap_or_else(|error| encode_error(response_type, &error)))
+}
+
+fn is_error_reply(body: &[u8]) -> bool {
+    memchr::memmem::find(body, b"\"error\":").is_some()
+}
+
+fn answer_no_responders(js: &JetStream, msg: &Message) {
+    let Some(reply) = &msg.reply else { return };
+    let subject = String::from_utf8_lossy(&msg.subject);
+    let block = headers::status_block(503, None, &[("Nats-Subject", &subject)]);
+    js.router()
+        .publish(&Message::new(reply.clone(), Bytes::new()).with_headers(Some(block)));
+}

@@ -1,0 +1,252 @@
+//! Stream API handlers: `STREAM.CREATE`, `UPDATE`, `INFO`, `DELETE`, `PURGE`, `NAMES`,
+//! `LIST`. Definitions change through the meta group, contents through the stream's group;
+//! each handler returns the JSON reply body.
+
+use std::sync::Arc;
+
+use crate::jsapi::requests::{
+    parse_body, parse_optional_body, StreamInfoRequest, StreamNamesRequest, StreamPurgeRequest,
+    LIST_PAGE_LIMIT, NAMES_PAGE_LIMIT,
+};
+use crate::jsapi::response::{
+    encode_success, Paged, PurgeResponse, ResponseType, StreamCreateResponse, StreamInfoResponse,
+    StreamListResponse, StreamNamesResponse, SuccessResponse,
+};
+use crate::jsapi::stream_info::StreamState;
+use crate::jsapi::time::Timestamp;
+use crate::jsapi::{ApiError, ErrorKind, StreamConfig, StreamConfigRequest, StreamInfo};
+use crate::jscore::group::{GroupCommand, GroupOutcome};
+use crate::jscore::stream::PurgeRequest;
+use crate::jscore::subject_filter::SubjectFilter;
+
+use super::super::codec::JsonValue;
+use super::super::meta::{MetaCommand, MetaOutcome};
+use super::super::service::{create_stream_command, JetStream};
+
+/// A single node can hold one replica; more is refused as nats-server does without a cluster.
+const CLUSTER_SIZE: i64 = 1;
+
+/// Parses and checks a create/update body against the name in the subject.
+fn requested_config(stream: &str, body: &[u8]) -> Result<StreamConfig, ApiError> {
+    let request: StreamConfigRequest = parse_body(body)?;
+    let mut config = request.config;
+    if config.name.is_empty() {
+        config.name = stream.to_owned();
+    }
+    if config.name != stream {
+        return Err(ApiError::new(ErrorKind::StreamMismatch));
+    }
+    let config = config.checked()?;
+    if config.num_replicas > CLUSTER_SIZE {
+        return Err(ApiError::new(ErrorKind::StreamReplicasNotSupported));
+    }
+    Ok(config)
+}
+
+pub async fn create(js: &Arc<JetStream>, stream: &str, body: &[u8]) -> Result<Vec<u8>, ApiError> {
+    let config = requested_config(stream, body)?;
+    config.validate_create()?;
+    let outcome = js.propose_meta(create_stream_command(config)).await?;
+    let did_create = matches!(outcome, MetaOutcome::Created { created: true, .. });
+    let info = stream_info(js, stream, &StreamInfoRequest::default())?;
+    Ok(encode_success(
+        ResponseType::StreamCreate,
+        &StreamCreateResponse { info, did_create },
+    ))
+}
+
+pub async fn update(js: &Arc<JetStream>, stream: &str, body: &[u8]) -> Result<Vec<u8>, ApiError> {
+    let config = requested_config(stream, body)?;
+    let current = js
+        .assignment(stream)
+        .ok_or_else(|| ApiError::new(ErrorKind::StreamNotFound))?;
+    config.validate_update(&current.config)?;
+    let handle = js
+        .stream(stream)
+        .ok_or_else(|| ApiError::new(ErrorKind::StreamNotFound))?;
+    // The stream group enforces the new limits on its messages; then the meta group records
+    // the definition (and subjects) every node serves.
+    handle
+        .propose_one(GroupCommand::UpdateStream {
+            config: config.clone(),
+            now_nanos: super::super::now_nanos(),
+        })
+        .await?;
+    js.propose_meta(MetaCommand::UpdateStream {
+        config: JsonValue(config),
+    })
+    .await?;
+    let info = stream_info(js, stream, &StreamInfoRequest::default())?;
+    Ok(encode_success(
+        ResponseType::StreamUpdate,
+        &StreamInfoResponse {
+            info,
+            paged: Paged::default(),
+        },
+    ))
+}
+
+pub fn info(js: &JetStream, stream: &str, body: &[u8]) -> Result<Vec<u8>, ApiError> {
+    let request: StreamInfoRequest = parse_optional_body(body)?;
+    let info = stream_info(js, stream, &request)?;
+    Ok(encode_success(
+        ResponseType::StreamInfo,
+        &StreamInfoResponse {
+            info,
+            paged: Paged::default(),
+        },
+    ))
+}
+
+pub async fn delete(js: &Arc<JetStream>, stream: &str) -> Result<Vec<u8>, ApiError> {
+    js.propose_meta(MetaCommand::DeleteStream {
+        name: stream.to_owned(),
+    })
+    .await?;
+    Ok(encode_success(
+        ResponseType::StreamDelete,
+        &SuccessResponse::OK,
+    ))
+}
+
+pub async fn purge(js: &Arc<JetStream>, stream: &str, body: &[u8]) -> Result<Vec<u8>, ApiError> {
+    let request: StreamPurgeRequest = parse_optional_body(body)?;
+    request.validate()?;
+    let handle = js
+        .stream(stream)
+        .ok_or_else(|| ApiError::new(ErrorKind::StreamNotFound))?;
+    let filter = (!request.filter.is_empty()).then(|| request.filter.clone());
+    let outcome = handle
+        .propose_one(GroupCommand::Purge(PurgeRequest {
+            filter,
+            seq: request.seq,
+            keep: request.keep,
+        }))
+        .await?;
+    let purged = match outcome {
+        GroupOutcome::Purged { count } => count,
+        _ => 0,
+    };
+    Ok(encode_success(
+        ResponseType::StreamPurge,
+        &PurgeResponse {
+            success: true,
+            purged,
+        },
+    ))
+}
+
+pub fn names(js: &JetStream, body: &[u8]) -> Result<Vec<u8>, ApiError> {
+    let request: StreamNamesRequest = parse_optional_body(body)?;
+    let wanted = SubjectFilter::new([request.subject.as_str()]);
+    let matching: Vec<String> = js.meta().read(|state| {
+        state
+            .streams()
+            .values()
+            .filter(|a| {
+                request.subject.is_empty()
+                    || a.config
+                        .subjects
+                        .iter()
+                        .any(|s| SubjectFilter::new([s.as_str()]).overlaps(&wanted))
+            })
+            .map(|a| a.config.name.clone())
+            .collect()
+    });
+    let (paged, page) = page(matching, request.offset, NAMES_PAGE_LIMIT);
+    Ok(encode_success(
+        ResponseType::StreamNames,
+        &StreamNamesResponse {
+            paged,
+            streams: page,
+        },
+    ))
+}
+
+pub fn list(js: &JetStream, body: &[u8]) -> Result<Vec<u8>, ApiError> {
+    let request: StreamNamesRequest = parse_optional_body(body)?;
+    let (paged, page) = page(js.stream_names(), request.offset, LIST_PAGE_LIMIT);
+    let mut streams = Vec::with_capacity(page.len());
+    let mut missing = Vec::new();
+    for name in page {
+        match stream_info(js, &name, &StreamInfoRequest::default()) {
+            Ok(info) => streams.push(info),
+            Err(_) => missing.push(name),
+        }
+    }
+    Ok(encode_success(
+        ResponseType::StreamList,
+        &StreamListResponse {
+            paged,
+            streams,
+            missing,
+            offline: Default::default(),
+        },
+    ))
+}
+
+fn page(items: Vec<String>, offset: i64, limit: usize) -> (Paged, Vec<String>) {
+    let total = items.len();
+    let offset = usize::try_from(offset).unwrap_or(0).min(total);
+    let page = items.into_iter().skip(offset).take(limit).collect();
+    (
+        Paged {
+            total: total as i64,
+            offset: offset as i64,
+            limit: limit as i64,
+        },
+        page,
+    )
+}
+
+/// The `StreamInfo` of a running stream.
+pub fn stream_info(
+    js: &JetStream,
+    stream: &str,
+    request: &StreamInfoRequest,
+) -> Result<StreamInfo, ApiError> {
+    let assignment = js
+        .assignment(stream)
+        .ok_or_else(|| ApiError::new(ErrorKind::StreamNotFound))?;
+    let handle = js
+        .stream(stream)
+        .ok_or_else(|| ApiError::new(ErrorKind::StreamNotFound))?;
+    let state = handle.view().read(|group| {
+        let summary = group.stream().summary();
+        let mut state = StreamState {
+            messages: summary.messages,
+            bytes: summary.bytes,
+            first_seq: summary.first_seq,
+            first_ts: timestamp_or_zero(summary.first_ts_nanos),
+            last_seq: summary.last_seq,
+            last_ts: timestamp_or_zero(summary.last_ts_nanos),
+            num_subjects: summary.num_subjects as i64,
+            num_deleted: summary.num_deleted as i64,
+            consumer_count: group.consumer_names().count() as i64,
+            ..StreamState::default()
+        };
+        if !request.subjects_filter.is_empty() {
+            let filter = SubjectFilter::new([request.subjects_filter.as_str()]);
+            state.subjects = group.stream().subject_counts(&filter);
+        }
+        if request.deleted_details {
+            state.deleted = group.stream().deleted_seqs();
+        }
+        state
+    });
+    Ok(StreamInfo {
+        config: assignment.config,
+        created: Timestamp::from_unix_nanos(assignment.created_nanos),
+        state,
+        ts: Timestamp::now(),
+        ..StreamInfo::default()
+    })
+}
+
+fn timestamp_or_zero(nanos: i64) -> Timestamp {
+    if nanos == 0 {
+        Timestamp::ZERO
+    } else {
+        Timestamp::from_unix_nanos(nanos)
+    }
+}

@@ -1,0 +1,246 @@
+//! Acknowledgements: the internal subscriber on `$JS.ACK.>` (and `$JS.FC.>` flow-control
+//! replies), and one ack batcher per stream that turns every ack waiting at that moment
+//! into one proposal — many `GroupCommand::Consumer` commands in one Raft entry, one fsync
+//! (group commit) — while the previous batch is being committed.
+//!
+//! After the entry is applied: a double-ack (an ack published with a reply subject, nats.go
+//! `AckSync`/`DoubleAck`) gets an empty message on that reply; `+NXT` becomes a pull request
+//! whose reply subject is the ack's. Acks the stream cannot take (no leader, fsync failure)
+//! are dropped: the messages stay pending and are redelivered, which is at-least-once.
+
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+
+use super::outbox::{self, Outbox};
+use super::DeliveryRegistry;
+use crate::jetstream::now_nanos;
+use crate::jetstream::stream::StreamHandle;
+use crate::jsapi::{AckKind, AckReply};
+use crate::jscore::consumer::{AckOutcome, ConsumerCommand, ConsumerOutcome};
+use crate::jscore::group::{GroupCommand, GroupOutcome};
+use crate::server::message::Message;
+use crate::server::subscription::InternalSubscriber;
+
+/// Most acks in one proposal.
+const MAX_BATCH: usize = 4096;
+
+/// One ack on its way to the stream's batcher.
+#[derive(Debug)]
+pub(super) struct AckItem {
+    consumer: String,
+    stream_seq: u64,
+    kind: AckKind,
+    /// The ack message's own reply subject (double ack, or the `+NXT` target).
+    reply: Option<Bytes>,
+}
+
+/// The internal subscriber on `$JS.ACK.>` and `$JS.FC.>`; parses and hands off, never
+/// blocks (it runs on the publishing client's task).
+#[derive(Debug)]
+pub(super) struct AckInbox {
+    registry: Weak<DeliveryRegistry>,
+}
+
+impl AckInbox {
+    pub(super) fn new(registry: Weak<DeliveryRegistry>) -> Self {
+        AckInbox { registry }
+    }
+}
+
+impl InternalSubscriber for AckInbox {
+    fn receive(&self, msg: &Message) -> bool {
+        let Some(registry) = self.registry.upgrade() else {
+            return false;
+        };
+        let Ok(subject) = std::str::from_utf8(&msg.subject) else {
+            return true;
+        };
+        if let Some((stream, consumer)) = outbox::parse_flow_control_subject(subject) {
+            registry.route_flow_control(stream, consumer, subject.to_owned());
+            return true;
+        }
+        // Malformed subjects and unknown payloads are ignored, as nats-server does.
+        let Ok(ack) = AckReply::parse(subject) else {
+            return true;
+        };
+        let Some(kind) = AckKind::parse(&msg.payload) else {
+            return true;
+        };
+        let item = AckItem {
+            consumer: ack.consumer,
+            stream_seq: ack.stream_seq,
+            kind,
+            reply: msg.reply.clone(),
+        };
+        registry.route_ack(item, &ack.stream);
+        true
+    }
+}
+
+/// The replicated command an ack becomes.
+fn command(item: &AckItem, now_nanos: i64) -> GroupCommand {
+    let stream_seq = item.stream_seq;
+    let command = match &item.kind {
+        AckKind::Ack | AckKind::Next(_) => ConsumerCommand::Ack { stream_seq },
+        AckKind::Nak { delay } => ConsumerCommand::Nak {
+            stream_seq,
+            delay_nanos: *delay,
+            now_nanos,
+        },
+        AckKind::InProgress => ConsumerCommand::InProgress {
+            stream_seq,
+            now_nanos,
+        },
+        AckKind::Term { .. } => ConsumerCommand::Term { stream_seq },
+    };
+    GroupCommand::Consumer {
+        name: item.consumer.clone(),
+        command,
+    }
+}
+
+/// Whether an applied ack earns the empty double-ack reply: every ack the consumer took,
+/// including one for a message no longer pending; not one beyond what was delivered, nor
+/// any on an ack-none consumer.
+fn earns_reply(outcome: &GroupOutcome) -> bool {
+    match outcome {
+        GroupOutcome::Consumer {
+            outcome: ConsumerOutcome::Ack(ack),
+            ..
+        } => !matches!(ack, AckOutcome::BeyondDelivered | AckOutcome::NoAckPolicy),
+        _ => false,
+    }
+}
+
+/// One stream's ack batcher; ends when the stream is detached or the server stops.
+pub(super) async fn run(
+    registry: Weak<DeliveryRegistry>,
+    handle: Arc<StreamHandle>,
+    mut incoming: mpsc::UnboundedReceiver<AckItem>,
+    outbox: Outbox,
+) {
+    let shutdown = outbox.shared().shutdown.clone();
+    loop {
+        let first = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            item = incoming.recv() => match item {
+                Some(item) => item,
+                None => return,
+            },
+        };
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match incoming.try_recv() {
+                Ok(item) => batch.push(item),
+                Err(_) => break,
+            }
+        }
+        let now = now_nanos();
+        let commands = batch.iter().map(|item| command(item, now)).collect();
+        let outcomes = match handle.propose(commands).await {
+            Ok(outcomes) => outcomes,
+            Err(error) => {
+                tracing::warn!(stream = %handle.name(), acks = batch.len(), "acks dropped: {error}");
+                continue;
+            }
+        };
+        let Some(registry) = registry.upgrade() else {
+            return;
+        };
+        let mut touched = HashSet::new();
+        for (item, outcome) in batch.into_iter().zip(outcomes) {
+            let Ok(outcome) = outcome else {
+                continue; // consumer gone
+            };
+            if touched.insert(item.consumer.clone()) {
+                if let Some(activity) = registry.activity(&handle, &item.consumer) {
+                    activity.last_acked_nanos.store(now, Ordering::Relaxed);
+                    activity.touch(now);
+                }
+            }
+            match (item.kind, item.reply) {
+                (AckKind::Next(request), Some(reply)) => {
+                    registry.pull(&handle, &item.consumer, reply, request);
+                }
+                (_, Some(reply)) if earns_reply(&outcome) => {
+                    outbox.publish(&Message::new(reply, Bytes::new()));
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(kind: AckKind) -> AckItem {
+        AckItem {
+            consumer: "proc".into(),
+            stream_seq: 7,
+            kind,
+            reply: None,
+        }
+    }
+
+    #[test]
+    fn acks_become_consumer_commands() {
+        let consumer = |kind| match command(&item(kind), 99) {
+            GroupCommand::Consumer { name, command } => {
+                assert_eq!(name, "proc");
+                command
+            }
+            other => panic!("unexpected {other:?}"),
+        };
+        assert_eq!(
+            consumer(AckKind::Ack),
+            ConsumerCommand::Ack { stream_seq: 7 }
+        );
+        assert_eq!(
+            consumer(AckKind::Next(Ok(Default::default()))),
+            ConsumerCommand::Ack { stream_seq: 7 }
+        );
+        assert_eq!(
+            consumer(AckKind::Nak { delay: Some(5) }),
+            ConsumerCommand::Nak {
+                stream_seq: 7,
+                delay_nanos: Some(5),
+                now_nanos: 99
+            }
+        );
+        assert_eq!(
+            consumer(AckKind::InProgress),
+            ConsumerCommand::InProgress {
+                stream_seq: 7,
+                now_nanos: 99
+            }
+        );
+        assert_eq!(
+            consumer(AckKind::Term { reason: None }),
+            ConsumerCommand::Term { stream_seq: 7 }
+        );
+    }
+
+    #[test]
+    fn double_ack_replies() {
+        let ack = |outcome| GroupOutcome::Consumer {
+            outcome: ConsumerOutcome::Ack(outcome),
+            removed: vec![],
+        };
+        assert!(earns_reply(&ack(AckOutcome::Acked {
+            stream_seqs: vec![7]
+        })));
+        assert!(earns_reply(&ack(AckOutcome::NotPending)));
+        assert!(earns_reply(&ack(AckOutcome::Rescheduled {
+            redeliver_at_nanos: 1
+        })));
+        assert!(!earns_reply(&ack(AckOutcome::BeyondDelivered)));
+        assert!(!earns_reply(&ack(AckOutcome::NoAckPolicy)));
+        assert!(!earns_reply(&GroupOutcome::ConsumerDeleted));
+    }
+}

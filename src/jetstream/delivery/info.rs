@@ -1,0 +1,64 @@
+//! ConsumerInfo: the replicated numbers come from the stream group's state (delivered, ack
+//! floor, ack pending, redelivered, pending), the rest from this node's `Activity` record
+//! (created, last-active times, waiting pull requests, push interest) and the clock.
+
+use std::sync::atomic::Ordering;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::{Activity, DeliveryRegistry};
+use crate::jetstream::stream::StreamHandle;
+use crate::jsapi::{ClusterInfo, ConsumerInfo, SequenceInfo, Timestamp};
+use crate::jscore::consumer::SequencePair;
+
+/// The info of consumer `name`, or `None` if the stream has no such consumer.
+pub fn consumer_info(
+    registry: &DeliveryRegistry,
+    handle: &Arc<StreamHandle>,
+    name: &str,
+) -> Option<ConsumerInfo> {
+    let activity = registry.activity(handle, name);
+    let activity = activity.as_deref();
+    let now = Timestamp::now();
+    let time_of = |nanos: i64| (nanos > 0).then(|| Timestamp::from_unix_nanos(nanos));
+    let load = |read: fn(&Activity) -> i64| activity.map_or(0, read);
+    let sequence = |pair: SequencePair, last_active: i64| SequenceInfo {
+        consumer_seq: pair.consumer_seq,
+        stream_seq: pair.stream_seq,
+        last_active: time_of(last_active),
+    };
+    handle.view().read(|group| {
+        let consumer = group.consumer(name)?;
+        let progress = consumer.progress(group.stream());
+        let config = consumer.config().clone();
+        let deliver_subject = Bytes::copy_from_slice(config.deliver_subject.as_bytes());
+        let push_bound = !config.is_pull() && registry.outbox().has_interest(&deliver_subject);
+        Some(ConsumerInfo {
+            stream_name: handle.name().to_owned(),
+            name: name.to_owned(),
+            created: time_of(load(|a| a.created_nanos.load(Ordering::Relaxed))).unwrap_or(now),
+            config: Some(config),
+            delivered: sequence(
+                progress.delivered,
+                load(|a| a.last_delivered_nanos.load(Ordering::Relaxed)),
+            ),
+            ack_floor: sequence(
+                progress.ack_floor,
+                load(|a| a.last_acked_nanos.load(Ordering::Relaxed)),
+            ),
+            num_ack_pending: progress.num_ack_pending as i64,
+            num_redelivered: progress.num_redelivered as i64,
+            num_waiting: load(|a| a.num_waiting.load(Ordering::Relaxed) as i64),
+            num_pending: progress.num_pending,
+            cluster: Some(ClusterInfo {
+                leader: registry.server_name().to_owned(),
+                ..ClusterInfo::default()
+            }),
+            push_bound,
+            ts: now,
+            ..ConsumerInfo::default()
+        })
+    })
+}

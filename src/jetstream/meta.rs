@@ -1,0 +1,349 @@
+//! The meta group (group 0, every node a voter): which streams exist, their configuration,
+//! creation time and the Raft group id each stream runs as. Every node's `JetStream`
+//! reconciles the stream groups it runs against this state.
+//!
+//! Consumers are not meta state here: a consumer's definition and its ack state live in its
+//! stream's group, so one snapshot holds both and they can never disagree (see
+//! ARCHITECTURE.md).
+//!
+//! Keys in the group's sled space (append-only format, version 1): `v1/s/<name>` → the
+//! stream's `StoredAssignment`; `v1/next` → the next group id to assign.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+use super::codec::{self, JsonValue, META_COMMAND_V1};
+use crate::consensus::machine::ApplyPosition;
+use crate::consensus::{
+    Command, GroupId, GroupMachine, MachineError, MachineTxn, MachineView, Response,
+};
+use crate::jsapi::{ApiError, ErrorKind, StreamConfig};
+
+pub const META_GROUP: GroupId = 0;
+const STREAM_KEY_PREFIX: &[u8] = b"v1/s/";
+const NEXT_GROUP_KEY: &[u8] = b"v1/next";
+/// Stream groups are numbered from 1; 0 is the meta group.
+const FIRST_STREAM_GROUP: GroupId = 1;
+
+/// Meta commands. Append-only: never reorder or remove a variant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MetaCommand {
+    CreateStream {
+        config: JsonValue<StreamConfig>,
+        created_nanos: i64,
+    },
+    UpdateStream {
+        config: JsonValue<StreamConfig>,
+    },
+    DeleteStream {
+        name: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MetaOutcome {
+    /// `created` is false when an identical stream already existed.
+    Created {
+        group: GroupId,
+        created: bool,
+    },
+    Updated {
+        group: GroupId,
+    },
+    Deleted {
+        group: GroupId,
+    },
+}
+
+/// One stream as the meta group knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamAssignment {
+    pub config: StreamConfig,
+    pub created_nanos: i64,
+    pub group: GroupId,
+}
+
+#[derive(Serialize, Deserialize)]
+struct StoredAssignment {
+    config: JsonValue<StreamConfig>,
+    created_nanos: i64,
+    group: GroupId,
+}
+
+/// The meta state: identical on every node that applied the same entries.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MetaState {
+    streams: BTreeMap<String, StreamAssignment>,
+    next_group: GroupId,
+}
+
+impl MetaState {
+    pub fn streams(&self) -> &BTreeMap<String, StreamAssignment> {
+        &self.streams
+    }
+
+    pub fn stream(&self, name: &str) -> Option<&StreamAssignment> {
+        self.streams.get(name)
+    }
+
+    /// Applies one command; refusals are deterministic `ApiError`s.
+    pub fn apply(&mut self, command: MetaCommand) -> Result<MetaOutcome, ApiError> {
+        match command {
+            MetaCommand::CreateStream {
+                config: JsonValue(config),
+                created_nanos,
+            } => self.create(config, created_nanos),
+            MetaCommand::UpdateStream {
+                config: JsonValue(config),
+            } => {
+                self.check_overlap(&config)?;
+                let existing = self
+                    .streams
+                    .get_mut(&config.name)
+                    .ok_or_else(|| ApiError::new(ErrorKind::StreamNotFound))?;
+                existing.config = config;
+                Ok(MetaOutcome::Updated {
+                    group: existing.group,
+                })
+            }
+            MetaCommand::DeleteStream { name } => {
+                let removed = self
+                    .streams
+                    .remove(&name)
+                    .ok_or_else(|| ApiError::new(ErrorKind::StreamNotFound))?;
+                Ok(MetaOutcome::Deleted {
+                    group: removed.group,
+                })
+            }
+        }
+    }
+
+    fn create(
+        &mut self,
+        config: StreamConfig,
+        created_nanos: i64,
+    ) -> Result<MetaOutcome, ApiError> {
+        if let Some(existing) = self.streams.get(&config.name) {
+            if existing.config == config {
+                return Ok(MetaOutcome::Created {
+                    group: existing.group,
+                    created: false,
+                });
+            }
+            return Err(ApiError::new(ErrorKind::StreamNameExist));
+        }
+        self.check_overlap(&config)?;
+        let group = self.next_group.max(FIRST_STREAM_GROUP);
+        self.next_group = group + 1;
+        self.streams.insert(
+            config.name.clone(),
+            StreamAssignment {
+                config,
+                created_nanos,
+                group,
+            },
+        );
+        Ok(MetaOutcome::Created {
+            group,
+            created: true,
+        })
+    }
+
+    /// Subjects may not overlap another stream's (nats-server err 10065).
+    fn check_overlap(&self, config: &StreamConfig) -> Result<(), ApiError> {
+        let overlaps = self
+            .streams
+            .values()
+            .filter(|other| other.config.name != config.name)
+            .any(|other| other.config.subjects_overlap(config));
+        if overlaps {
+            return Err(ApiError::new(ErrorKind::StreamSubjectOverlap));
+        }
+        Ok(())
+    }
+}
+
+/// Read access to the meta state, shared by the machine (writer) and the front.
+#[derive(Debug, Clone)]
+pub struct MetaView {
+    state: Arc<RwLock<MetaState>>,
+    applied: watch::Receiver<u64>,
+}
+
+impl MetaView {
+    pub fn read<R>(&self, f: impl FnOnce(&MetaState) -> R) -> R {
+        f(&self.state.read())
+    }
+
+    /// Changes whenever the meta machine applied an entry.
+    pub fn applied(&self) -> watch::Receiver<u64> {
+        self.applied.clone()
+    }
+}
+
+/// The meta group's state machine.
+pub struct MetaMachine {
+    state: Arc<RwLock<MetaState>>,
+    applied: watch::Sender<u64>,
+}
+
+impl MetaMachine {
+    pub fn new() -> (MetaMachine, MetaView) {
+        let state = Arc::new(RwLock::new(MetaState::default()));
+        let (sender, receiver) = watch::channel(0);
+        (
+            MetaMachine {
+                state: state.clone(),
+                applied: sender,
+            },
+            MetaView {
+                state,
+                applied: receiver,
+            },
+        )
+    }
+}
+
+impl GroupMachine for MetaMachine {
+    fn load(&mut self, view: &MachineView) -> Result<(), MachineError> {
+        let mut state = MetaState::default();
+        for item in view.scan_prefix(STREAM_KEY_PREFIX) {
+            let (_, value) = item?;
+            let stored: StoredAssignment =
+                codec::decode(&value).map_err(|e| MachineError::Corrupt(e.to_string()))?;
+            state.streams.insert(
+                stored.config.0.name.clone(),
+                StreamAssignment {
+                    config: stored.config.0,
+                    created_nanos: stored.created_nanos,
+                    group: stored.group,
+                },
+            );
+        }
+        if let Some(next) = view.get(NEXT_GROUP_KEY)? {
+            state.next_group =
+                codec::decode(&next).map_err(|e| MachineError::Corrupt(e.to_string()))?;
+        }
+        *self.state.write() = state;
+        Ok(())
+    }
+
+    fn apply(
+        &mut self,
+        at: ApplyPosition,
+        command: &Command,
+        txn: &mut MachineTxn<'_>,
+    ) -> Result<Response, MachineError> {
+        let command: MetaCommand = codec::decode_command(META_COMMAND_V1, command)
+            .map_err(|e| MachineError::Corrupt(e.to_string()))?;
+        let mut state = self.state.write();
+        let outcome = state.apply(command);
+        match &outcome {
+            Ok(MetaOutcome::Created { .. } | MetaOutcome::Updated { .. }) => {
+                // Rewrite every touched stream is overkill; the state is small, so persist
+                // the changed stream and the id counter.
+                for (name, assignment) in state.streams.iter() {
+                    let key = stream_key(name);
+                    let stored = StoredAssignment {
+                        config: JsonValue(assignment.config.clone()),
+                        created_nanos: assignment.created_nanos,
+                        group: assignment.group,
+                    };
+                    let encoded = codec::encode(&stored);
+                    if txn.get(&key)?.as_deref() != Some(&encoded[..]) {
+                        txn.insert(key, encoded);
+                    }
+                }
+                txn.insert(NEXT_GROUP_KEY.to_vec(), codec::encode(&state.next_group));
+            }
+            Ok(MetaOutcome::Deleted { .. }) => {
+                let live: Vec<Vec<u8>> = state.streams.keys().map(|n| stream_key(n)).collect();
+                for item in txn.view().scan_prefix(STREAM_KEY_PREFIX) {
+                    let (key, _) = item?;
+                    if !live.contains(&key) {
+                        txn.remove(key);
+                    }
+                }
+            }
+            Err(_) => {}
+        }
+        drop(state);
+        self.applied.send_replace(at.index);
+        Ok(codec::response(&outcome))
+    }
+}
+
+fn stream_key(name: &str) -> Vec<u8> {
+    let mut key = STREAM_KEY_PREFIX.to_vec();
+    key.extend_from_slice(name.as_bytes());
+    key
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(name: &str, subjects: &[&str]) -> StreamConfig {
+        let mut config: StreamConfig = serde_json::from_value(serde_json::json!({
+            "name": name, "subjects": subjects
+        }))
+        .unwrap();
+        config.normalize();
+        config
+    }
+
+    fn create(state: &mut MetaState, config: StreamConfig) -> Result<MetaOutcome, ApiError> {
+        state.apply(MetaCommand::CreateStream {
+            config: JsonValue(config),
+            created_nanos: 1,
+        })
+    }
+
+    #[test]
+    fn create_is_idempotent_and_refuses_a_different_config() {
+        let mut state = MetaState::default();
+        let orders = config("ORDERS", &["orders.*"]);
+        assert_eq!(
+            create(&mut state, orders.clone()),
+            Ok(MetaOutcome::Created {
+                group: 1,
+                created: true
+            })
+        );
+        assert_eq!(
+            create(&mut state, orders),
+            Ok(MetaOutcome::Created {
+                group: 1,
+                created: false
+            })
+        );
+        let err = create(&mut state, config("ORDERS", &["other.*"])).unwrap_err();
+        assert_eq!(err.err_code, 10058);
+    }
+
+    #[test]
+    fn overlapping_subjects_are_refused_and_groups_are_never_reused() {
+        let mut state = MetaState::default();
+        create(&mut state, config("A", &["a.>"])).unwrap();
+        let err = create(&mut state, config("B", &["a.b"])).unwrap_err();
+        assert_eq!(err.err_code, 10065);
+        state
+            .apply(MetaCommand::DeleteStream { name: "A".into() })
+            .unwrap();
+        assert_eq!(
+            create(&mut state, config("B", &["a.b"])),
+            Ok(MetaOutcome::Created {
+                group: 2,
+                created: true
+            })
+        );
+        let err = state
+            .apply(MetaCommand::DeleteStream { name: "A".into() })
+            .unwrap_err();
+        assert_eq!(err.err_code, 10059);
+    }
+}

@@ -1,0 +1,88 @@
+//! `StreamHandle`: the front's handle on one stream group — propose commands, read state.
+//! One per stream hosted on this node, held by `JetStream`.
+
+use std::sync::Arc;
+
+use crate::consensus::{ProposeError, RaftGroup};
+use crate::jsapi::{ApiError, ErrorKind};
+use crate::jscore::group::{GroupCommand, GroupOutcome};
+
+use super::codec;
+use super::stream_machine::{StreamCommandWire, StreamView};
+
+pub struct StreamHandle {
+    name: String,
+    group: Arc<RaftGroup>,
+    view: StreamView,
+}
+
+impl std::fmt::Debug for StreamHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamHandle")
+            .field("name", &self.name)
+            .field("group", &self.group.id())
+            .finish()
+    }
+}
+
+impl StreamHandle {
+    pub fn new(name: String, group: Arc<RaftGroup>, view: StreamView) -> Self {
+        StreamHandle { name, group, view }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn group(&self) -> &Arc<RaftGroup> {
+        &self.group
+    }
+
+    pub fn view(&self) -> &StreamView {
+        &self.view
+    }
+
+    /// Proposes `commands` as one Raft entry; returns each command's outcome once the entry
+    /// is committed (fsynced) and applied. The outer error means the entry's fate is
+    /// unknown or it was not accepted (no leader, storage failure).
+    pub async fn propose(
+        &self,
+        commands: Vec<GroupCommand>,
+    ) -> Result<Vec<Result<GroupOutcome, ApiError>>, ApiError> {
+        let commands = commands
+            .into_iter()
+            .map(|command| {
+                codec::command(codec::STREAM_COMMAND_V1, &StreamCommandWire::from(command))
+            })
+            .collect();
+        let responses = self
+            .group
+            .propose_all(commands)
+            .await
+            .map_err(propose_error)?;
+        Ok(responses
+            .iter()
+            .map(|response| {
+                codec::decode_response::<GroupOutcome>(response).unwrap_or_else(|e| {
+                    tracing::error!(stream = %self.name, "undecodable stream response: {e}");
+                    Err(ApiError::new(ErrorKind::ClusterNotAvail))
+                })
+            })
+            .collect())
+    }
+
+    /// Proposes one command.
+    pub async fn propose_one(&self, command: GroupCommand) -> Result<GroupOutcome, ApiError> {
+        let mut outcomes = self.propose(vec![command]).await?;
+        outcomes
+            .pop()
+            .unwrap_or_else(|| Err(ApiError::new(ErrorKind::ClusterNotAvail)))
+    }
+}
+
+/// How a failed proposal is reported to clients: "JetStream system temporarily
+/// unavailable" (10008), as nats-server answers while a group has no leader or quorum.
+pub fn propose_error(error: ProposeError) -> ApiError {
+    tracing::warn!("proposal failed: {error}");
+    ApiError::new(ErrorKind::ClusterNotAvail)
+}

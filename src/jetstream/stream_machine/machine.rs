@@ -1,0 +1,196 @@
+//! `StreamMachine`: the `GroupMachine` of a stream group. `apply` decodes a command, runs
+//! it through the in-memory `StreamGroup` (jscore) and stages the sled writes it caused
+//! (`stage.rs`); `load` rebuilds the `StreamGroup` from the group's keys (`keys.rs`).
+//! One per stream group on every replica, owned by the group's state-machine task.
+
+use std::collections::BTreeMap;
+
+use crate::consensus::machine::ApplyPosition;
+use crate::consensus::{Command, GroupMachine, MachineError, MachineTxn, MachineView, Response};
+use crate::jetstream::codec;
+use crate::jsapi::stream_config::StreamConfig;
+use crate::jscore::consumer::{ConsumerState, PendingEntry};
+use crate::jscore::group::{GroupCommand, StreamGroup};
+use crate::jscore::stream::{DedupRecord, StoredMsg, StreamState};
+
+use super::keys::{self, ConsumerConfigV1, ConsumerKey, ConsumerStateV1, DedupEntryV1};
+use super::stage::{self, Before, Persisted};
+use super::view::{StreamView, StreamViewWriter};
+use super::wire::StreamCommandWire;
+
+pub struct StreamMachine {
+    /// The config of a stream that has no keys yet (first start of a new stream); a stream
+    /// with keys takes its config from them.
+    initial_config: StreamConfig,
+    writer: StreamViewWriter,
+    persisted: Persisted,
+}
+
+impl std::fmt::Debug for StreamMachine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamMachine")
+            .field("stream", &self.initial_config.name)
+            .finish()
+    }
+}
+
+impl StreamMachine {
+    /// A machine for the stream `config` describes, and the view the front reads it with.
+    /// The state stays empty until consensus calls `load`.
+    pub fn new(config: StreamConfig) -> (StreamMachine, StreamView) {
+        let (writer, view) = StreamView::new(StreamGroup::new(config.clone()));
+        let machine = StreamMachine {
+            initial_config: config,
+            writer,
+            persisted: Persisted::default(),
+        };
+        (machine, view)
+    }
+}
+
+impl GroupMachine for StreamMachine {
+    fn load(&mut self, view: &MachineView) -> Result<(), MachineError> {
+        let (group, persisted) = match view.get(keys::LAYOUT)? {
+            None => {
+                if let Some(item) = view.scan_prefix(b"").next() {
+                    let (key, _) = item?;
+                    return Err(MachineError::Corrupt(format!(
+                        "stream keys without a layout version (first key {key:?})"
+                    )));
+                }
+                let group = StreamGroup::new(self.initial_config.clone());
+                (group, Persisted::default())
+            }
+            Some(layout) if layout.as_ref() == [keys::LAYOUT_V1] => load_v1(view)?,
+            Some(layout) => {
+                return Err(MachineError::Corrupt(format!(
+                    "unknown stream key layout {layout:?}"
+                )))
+            }
+        };
+        self.writer.replace(group);
+        self.persisted = persisted;
+        Ok(())
+    }
+
+    fn apply(
+        &mut self,
+        at: ApplyPosition,
+        command: &Command,
+        txn: &mut MachineTxn<'_>,
+    ) -> Result<Response, MachineError> {
+        let wire: StreamCommandWire = codec::decode_command(codec::STREAM_COMMAND_V1, command)
+            .map_err(|e| MachineError::Corrupt(format!("stream command at {at:?}: {e}")))?;
+        let command = GroupCommand::from(wire);
+        let persisted = &mut self.persisted;
+        let outcome = self.writer.write(|group| {
+            let before = Before::capture(group, &command);
+            let outcome = group.apply(command.clone());
+            stage::stage(persisted, group, &before, &command, &outcome, txn)?;
+            Ok::<_, MachineError>(outcome)
+        })?;
+        self.writer.mark_applied(at.index);
+        Ok(codec::response(&outcome))
+    }
+}
+
+/// Rebuilds the group and what is known to be in sled from layout-1 keys.
+fn load_v1(view: &MachineView) -> Result<(StreamGroup, Persisted), MachineError> {
+    let missing = |what: &str| MachineError::Corrupt(format!("stream keys lack {what}"));
+    let config_value = view
+        .get(keys::STREAM_CONFIG)?
+        .ok_or_else(|| missing("config"))?;
+    let config: StreamConfig = match config_value.split_first() {
+        Some((&keys::VALUE_V1, json)) => serde_json::from_slice(json)
+            .map_err(|e| MachineError::Corrupt(format!("stream config: {e}")))?,
+        _ => return Err(MachineError::Corrupt("stream config version".into())),
+    };
+    let record_value = view
+        .get(keys::STREAM_STATE)?
+        .ok_or_else(|| missing("state"))?;
+    let record: keys::StreamRecordV1 = keys::decode("stream state", &record_value)?;
+
+    // The entries are contiguous ordinals from `dedup_first` (see `stage_dedup`).
+    let mut dedup: Vec<DedupRecord> = Vec::new();
+    let entries = (record.dedup_first..).zip(view.scan_prefix(keys::DEDUP_PREFIX));
+    for (expected_ordinal, item) in entries {
+        let (key, value) = item?;
+        let ordinal = keys::parse_u64_key(keys::DEDUP_PREFIX, &key)?;
+        if ordinal != expected_ordinal {
+            return Err(MachineError::Corrupt(format!(
+                "duplicate window entry {ordinal}, expected {expected_ordinal}"
+            )));
+        }
+        dedup.push(keys::decode::<DedupEntryV1>("dedup entry", &value)?.into());
+    }
+
+    let mut messages: Vec<(u64, StoredMsg)> = Vec::new();
+    for item in view.scan_prefix(keys::MESSAGE_PREFIX) {
+        let (key, value) = item?;
+        let seq = keys::parse_u64_key(keys::MESSAGE_PREFIX, &key)?;
+        let msg: keys::StoredMsgV1 = keys::decode("message", &value)?;
+        messages.push((seq, msg.into()));
+    }
+
+    let persisted_config = config.clone();
+    let dedup_first = record.dedup_first;
+    let stream = StreamState::restore(config, record.clone().scalars(), messages, dedup);
+    let (consumers, records) = load_consumers(view)?;
+    let persisted = Persisted {
+        config: Some(persisted_config),
+        stream_record: Some(keys::encode(&record)),
+        dedup_first,
+        consumers: records,
+    };
+    Ok((StreamGroup::from_parts(stream, consumers), persisted))
+}
+
+#[derive(Default)]
+struct ConsumerParts {
+    config: Option<ConsumerConfigV1>,
+    state: Option<(ConsumerStateV1, bytes::Bytes)>,
+    pending: Vec<(u64, PendingEntry)>,
+}
+
+type LoadedConsumers = (
+    BTreeMap<String, ConsumerState>,
+    BTreeMap<String, bytes::Bytes>,
+);
+
+fn load_consumers(view: &MachineView) -> Result<LoadedConsumers, MachineError> {
+    let mut parts: BTreeMap<String, ConsumerParts> = BTreeMap::new();
+    for item in view.scan_prefix(keys::CONSUMER_PREFIX) {
+        let (key, value) = item?;
+        match keys::parse_consumer_key(&key)? {
+            ConsumerKey::Config(name) => {
+                parts.entry(name).or_default().config =
+                    Some(keys::decode("consumer config", &value)?);
+            }
+            ConsumerKey::State(name) => {
+                let state = keys::decode("consumer state", &value)?;
+                parts.entry(name).or_default().state = Some((state, value));
+            }
+            ConsumerKey::Pending(name, seq) => {
+                let entry: keys::PendingV1 = keys::decode("pending entry", &value)?;
+                parts
+                    .entry(name)
+                    .or_default()
+                    .pending
+                    .push((seq, entry.into()));
+            }
+        }
+    }
+    let mut consumers = BTreeMap::new();
+    let mut records = BTreeMap::new();
+    for (name, part) in parts {
+        let (Some(config), Some((state, record))) = (part.config, part.state) else {
+            return Err(MachineError::Corrupt(format!(
+                "consumer {name} lacks its config or state key"
+            )));
+        };
+        let consumer = ConsumerState::import(config.config.0, state.into(), part.pending);
+        consumers.insert(name.clone(), consumer);
+        records.insert(name, record);
+    }
+    Ok((consumers, records))
+}

@@ -1,0 +1,335 @@
+//! Which sled keys one applied command changed, and staging exactly those writes.
+//!
+//! The in-memory `StreamGroup` is the truth after `apply`; this file works out the few keys
+//! that now differ from sled without comparing whole states: from the command and its
+//! outcome where they say it (an ack names its sequence, an append its stored and removed
+//! sequences, a delivery its delivered ones), and from a small [`Before`] capture where they
+//! do not (a purge reports only a count, so the stored sequences are captured before it; a
+//! delivery may retire due entries it does not report, so those are captured too). Bulk and
+//! rare commands capture more; the hot ones (append, ack, deliver) capture O(1) or O(due).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use bytes::Bytes;
+
+use crate::consensus::{MachineError, MachineTxn};
+use crate::jetstream::codec::JsonValue;
+use crate::jsapi::stream_config::StreamConfig;
+use crate::jsapi::ApiError;
+use crate::jscore::consumer::{AckOutcome, ConsumerCommand, ConsumerOutcome, ConsumerState};
+use crate::jscore::group::{GroupCommand, GroupOutcome, StreamGroup};
+use crate::jscore::stream::AppendOutcome;
+
+use super::keys::{self, ConsumerConfigV1, ConsumerStateV1, DedupEntryV1, StoredMsgV1};
+
+/// What sled holds (with the writes staged so far), as far as staging needs to know without
+/// reading it: kept by the machine, rebuilt by `load`, updated as writes are staged. If a
+/// batch fails to commit, the group stops and the restart's `load` rebuilds it from sled.
+#[derive(Debug, Default)]
+pub struct Persisted {
+    /// The stored stream config; `None` while the stream has no keys at all (a new stream
+    /// writes the layout version and its config on its first apply).
+    pub config: Option<StreamConfig>,
+    /// Last written `s/state` value; an unchanged record is not rewritten.
+    pub stream_record: Option<Bytes>,
+    /// Ordinal of the oldest `d/` key.
+    pub dedup_first: u64,
+    /// Last written `c/<name>s` value per consumer in sled.
+    pub consumers: BTreeMap<String, Bytes>,
+}
+
+/// State captured before applying a command: only what its outcome will not tell.
+pub struct Before {
+    last_seq: u64,
+    dedup_entries: usize,
+    /// Stored sequences, for commands whose outcome does not list removals.
+    message_seqs: Option<Vec<u64>>,
+    /// Pending sequences per consumer, for commands that may remove many pending entries.
+    pending: Option<BTreeMap<String, Vec<u64>>>,
+    /// For a delivery: the consumer's entries due at `now`, which it may retire unreported.
+    due: Vec<u64>,
+}
+
+impl Before {
+    pub fn capture(group: &StreamGroup, command: &GroupCommand) -> Before {
+        let stream = group.stream();
+        // Commands whose outcome lists every removed message: no capture needed for them.
+        let lists_removals = matches!(
+            command,
+            GroupCommand::Append(_) | GroupCommand::Consumer { .. }
+        );
+        let unlisted_removals = matches!(
+            command,
+            GroupCommand::Purge(_) | GroupCommand::DeleteConsumer { .. }
+        );
+        let due = match command {
+            GroupCommand::Consumer {
+                name,
+                command: ConsumerCommand::DeliverNext { now_nanos, .. },
+            } => group
+                .consumer(name)
+                .map(|consumer| consumer.pending().due(*now_nanos).collect())
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        Before {
+            last_seq: stream.last_seq(),
+            dedup_entries: stream.dedup_entry_count(),
+            message_seqs: unlisted_removals.then(|| stream.seqs().collect()),
+            pending: (!lists_removals).then(|| {
+                group
+                    .consumers()
+                    .map(|(name, consumer)| (name.to_string(), pending_seqs(consumer)))
+                    .collect()
+            }),
+            due,
+        }
+    }
+}
+
+fn pending_seqs(consumer: &ConsumerState) -> Vec<u64> {
+    consumer.pending().iter().map(|(seq, _)| seq).collect()
+}
+
+/// Stages in `txn` every key `command` changed. Runs whatever the outcome: a refused
+/// publish may still have aged out duplicate-window entries.
+pub fn stage(
+    persisted: &mut Persisted,
+    group: &StreamGroup,
+    before: &Before,
+    command: &GroupCommand,
+    outcome: &Result<GroupOutcome, ApiError>,
+    txn: &mut MachineTxn<'_>,
+) -> Result<(), MachineError> {
+    let removed = stage_messages(group, before, outcome, txn);
+    stage_dedup(persisted, group, before, txn)?;
+    stage_stream_record(persisted, group, txn);
+    stage_consumers(persisted, group, before, command, outcome, &removed, txn)
+}
+
+/// Message keys; returns the removed sequences.
+fn stage_messages(
+    group: &StreamGroup,
+    before: &Before,
+    outcome: &Result<GroupOutcome, ApiError>,
+    txn: &mut MachineTxn<'_>,
+) -> Vec<u64> {
+    let stream = group.stream();
+    let removed = match (outcome, &before.message_seqs) {
+        (_, Some(seqs)) => seqs
+            .iter()
+            .copied()
+            .filter(|s| !stream.contains(*s))
+            .collect(),
+        (Ok(GroupOutcome::Appended(AppendOutcome::Stored { seq, removed })), None) => {
+            // Inserted before the removals: a limit may drop the message just stored.
+            if let Some(msg) = stream.get(*seq) {
+                txn.insert(keys::message(*seq), keys::encode(&StoredMsgV1::from(msg)));
+            }
+            removed.clone()
+        }
+        (Ok(GroupOutcome::Removed { seqs }), None) => seqs.clone(),
+        (Ok(GroupOutcome::Consumer { removed, .. }), None) => removed.clone(),
+        _ => Vec::new(),
+    };
+    for seq in &removed {
+        txn.remove(keys::message(*seq));
+    }
+    removed
+}
+
+/// Duplicate-window keys. The window is a queue: an apply pops entries at the front
+/// (expiry) and then pushes at most at the back (a new id). Pushed entries are recognisable
+/// because a new id is always recorded with a sequence assigned by this very apply.
+fn stage_dedup(
+    persisted: &mut Persisted,
+    group: &StreamGroup,
+    before: &Before,
+    txn: &mut MachineTxn<'_>,
+) -> Result<(), MachineError> {
+    let stream = group.stream();
+    let after = stream.dedup_entry_count();
+    let pushed = stream
+        .dedup_entries()
+        .rev()
+        .take_while(|(_, _, seq)| seq.is_some_and(|seq| seq > before.last_seq))
+        .count();
+    let popped = (before.dedup_entries + pushed)
+        .checked_sub(after)
+        .filter(|popped| *popped <= before.dedup_entries)
+        .ok_or_else(|| {
+            MachineError::Corrupt("duplicate window changed other than at its ends".into())
+        })?;
+    for ordinal in persisted.dedup_first..persisted.dedup_first + popped as u64 {
+        txn.remove(keys::dedup(ordinal));
+    }
+    persisted.dedup_first += popped as u64;
+    let first_pushed = persisted.dedup_first + (after - pushed) as u64;
+    for (offset, (ts_nanos, msg_id, seq)) in stream.dedup_entries().skip(after - pushed).enumerate()
+    {
+        let entry = DedupEntryV1 {
+            ts_nanos,
+            msg_id: msg_id.to_string(),
+            seq,
+        };
+        txn.insert(
+            keys::dedup(first_pushed + offset as u64),
+            keys::encode(&entry),
+        );
+    }
+    Ok(())
+}
+
+/// Layout, stream config and `s/state`, each only when it changed.
+fn stage_stream_record(persisted: &mut Persisted, group: &StreamGroup, txn: &mut MachineTxn<'_>) {
+    let stream = group.stream();
+    if persisted.config.as_ref() != Some(stream.config()) {
+        if persisted.config.is_none() {
+            txn.insert(keys::LAYOUT, vec![keys::LAYOUT_V1]);
+        }
+        let json = serde_json::to_vec(stream.config()).expect("config serializes");
+        let mut value = vec![keys::VALUE_V1];
+        value.extend_from_slice(&json);
+        txn.insert(keys::STREAM_CONFIG, value);
+        persisted.config = Some(stream.config().clone());
+    }
+    let record = keys::encode(&keys::StreamRecordV1::new(
+        stream.scalars(),
+        persisted.dedup_first,
+    ));
+    if persisted.stream_record.as_ref() != Some(&record) {
+        txn.insert(keys::STREAM_STATE, record.clone());
+        persisted.stream_record = Some(record);
+    }
+}
+
+fn stage_consumers(
+    persisted: &mut Persisted,
+    group: &StreamGroup,
+    before: &Before,
+    command: &GroupCommand,
+    outcome: &Result<GroupOutcome, ApiError>,
+    removed: &[u64],
+    txn: &mut MachineTxn<'_>,
+) -> Result<(), MachineError> {
+    // Deleted consumers: every key they had.
+    let gone: Vec<String> = persisted
+        .consumers
+        .keys()
+        .filter(|name| group.consumer(name).is_none())
+        .cloned()
+        .collect();
+    for name in gone {
+        let pending = before
+            .pending
+            .as_ref()
+            .and_then(|pending| pending.get(&name))
+            .ok_or_else(|| MachineError::Corrupt(format!("consumer {name} vanished")))?;
+        for seq in pending {
+            txn.remove(keys::pending(&name, *seq));
+        }
+        txn.remove(keys::consumer_config(&name));
+        txn.remove(keys::consumer_state(&name));
+        persisted.consumers.remove(&name);
+    }
+
+    if let (GroupCommand::UpsertConsumer { name, .. }, Ok(_)) = (command, outcome) {
+        if let Some(consumer) = group.consumer(name) {
+            let config = ConsumerConfigV1 {
+                config: JsonValue(consumer.config().clone()),
+            };
+            txn.insert(keys::consumer_config(name), keys::encode(&config));
+        }
+    }
+
+    // Pending keys a removal of messages dropped, in every consumer.
+    for (name, consumer) in group.consumers() {
+        match before
+            .pending
+            .as_ref()
+            .and_then(|pending| pending.get(name))
+        {
+            Some(seqs) => {
+                for seq in seqs
+                    .iter()
+                    .filter(|seq| consumer.pending_entry(**seq).is_none())
+                {
+                    txn.remove(keys::pending(name, *seq));
+                }
+            }
+            None => {
+                // A pending entry only exists for a delivered sequence.
+                let delivered = consumer.delivered().stream_seq;
+                for seq in removed.iter().filter(|seq| **seq <= delivered) {
+                    txn.remove(keys::pending(name, *seq));
+                }
+            }
+        }
+    }
+
+    // The commanded consumer's touched entries, written as they are now.
+    if let (GroupCommand::Consumer { name, command }, Ok(GroupOutcome::Consumer { outcome, .. })) =
+        (command, outcome)
+    {
+        if let Some(consumer) = group.consumer(name) {
+            for seq in touched_pending(command, outcome, &before.due) {
+                match consumer.pending_entry(seq) {
+                    Some(entry) => txn.insert(
+                        keys::pending(name, seq),
+                        keys::encode(&keys::PendingV1::from(entry)),
+                    ),
+                    None => txn.remove(keys::pending(name, seq)),
+                }
+            }
+        }
+    }
+
+    // State records of every consumer this command may have moved, when they changed.
+    let named = match command {
+        GroupCommand::Consumer { name, .. } | GroupCommand::UpsertConsumer { name, .. } => {
+            Some(name.as_str())
+        }
+        _ => None,
+    };
+    let all = !removed.is_empty() || before.pending.is_some();
+    for (name, consumer) in group.consumers() {
+        if !(all || named == Some(name)) {
+            continue;
+        }
+        let record = keys::encode(&ConsumerStateV1::from(consumer.export()));
+        if persisted.consumers.get(name) != Some(&record) {
+            txn.insert(keys::consumer_state(name), record.clone());
+            persisted.consumers.insert(name.to_string(), record);
+        }
+    }
+    Ok(())
+}
+
+/// Pending sequences a consumer command may have changed.
+fn touched_pending(
+    command: &ConsumerCommand,
+    outcome: &ConsumerOutcome,
+    due: &[u64],
+) -> BTreeSet<u64> {
+    let mut touched: BTreeSet<u64> = due.iter().copied().collect();
+    match command {
+        ConsumerCommand::DeliverNext { .. } => {}
+        ConsumerCommand::Ack { stream_seq }
+        | ConsumerCommand::AckAll { stream_seq }
+        | ConsumerCommand::Nak { stream_seq, .. }
+        | ConsumerCommand::Term { stream_seq }
+        | ConsumerCommand::InProgress { stream_seq, .. } => {
+            touched.insert(*stream_seq);
+        }
+    }
+    match outcome {
+        ConsumerOutcome::Delivered(deliveries) => {
+            touched.extend(deliveries.iter().map(|delivery| delivery.stream_seq));
+        }
+        ConsumerOutcome::Ack(AckOutcome::Acked { stream_seqs }) => {
+            touched.extend(stream_seqs.iter().copied());
+        }
+        ConsumerOutcome::Ack(_) => {}
+    }
+    touched
+}

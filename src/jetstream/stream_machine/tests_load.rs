@@ -1,0 +1,333 @@
+//! `StreamMachine` without Raft: random command sequences applied through `GroupMachine::apply`
+//! in batches (as openraft hands them over), committed to a temporary sled tree. After
+//! every batch a fresh machine loaded from the same keys must hold exactly the state of the
+//! running one, and both must match a plain `StreamGroup` fed the same commands.
+
+use bytes::Bytes;
+
+use crate::consensus::machine::ApplyPosition;
+use crate::consensus::{Command, GroupMachine, MachineError, MachineTxn, MachineView};
+use crate::jetstream::codec;
+use crate::jsapi::consumer_config::{AckPolicy, ConsumerConfig, DeliverPolicy};
+use crate::jsapi::stream_config::{RetentionPolicy, StorageType, StreamConfig};
+use crate::jscore::consumer::ConsumerCommand;
+use crate::jscore::group::{GroupCommand, GroupOutcome, StreamGroup};
+use crate::jscore::stream::{AppendRequest, PurgeRequest};
+
+use super::{StreamCommandWire, StreamMachine, StreamView};
+
+struct XorShift(u64);
+
+impl XorShift {
+    fn below(&mut self, bound: u64) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x % bound
+    }
+}
+
+/// A machine over a temporary sled tree, applying and committing like the state machine.
+pub(super) struct Harness {
+    pub tree: sled::Tree,
+    pub view: MachineView,
+    pub machine: StreamMachine,
+    pub stream: StreamView,
+    index: u64,
+}
+
+impl Harness {
+    pub fn new(config: StreamConfig) -> Harness {
+        let db = sled::Config::new().temporary(true).open().unwrap();
+        let tree = db.open_tree("groups").unwrap();
+        let view = MachineView::new(tree.clone(), 9);
+        let (mut machine, stream) = StreamMachine::new(config);
+        machine.load(&view).unwrap();
+        Harness {
+            tree,
+            view,
+            machine,
+            stream,
+            index: 0,
+        }
+    }
+
+    /// Applies `commands` as one batch and commits it; returns the decoded responses.
+    pub fn apply(
+        &mut self,
+        commands: &[Command],
+    ) -> Vec<Result<GroupOutcome, crate::jsapi::ApiError>> {
+        self.index += 1;
+        let mut txn = MachineTxn::new(&self.view);
+        let responses: Vec<_> = commands
+            .iter()
+            .enumerate()
+            .map(|(position, command)| {
+                let at = ApplyPosition {
+                    index: self.index,
+                    position: position as u32,
+                };
+                let response = self.machine.apply(at, command, &mut txn).unwrap();
+                codec::decode_response::<GroupOutcome>(&response).unwrap()
+            })
+            .collect();
+        let mut batch = sled::Batch::default();
+        txn.into_batch(&mut batch);
+        self.tree.apply_batch(batch).unwrap();
+        responses
+    }
+
+    /// A fresh machine loaded from the committed keys (its config argument must not matter).
+    pub fn reloaded(&self) -> StreamGroup {
+        let (mut machine, view) = StreamMachine::new(StreamConfig::new("OTHER", &["o"]));
+        machine.load(&self.view).unwrap();
+        view.read(StreamGroup::clone)
+    }
+
+    pub fn state(&self) -> StreamGroup {
+        self.stream.read(StreamGroup::clone)
+    }
+}
+
+pub(super) fn encode(command: GroupCommand) -> Command {
+    codec::command(codec::STREAM_COMMAND_V1, &StreamCommandWire::from(command))
+}
+
+fn headers(random: &mut XorShift, last_seq: u64) -> Option<Bytes> {
+    let mut block = String::from("NATS/1.0\r\n");
+    match random.below(6) {
+        0 => return None,
+        1 | 2 => block += &format!("Nats-Msg-Id: id-{}\r\n", random.below(12)),
+        3 => block += "Nats-Rollup: sub\r\n",
+        4 => {
+            block += &format!(
+                "Nats-Expected-Last-Sequence: {}\r\n",
+                last_seq + random.below(2)
+            )
+        }
+        _ => block += "Nats-Rollup: all\r\n",
+    }
+    Some(Bytes::from(block + "\r\n"))
+}
+
+fn consumer_config(
+    random: &mut XorShift,
+    retention: RetentionPolicy,
+    name: &str,
+) -> ConsumerConfig {
+    let filter = match (retention, name) {
+        (RetentionPolicy::WorkQueue, "a") => "s.a",
+        (RetentionPolicy::WorkQueue, _) => "s.b",
+        _ => ["", "s.a", "s.*"][random.below(3) as usize],
+    };
+    ConsumerConfig {
+        ack_policy: [AckPolicy::Explicit, AckPolicy::All, AckPolicy::None]
+            [random.below(3) as usize],
+        deliver_policy: [
+            DeliverPolicy::All,
+            DeliverPolicy::LastPerSubject,
+            DeliverPolicy::New,
+        ][random.below(3) as usize],
+        ack_wait: 5 + random.below(10) as i64,
+        max_deliver: [0, 2, 3][random.below(3) as usize],
+        max_ack_pending: [0, 4][random.below(2) as usize],
+        filter_subject: filter.into(),
+        ..Default::default()
+    }
+}
+
+fn random_command(random: &mut XorShift, group: &StreamGroup, now: i64) -> GroupCommand {
+    let stream = group.stream();
+    let retention = stream.limits().retention;
+    let names = ["a", "b", "c"];
+    let name = names[random.below(3) as usize].to_string();
+    let seq =
+        stream.first_seq() + random.below(stream.last_seq().saturating_sub(stream.first_seq()) + 3);
+    let consumer = |command| GroupCommand::Consumer {
+        name: name.clone(),
+        command,
+    };
+    match random.below(40) {
+        0..=13 => GroupCommand::Append(AppendRequest {
+            subject: format!("s.{}", ["a", "b", "c", "d"][random.below(4) as usize]),
+            headers: headers(random, stream.last_seq()),
+            payload: Bytes::from(vec![b'x'; random.below(20) as usize]),
+            now_nanos: now,
+        }),
+        14 => GroupCommand::Purge(PurgeRequest {
+            filter: [None, Some("s.a".to_string())][random.below(2) as usize].clone(),
+            seq: [0, seq][random.below(2) as usize],
+            keep: 0,
+        }),
+        15 => GroupCommand::Purge(PurgeRequest {
+            filter: None,
+            seq: 0,
+            keep: random.below(4),
+        }),
+        16 => GroupCommand::DeleteMsg { seq },
+        17 => GroupCommand::Expire { now_nanos: now },
+        18 => {
+            let mut config = stream.config().clone();
+            config.max_msgs = [0, 10, 30][random.below(3) as usize];
+            config.max_msgs_per_subject = [0, 3][random.below(2) as usize];
+            GroupCommand::UpdateStream {
+                config,
+                now_nanos: now,
+            }
+        }
+        19..=20 => GroupCommand::UpsertConsumer {
+            config: consumer_config(random, retention, &name),
+            name,
+        },
+        21 => GroupCommand::DeleteConsumer { name },
+        22..=28 => consumer(ConsumerCommand::DeliverNext {
+            max_messages: 1 + random.below(4) as usize,
+            now_nanos: now,
+        }),
+        29..=33 => consumer(ConsumerCommand::Ack { stream_seq: seq }),
+        34 => consumer(ConsumerCommand::AckAll { stream_seq: seq }),
+        35..=36 => consumer(ConsumerCommand::Nak {
+            stream_seq: seq,
+            delay_nanos: [None, Some(3)][random.below(2) as usize],
+            now_nanos: now,
+        }),
+        37 => consumer(ConsumerCommand::Term { stream_seq: seq }),
+        _ => consumer(ConsumerCommand::InProgress {
+            stream_seq: seq,
+            now_nanos: now,
+        }),
+    }
+}
+
+fn run(seed: u64, retention: RetentionPolicy) {
+    let mut random = XorShift(seed);
+    let mut config = StreamConfig::new("S", &["s.>"]);
+    config.storage = StorageType::Memory;
+    config.retention = retention;
+    config.max_msgs = 30;
+    config.max_age = 400;
+    config.duplicate_window = 40;
+    config.allow_rollup_hdrs = true;
+    let mut harness = Harness::new(config.clone());
+    let mut model = StreamGroup::new(config);
+    let mut now = 1_000i64;
+    for step in 0..300 {
+        let mut batch = Vec::new();
+        for _ in 0..1 + random.below(4) {
+            now += random.below(6) as i64;
+            // Generated against the model, which runs ahead of the machine within a batch.
+            let command = random_command(&mut random, &model, now);
+            let expected = model.apply(command.clone());
+            batch.push((encode(command), expected));
+        }
+        let commands: Vec<Command> = batch.iter().map(|(command, _)| command.clone()).collect();
+        let responses = harness.apply(&commands);
+        for ((_, expected), response) in batch.iter().zip(responses) {
+            assert_eq!(&response, expected, "seed {seed} step {step}");
+        }
+        let state = harness.state();
+        assert_eq!(
+            state, model,
+            "seed {seed} step {step}: machine follows the model"
+        );
+        assert_eq!(
+            harness.reloaded(),
+            state,
+            "seed {seed} step {step}: load restores it"
+        );
+    }
+}
+
+#[test]
+fn load_restores_exactly_what_apply_built() {
+    for seed in 1..=6u64 {
+        for retention in [
+            RetentionPolicy::Limits,
+            RetentionPolicy::Interest,
+            RetentionPolicy::WorkQueue,
+        ] {
+            run(seed * 7919, retention);
+        }
+    }
+}
+
+#[test]
+fn an_ack_touches_a_constant_number_of_keys() {
+    let mut harness = Harness::new(StreamConfig::new("S", &["s.>"]));
+    for i in 0..200 {
+        harness.apply(&[encode(GroupCommand::Append(AppendRequest {
+            subject: "s.a".into(),
+            headers: None,
+            payload: Bytes::from(format!("m{i}")),
+            now_nanos: i,
+        }))]);
+    }
+    let config = ConsumerConfig {
+        ack_policy: AckPolicy::Explicit,
+        max_ack_pending: -1,
+        ..Default::default()
+    };
+    harness.apply(&[encode(GroupCommand::UpsertConsumer {
+        name: "d".into(),
+        config,
+    })]);
+    let consumer = |command| {
+        encode(GroupCommand::Consumer {
+            name: "d".into(),
+            command,
+        })
+    };
+    harness.apply(&[consumer(ConsumerCommand::DeliverNext {
+        max_messages: 200,
+        now_nanos: 300,
+    })]);
+    let mut txn = MachineTxn::new(&harness.view);
+    let at = ApplyPosition {
+        index: 1_000,
+        position: 0,
+    };
+    harness
+        .machine
+        .apply(
+            at,
+            &consumer(ConsumerCommand::Ack { stream_seq: 1 }),
+            &mut txn,
+        )
+        .unwrap();
+    // The pending key and the consumer's state record; nothing else.
+    assert_eq!(txn.len(), 2);
+}
+
+#[test]
+fn unknown_or_undecodable_commands_are_corrupt_state() {
+    let mut harness = Harness::new(StreamConfig::new("S", &["s.>"]));
+    let mut txn = MachineTxn::new(&harness.view);
+    let at = ApplyPosition {
+        index: 1,
+        position: 0,
+    };
+    for command in [
+        Command::new(codec::META_COMMAND_V1, Bytes::new()),
+        Command::new(codec::STREAM_COMMAND_V1, Bytes::from_static(&[200, 1])),
+    ] {
+        let result = harness.machine.apply(at, &command, &mut txn);
+        assert!(
+            matches!(result, Err(MachineError::Corrupt(_))),
+            "{result:?}"
+        );
+    }
+}
+
+#[test]
+fn keys_without_a_known_layout_do_not_load() {
+    let harness = Harness::new(StreamConfig::new("S", &["s.>"]));
+    let key = crate::consensus::state_db::key(9, crate::consensus::state_db::SPACE_DATA, b"v");
+    harness.tree.insert(key, &[9u8][..]).unwrap();
+    let (mut machine, _) = StreamMachine::new(StreamConfig::new("S", &["s.>"]));
+    assert!(matches!(
+        machine.load(&harness.view),
+        Err(MachineError::Corrupt(_))
+    ));
+}

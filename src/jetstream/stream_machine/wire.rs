@@ -1,0 +1,317 @@
+//! `StreamCommandWire`: a `jscore::group::GroupCommand` in the form that travels in Raft
+//! entries (command kind `codec::STREAM_COMMAND_V1`, postcard).
+//!
+//! A mirror of `GroupCommand` rather than serde derives on it, because its configs carry
+//! JSON-tuned serde attributes that postcard (not self-describing) cannot honour: configs
+//! travel as JSON text ([`JsonValue`]). The mirror also pins the format: postcard encodes an
+//! enum as its variant index and a struct as its fields in order, so the variant order below
+//! is the wire format. **Append only**: never reorder, remove or reuse a variant or field; a
+//! changed shape is a new command kind.
+//!
+//! Variant indexes: `StreamCommandWire` — 0 Append, 1 Purge, 2 DeleteMsg, 3 Expire,
+//! 4 UpdateStream, 5 UpsertConsumer, 6 DeleteConsumer, 7 Consumer. `ConsumerCommandWire` —
+//! 0 DeliverNext, 1 Ack, 2 AckAll, 3 Nak, 4 Term, 5 InProgress.
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use crate::jetstream::codec::JsonValue;
+use crate::jsapi::consumer_config::ConsumerConfig;
+use crate::jsapi::stream_config::StreamConfig;
+use crate::jscore::consumer::ConsumerCommand;
+use crate::jscore::group::GroupCommand;
+use crate::jscore::stream::{AppendRequest, PurgeRequest};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StreamCommandWire {
+    Append {
+        subject: String,
+        headers: Option<Bytes>,
+        payload: Bytes,
+        now_nanos: i64,
+    },
+    Purge {
+        filter: Option<String>,
+        seq: u64,
+        keep: u64,
+    },
+    DeleteMsg {
+        seq: u64,
+    },
+    Expire {
+        now_nanos: i64,
+    },
+    UpdateStream {
+        config: JsonValue<StreamConfig>,
+        now_nanos: i64,
+    },
+    UpsertConsumer {
+        name: String,
+        config: JsonValue<ConsumerConfig>,
+    },
+    DeleteConsumer {
+        name: String,
+    },
+    Consumer {
+        name: String,
+        command: ConsumerCommandWire,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ConsumerCommandWire {
+    /// `max_messages` as u64: `usize` is not a portable width.
+    DeliverNext {
+        max_messages: u64,
+        now_nanos: i64,
+    },
+    Ack {
+        stream_seq: u64,
+    },
+    AckAll {
+        stream_seq: u64,
+    },
+    Nak {
+        stream_seq: u64,
+        delay_nanos: Option<i64>,
+        now_nanos: i64,
+    },
+    Term {
+        stream_seq: u64,
+    },
+    InProgress {
+        stream_seq: u64,
+        now_nanos: i64,
+    },
+}
+
+impl From<GroupCommand> for StreamCommandWire {
+    fn from(command: GroupCommand) -> Self {
+        match command {
+            GroupCommand::Append(request) => StreamCommandWire::Append {
+                subject: request.subject,
+                headers: request.headers,
+                payload: request.payload,
+                now_nanos: request.now_nanos,
+            },
+            GroupCommand::Purge(request) => StreamCommandWire::Purge {
+                filter: request.filter,
+                seq: request.seq,
+                keep: request.keep,
+            },
+            GroupCommand::DeleteMsg { seq } => StreamCommandWire::DeleteMsg { seq },
+            GroupCommand::Expire { now_nanos } => StreamCommandWire::Expire { now_nanos },
+            GroupCommand::UpdateStream { config, now_nanos } => StreamCommandWire::UpdateStream {
+                config: JsonValue(config),
+                now_nanos,
+            },
+            GroupCommand::UpsertConsumer { name, config } => StreamCommandWire::UpsertConsumer {
+                name,
+                config: JsonValue(config),
+            },
+            GroupCommand::DeleteConsumer { name } => StreamCommandWire::DeleteConsumer { name },
+            GroupCommand::Consumer { name, command } => StreamCommandWire::Consumer {
+                name,
+                command: command.into(),
+            },
+        }
+    }
+}
+
+impl From<StreamCommandWire> for GroupCommand {
+    fn from(wire: StreamCommandWire) -> Self {
+        match wire {
+            StreamCommandWire::Append {
+                subject,
+                headers,
+                payload,
+                now_nanos,
+            } => GroupCommand::Append(AppendRequest {
+                subject,
+                headers,
+                payload,
+                now_nanos,
+            }),
+            StreamCommandWire::Purge { filter, seq, keep } => {
+                GroupCommand::Purge(PurgeRequest { filter, seq, keep })
+            }
+            StreamCommandWire::DeleteMsg { seq } => GroupCommand::DeleteMsg { seq },
+            StreamCommandWire::Expire { now_nanos } => GroupCommand::Expire { now_nanos },
+            StreamCommandWire::UpdateStream { config, now_nanos } => GroupCommand::UpdateStream {
+                config: config.0,
+                now_nanos,
+            },
+            StreamCommandWire::UpsertConsumer { name, config } => GroupCommand::UpsertConsumer {
+                name,
+                config: config.0,
+            },
+            StreamCommandWire::DeleteConsumer { name } => GroupCommand::DeleteConsumer { name },
+            StreamCommandWire::Consumer { name, command } => GroupCommand::Consumer {
+                name,
+                command: command.into(),
+            },
+        }
+    }
+}
+
+impl From<ConsumerCommand> for ConsumerCommandWire {
+    fn from(command: ConsumerCommand) -> Self {
+        match command {
+            ConsumerCommand::DeliverNext {
+                max_messages,
+                now_nanos,
+            } => ConsumerCommandWire::DeliverNext {
+                max_messages: max_messages as u64,
+                now_nanos,
+            },
+            ConsumerCommand::Ack { stream_seq } => ConsumerCommandWire::Ack { stream_seq },
+            ConsumerCommand::AckAll { stream_seq } => ConsumerCommandWire::AckAll { stream_seq },
+            ConsumerCommand::Nak {
+                stream_seq,
+                delay_nanos,
+                now_nanos,
+            } => ConsumerCommandWire::Nak {
+                stream_seq,
+                delay_nanos,
+                now_nanos,
+            },
+            ConsumerCommand::Term { stream_seq } => ConsumerCommandWire::Term { stream_seq },
+            ConsumerCommand::InProgress {
+                stream_seq,
+                now_nanos,
+            } => ConsumerCommandWire::InProgress {
+                stream_seq,
+                now_nanos,
+            },
+        }
+    }
+}
+
+impl From<ConsumerCommandWire> for ConsumerCommand {
+    fn from(wire: ConsumerCommandWire) -> Self {
+        match wire {
+            ConsumerCommandWire::DeliverNext {
+                max_messages,
+                now_nanos,
+            } => ConsumerCommand::DeliverNext {
+                // A batch larger than memory is not a meaningful request: saturate.
+                max_messages: usize::try_from(max_messages).unwrap_or(usize::MAX),
+                now_nanos,
+            },
+            ConsumerCommandWire::Ack { stream_seq } => ConsumerCommand::Ack { stream_seq },
+            ConsumerCommandWire::AckAll { stream_seq } => ConsumerCommand::AckAll { stream_seq },
+            ConsumerCommandWire::Nak {
+                stream_seq,
+                delay_nanos,
+                now_nanos,
+            } => ConsumerCommand::Nak {
+                stream_seq,
+                delay_nanos,
+                now_nanos,
+            },
+            ConsumerCommandWire::Term { stream_seq } => ConsumerCommand::Term { stream_seq },
+            ConsumerCommandWire::InProgress {
+                stream_seq,
+                now_nanos,
+            } => ConsumerCommand::InProgress {
+                stream_seq,
+                now_nanos,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jetstream::codec;
+
+    fn round_trip(command: GroupCommand) {
+        let encoded = codec::command(
+            codec::STREAM_COMMAND_V1,
+            &StreamCommandWire::from(command.clone()),
+        );
+        let wire: StreamCommandWire =
+            codec::decode_command(codec::STREAM_COMMAND_V1, &encoded).unwrap();
+        assert_eq!(GroupCommand::from(wire), command);
+    }
+
+    #[test]
+    fn every_command_round_trips() {
+        let mut stream_config = StreamConfig::new("S", &["s.>"]);
+        stream_config.max_msgs = 10;
+        let consumer_config = ConsumerConfig {
+            durable_name: "d".into(),
+            filter_subjects: vec!["s.a".into(), "s.b".into()],
+            backoff: vec![1, 2],
+            ..Default::default()
+        };
+        let consumer = |command| GroupCommand::Consumer {
+            name: "d".into(),
+            command,
+        };
+        for command in [
+            GroupCommand::Append(AppendRequest {
+                subject: "s.a".into(),
+                headers: Some(Bytes::from_static(b"NATS/1.0\r\nA: b\r\n\r\n")),
+                payload: Bytes::from_static(&[0, 1, 255]),
+                now_nanos: -3,
+            }),
+            GroupCommand::Purge(PurgeRequest {
+                filter: Some("s.a".into()),
+                seq: 3,
+                keep: 0,
+            }),
+            GroupCommand::DeleteMsg { seq: 9 },
+            GroupCommand::Expire { now_nanos: 77 },
+            GroupCommand::UpdateStream {
+                config: stream_config,
+                now_nanos: 1,
+            },
+            GroupCommand::UpsertConsumer {
+                name: "d".into(),
+                config: consumer_config,
+            },
+            GroupCommand::DeleteConsumer { name: "d".into() },
+            consumer(ConsumerCommand::DeliverNext {
+                max_messages: 5,
+                now_nanos: 2,
+            }),
+            consumer(ConsumerCommand::Ack { stream_seq: 1 }),
+            consumer(ConsumerCommand::AckAll { stream_seq: 2 }),
+            consumer(ConsumerCommand::Nak {
+                stream_seq: 3,
+                delay_nanos: Some(4),
+                now_nanos: 5,
+            }),
+            consumer(ConsumerCommand::Term { stream_seq: 6 }),
+            consumer(ConsumerCommand::InProgress {
+                stream_seq: 7,
+                now_nanos: 8,
+            }),
+        ] {
+            round_trip(command);
+        }
+    }
+
+    #[test]
+    fn variant_indexes_are_the_documented_ones() {
+        // postcard writes the variant index first: pin a few so a reorder fails loudly.
+        let first_byte = |wire: &StreamCommandWire| codec::encode(wire)[0];
+        assert_eq!(first_byte(&StreamCommandWire::Expire { now_nanos: 0 }), 3);
+        assert_eq!(
+            first_byte(&StreamCommandWire::Consumer {
+                name: String::new(),
+                command: ConsumerCommandWire::Term { stream_seq: 0 },
+            }),
+            7
+        );
+        assert_eq!(
+            codec::encode(&ConsumerCommandWire::InProgress {
+                stream_seq: 0,
+                now_nanos: 0
+            })[0],
+            5
+        );
+    }
+}

@@ -1,0 +1,394 @@
+//! JetStream consumers through async-nats's JetStream API: create (idempotent, strict,
+//! ephemeral with a generated name), info numbers, pull fetches and batches with acks,
+//! double acks, NAK and ack-wait redelivery, no_wait and expiry, names/list/delete,
+//! inactive ephemerals, and push delivery with idle heartbeats.
+
+mod common;
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer, stream, AckKind};
+use common::within;
+use futures::StreamExt;
+use jetraft::config::Config;
+
+async fn js_server() -> (jetraft::server::RunningServer, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::loopback();
+    config.jetstream = true;
+    config.store_dir = dir.path().to_path_buf();
+    (common::start(config).await, dir)
+}
+
+async fn orders(js: &jetstream::Context, messages: u64) -> stream::Stream {
+    let stream = within(
+        "stream create",
+        js.get_or_create_stream(stream::Config {
+            name: "ORDERS".into(),
+            subjects: vec!["orders.*".into()],
+            ..Default::default()
+        }),
+    )
+    .await
+    .unwrap();
+    for i in 1..=messages {
+        js.publish(format!("orders.{}", i % 3), format!("order {i}").into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    stream
+}
+
+fn durable(name: &str) -> consumer::pull::Config {
+    consumer::pull::Config {
+        durable_name: Some(name.into()),
+        ack_policy: consumer::AckPolicy::Explicit,
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn create_info_and_idempotence() {
+    let (server, _dir) = js_server().await;
+    let js = jetstream::new(common::connect(&server).await);
+    let stream = orders(&js, 4).await;
+
+    let mut consumer = stream.create_consumer(durable("proc")).await.unwrap();
+    let info = consumer.info().await.unwrap().clone();
+    assert_eq!(info.name, "proc");
+    assert_eq!(info.stream_name, "ORDERS");
+    assert_eq!(info.num_pending, 4);
+    assert_eq!(info.num_ack_pending, 0);
+    assert_eq!(info.delivered.consumer_sequence, 0);
+    assert_eq!(info.config.ack_wait, Duration::from_secs(30));
+    assert_eq!(info.config.max_ack_pending, 1000);
+
+    // The same config again is fine, also with action "create"; a different one is not.
+    stream.create_consumer(durable("proc")).await.unwrap();
+    stream
+        .create_consumer_strict(durable("proc"))
+        .await
+        .unwrap();
+    let mut different = durable("proc");
+    different.description = Some("changed".into());
+    let err = stream.create_consumer_strict(different).await.unwrap_err();
+    assert!(err.to_string().contains("consumer already exists"), "{err}");
+    // Immutable fields cannot change.
+    let mut ack_all = durable("proc");
+    ack_all.ack_policy = consumer::AckPolicy::All;
+    let err = stream.create_consumer(ack_all).await.unwrap_err();
+    assert!(
+        err.to_string().contains("ack policy can not be updated"),
+        "{err}"
+    );
+
+    let err = stream.consumer_info("missing").await.unwrap_err();
+    assert!(err.to_string().contains("consumer not found"), "{err}");
+    let err = js.get_stream("NOPE").await.map(|_| ()).unwrap_err();
+    assert!(err.to_string().contains("stream not found"), "{err}");
+}
+
+#[tokio::test]
+async fn fetch_ack_and_double_ack() {
+    let (server, _dir) = js_server().await;
+    let js = jetstream::new(common::connect(&server).await);
+    let stream = orders(&js, 5).await;
+    let consumer = stream.create_consumer(durable("proc")).await.unwrap();
+
+    let mut batch = consumer.fetch().max_messages(3).messages().await.unwrap();
+    let mut seen = Vec::new();
+    while let Some(msg) = within("fetch", batch.next()).await {
+        let msg = msg.unwrap();
+        let info = msg.info().unwrap();
+        assert_eq!(info.delivered, 1);
+        seen.push((info.stream_sequence, info.consumer_sequence, info.pending));
+        assert_eq!(
+            msg.subject.as_str(),
+            format!("orders.{}", info.stream_sequence % 3)
+        );
+        msg.double_ack().await.unwrap();
+    }
+    assert_eq!(seen, vec![(1, 1, 4), (2, 2, 3), (3, 3, 2)]);
+
+    let info = stream.consumer_info("proc").await.unwrap();
+    assert_eq!(info.ack_floor.stream_sequence, 3);
+    assert_eq!(info.delivered.stream_sequence, 3);
+    assert_eq!(info.num_ack_pending, 0);
+    assert_eq!(info.num_pending, 2);
+
+    // The rest, then nothing: a no_wait fetch ends at once.
+    let mut rest = consumer.fetch().max_messages(10).messages().await.unwrap();
+    let mut count = 0;
+    while let Some(msg) = within("fetch rest", rest.next()).await {
+        msg.unwrap().ack().await.unwrap();
+        count += 1;
+    }
+    assert_eq!(count, 2);
+    let mut empty = consumer.fetch().max_messages(10).messages().await.unwrap();
+    assert!(within("empty fetch", empty.next()).await.is_none());
+}
+
+#[tokio::test]
+async fn waiting_batch_gets_new_messages_and_expires() {
+    let (server, _dir) = js_server().await;
+    let js = jetstream::new(common::connect(&server).await);
+    let stream = orders(&js, 0).await;
+    let consumer = stream.create_consumer(durable("proc")).await.unwrap();
+
+    let mut batch = consumer
+        .batch()
+        .max_messages(2)
+        .expires(Duration::from_secs(5))
+        .messages()
+        .await
+        .unwrap();
+    js.publish("orders.late", "late".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let msg = within("waiting batch", batch.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(msg.payload.as_ref(), b"late");
+
+    // A request with a short expiry ends (408) without messages.
+    let started = std::time::Instant::now();
+    let mut short = consumer
+        .batch()
+        .max_messages(1)
+        .expires(Duration::from_millis(300))
+        .messages()
+        .await
+        .unwrap();
+    assert!(within("expiry", short.next()).await.is_none());
+    assert!(started.elapsed() >= Duration::from_millis(250));
+}
+
+#[tokio::test]
+async fn nak_and_ack_wait_redeliver() {
+    let (server, _dir) = js_server().await;
+    let js = jetstream::new(common::connect(&server).await);
+    let stream = orders(&js, 1).await;
+    let mut config = durable("proc");
+    config.ack_wait = Duration::from_millis(500);
+    let consumer = stream.create_consumer(config).await.unwrap();
+
+    let next = || async {
+        let mut batch = consumer
+            .batch()
+            .max_messages(1)
+            .expires(Duration::from_secs(3))
+            .messages()
+            .await
+            .unwrap();
+        within("delivery", batch.next()).await.unwrap().unwrap()
+    };
+    let first = next().await;
+    assert_eq!(first.info().unwrap().delivered, 1);
+    first.ack_with(AckKind::Nak(None)).await.unwrap();
+    let second = next().await;
+    assert_eq!(second.info().unwrap().delivered, 2);
+    assert_eq!(second.info().unwrap().stream_sequence, 1);
+    // Not acked: back after ack_wait.
+    let third = next().await;
+    assert_eq!(third.info().unwrap().delivered, 3);
+    assert_eq!(third.info().unwrap().consumer_sequence, 3);
+    third.double_ack().await.unwrap();
+    let info = stream.consumer_info("proc").await.unwrap();
+    assert_eq!(info.num_ack_pending, 0);
+    assert_eq!(info.ack_floor.stream_sequence, 1);
+}
+
+#[tokio::test]
+async fn names_list_delete_and_ephemerals() {
+    let (server, _dir) = js_server().await;
+    let js = jetstream::new(common::connect(&server).await);
+    let stream = orders(&js, 2).await;
+    for name in ["b", "a"] {
+        stream.create_consumer(durable(name)).await.unwrap();
+    }
+    let ephemeral = stream
+        .create_consumer(consumer::pull::Config {
+            inactive_threshold: Duration::from_millis(300),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let generated = ephemeral.cached_info().name.clone();
+    assert_eq!(generated.len(), 8, "{generated}");
+
+    let mut names: Vec<String> = stream.consumer_names().map(|n| n.unwrap()).collect().await;
+    names.sort();
+    let mut expected = vec!["a".to_string(), "b".to_string(), generated.clone()];
+    expected.sort();
+    assert_eq!(names, expected);
+    let infos: Vec<_> = stream.consumers().map(|i| i.unwrap()).collect().await;
+    assert_eq!(infos.len(), 3);
+    assert!(infos.iter().all(|i| i.num_pending == 2));
+
+    assert!(stream.delete_consumer("a").await.unwrap().success);
+    let Err(err) = stream.delete_consumer("a").await else {
+        panic!("second delete succeeded");
+    };
+    assert!(err.to_string().contains("consumer not found"), "{err}");
+
+    // The ephemeral goes away once nobody pulls for its inactive threshold.
+    within("ephemeral cleanup", async {
+        while stream.consumer_info(&generated).await.is_ok() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn push_consumer_delivers_with_heartbeats() {
+    let (server, _dir) = js_server().await;
+    let client = common::connect(&server).await;
+    let js = jetstream::new(client.clone());
+    let stream = orders(&js, 3).await;
+    let deliver = client.new_inbox();
+    let push = stream
+        .create_consumer(consumer::push::Config {
+            durable_name: Some("pusher".into()),
+            deliver_subject: deliver.clone(),
+            ack_policy: consumer::AckPolicy::Explicit,
+            idle_heartbeat: Duration::from_millis(200),
+            flow_control: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut messages = push.messages().await.unwrap();
+    for seq in 1..=3u64 {
+        let msg = within("push delivery", messages.next())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(msg.info().unwrap().stream_sequence, seq);
+        msg.ack().await.unwrap();
+    }
+    js.publish("orders.more", "more".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let msg = within("push delivery of a new message", messages.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(msg.payload.as_ref(), b"more");
+    msg.double_ack().await.unwrap();
+
+    // Heartbeats while idle, visible on a raw subscription.
+    let mut raw = client.subscribe(deliver).await.unwrap();
+    let heartbeat = within("idle heartbeat", raw.next()).await.unwrap();
+    assert_eq!(
+        heartbeat.status,
+        Some(async_nats::StatusCode::IDLE_HEARTBEAT)
+    );
+    let info = stream.consumer_info("pusher").await.unwrap();
+    assert!(info.push_bound);
+    assert_eq!(info.ack_floor.stream_sequence, 4);
+}
+
+#[tokio::test]
+async fn pull_statuses_on_the_wire() {
+    let (server, _dir) = js_server().await;
+    let client = common::connect(&server).await;
+    let js = jetstream::new(client.clone());
+    let stream = orders(&js, 0).await;
+    let mut config = durable("proc");
+    config.max_waiting = 1;
+    stream.create_consumer(config).await.unwrap();
+    let next = "$JS.API.CONSUMER.MSG.NEXT.ORDERS.proc";
+    let status_of =
+        |msg: &async_nats::Message| (msg.status.map(|s| s.as_u16()), msg.description.clone());
+
+    // no_wait with nothing there: 404 at once.
+    let inbox = client.new_inbox();
+    let mut replies = client.subscribe(inbox.clone()).await.unwrap();
+    let body = r#"{"batch":1,"no_wait":true}"#;
+    client
+        .publish_with_reply(next, inbox.clone(), body.into())
+        .await
+        .unwrap();
+    let reply = within("404", replies.next()).await.unwrap();
+    assert_eq!(status_of(&reply), (Some(404), Some("No Messages".into())));
+
+    // max_waiting 1: a second waiting request is refused; deleting the consumer ends the first.
+    let body = r#"{"batch":1,"expires":30000000000}"#;
+    client
+        .publish_with_reply(next, inbox.clone(), body.into())
+        .await
+        .unwrap();
+    client
+        .publish_with_reply(next, inbox.clone(), body.into())
+        .await
+        .unwrap();
+    let reply = within("409 max waiting", replies.next()).await.unwrap();
+    assert_eq!(
+        status_of(&reply),
+        (Some(409), Some("Exceeded MaxWaiting".into()))
+    );
+    assert_eq!(stream.consumer_info("proc").await.unwrap().num_waiting, 1);
+    stream.delete_consumer("proc").await.unwrap();
+    let reply = within("409 deleted", replies.next()).await.unwrap();
+    assert_eq!(
+        status_of(&reply),
+        (Some(409), Some("Consumer Deleted".into()))
+    );
+
+    // Pulling from a consumer that does not exist: nobody answers (503).
+    client
+        .publish_with_reply(next, inbox.clone(), body.into())
+        .await
+        .unwrap();
+    let reply = within("503", replies.next()).await.unwrap();
+    assert_eq!(reply.status.map(|s| s.as_u16()), Some(503));
+}
+
+#[tokio::test]
+async fn consume_many_with_heartbeats() {
+    let (server, _dir) = js_server().await;
+    let js = jetstream::new(common::connect(&server).await);
+    let stream = orders(&js, 0).await;
+    let publishes: Vec<_> = futures::future::join_all(
+        (0..2000).map(|i| js.publish(format!("orders.{}", i % 3), "x".into())),
+    )
+    .await;
+    for ack in publishes {
+        ack.unwrap().await.unwrap();
+    }
+    let consumer = stream.create_consumer(durable("proc")).await.unwrap();
+    let mut messages = consumer
+        .stream()
+        .max_messages_per_batch(300)
+        .heartbeat(Duration::from_millis(200))
+        .expires(Duration::from_secs(2))
+        .messages()
+        .await
+        .unwrap();
+    for expected in 1..=2000u64 {
+        let msg = within("consume", messages.next()).await.unwrap().unwrap();
+        assert_eq!(msg.info().unwrap().stream_sequence, expected);
+        msg.ack().await.unwrap();
+    }
+    // Idle for several heartbeat intervals and request expiries: no error surfaces.
+    let idle = tokio::time::timeout(Duration::from_millis(2500), messages.next()).await;
+    assert!(idle.is_err(), "unexpected item while idle: {:?}", idle.ok());
+    within("ack floor", async {
+        loop {
+            let info = stream.consumer_info("proc").await.unwrap();
+            if info.ack_floor.stream_sequence == 2000 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+}

@@ -1,0 +1,291 @@
+//! JetStream streams through async-nats's JetStream API: create (idempotent, conflicting),
+//! info, publish with PubAcks, dedup, expected-* headers, limits, purge, message get and
+//! delete, names and list, delete, and account info.
+
+mod common;
+
+use async_nats::jetstream::{self, context::Publish, stream};
+use common::within;
+use jetraft::config::Config;
+
+async fn js_server() -> (jetraft::server::RunningServer, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::loopback();
+    config.jetstream = true;
+    config.store_dir = dir.path().to_path_buf();
+    (common::start(config).await, dir)
+}
+
+fn orders() -> stream::Config {
+    stream::Config {
+        name: "ORDERS".into(),
+        subjects: vec!["orders.*".into()],
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn create_publish_and_info() {
+    let (server, _dir) = js_server().await;
+    let client = common::connect(&server).await;
+    let js = jetstream::new(client);
+
+    let mut stream = within("create", js.create_stream(orders())).await.unwrap();
+    let info = stream.info().await.unwrap();
+    assert_eq!(info.config.name, "ORDERS");
+    assert_eq!(info.state.messages, 0);
+
+    for i in 1..=10u64 {
+        let ack = js
+            .publish(format!("orders.{}", i % 3), format!("order {i}").into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+        assert_eq!(ack.stream, "ORDERS");
+        assert_eq!(ack.sequence, i);
+        assert!(!ack.duplicate);
+    }
+    let info = stream.info().await.unwrap();
+    assert_eq!(info.state.messages, 10);
+    assert_eq!(info.state.first_sequence, 1);
+    assert_eq!(info.state.last_sequence, 10);
+    assert_eq!(info.state.subjects_count, 3);
+    assert!(info.state.bytes > 0);
+
+    // Same config again is fine; a different one is refused with 10058.
+    js.create_stream(orders()).await.unwrap();
+    let mut different = orders();
+    different.subjects = vec!["other.*".into()];
+    let err = js.create_stream(different).await.unwrap_err();
+    assert!(err.to_string().contains("10058"), "{err}");
+
+    let account = js.query_account().await.unwrap();
+    assert_eq!(account.streams, 1);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn dedup_and_expected_headers() {
+    let (server, _dir) = js_server().await;
+    let js = jetstream::new(common::connect(&server).await);
+    js.create_stream(orders()).await.unwrap();
+
+    let first = js
+        .send_publish(
+            "orders.a",
+            Publish::build().payload("x".into()).message_id("m-1"),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let again = js
+        .send_publish(
+            "orders.a",
+            Publish::build().payload("x".into()).message_id("m-1"),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    assert_eq!(again.sequence, first.sequence);
+    assert!(again.duplicate);
+
+    let wrong_last = js
+        .send_publish(
+            "orders.a",
+            Publish::build()
+                .payload("y".into())
+                .expected_last_sequence(99),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap_err();
+    assert!(wrong_last.to_string().contains("10071"), "{wrong_last}");
+
+    let wrong_stream = js
+        .send_publish(
+            "orders.a",
+            Publish::build()
+                .payload("y".into())
+                .expected_stream("OTHER"),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap_err();
+    assert!(wrong_stream.to_string().contains("10060"), "{wrong_stream}");
+
+    let right = js
+        .send_publish(
+            "orders.a",
+            Publish::build()
+                .payload("y".into())
+                .expected_last_subject_sequence(first.sequence),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    assert_eq!(right.sequence, 2);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn limits_discard_old_and_new() {
+    let (server, _dir) = js_server().await;
+    let js = jetstream::new(common::connect(&server).await);
+    js.create_stream(stream::Config {
+        name: "OLD".into(),
+        subjects: vec!["old.>".into()],
+        max_messages: 3,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    for i in 0..5 {
+        js.publish("old.x", format!("{i}").into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    let mut old = js.get_stream("OLD").await.unwrap();
+    let info = old.info().await.unwrap();
+    assert_eq!(info.state.messages, 3);
+    assert_eq!(info.state.first_sequence, 3);
+
+    js.create_stream(stream::Config {
+        name: "NEW".into(),
+        subjects: vec!["new.>".into()],
+        max_bytes: 200,
+        discard: stream::DiscardPolicy::New,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let mut refused = None;
+    for i in 0..20 {
+        match js
+            .publish("new.x", vec![b'x'; 40].into())
+            .await
+            .unwrap()
+            .await
+        {
+            Ok(_) => {}
+            Err(err) => {
+                refused = Some((i, err.to_string()));
+                break;
+            }
+        }
+    }
+    let (at, err) = refused.expect("discard new refuses once max_bytes is reached");
+    assert!(at > 0, "the first messages fit");
+    assert!(
+        err.contains("10047") || err.contains("maximum bytes"),
+        "{err}"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn purge_get_delete_names_list_and_delete_stream() {
+    let (server, _dir) = js_server().await;
+    let js = jetstream::new(common::connect(&server).await);
+    let mut stream = js.create_stream(orders()).await.unwrap();
+    for subject in ["orders.a", "orders.b", "orders.a", "orders.c"] {
+        js.publish(subject, subject.into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    let msg = stream.get_raw_message(2).await.unwrap();
+    assert_eq!(msg.subject.as_str(), "orders.b");
+    let last_a = stream
+        .get_last_raw_message_by_subject("orders.a")
+        .await
+        .unwrap();
+    assert_eq!(last_a.sequence, 3);
+
+    assert!(stream.delete_message(2).await.unwrap());
+    let err = stream.get_raw_message(2).await.unwrap_err();
+    assert!(
+        err.to_string().contains("10037") || err.to_string().contains("no message"),
+        "{err}"
+    );
+    let info = stream.info().await.unwrap();
+    assert_eq!(info.state.messages, 3);
+    assert_eq!(info.state.deleted_count, Some(1));
+
+    let purged = stream.purge().filter("orders.a").await.unwrap();
+    assert_eq!(purged.purged, 2);
+    assert_eq!(stream.info().await.unwrap().state.messages, 1);
+
+    js.create_stream(stream::Config {
+        name: "OTHER".into(),
+        subjects: vec!["other.>".into()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    use futures::TryStreamExt;
+    let mut names: Vec<String> = js.stream_names().try_collect().await.unwrap();
+    names.sort();
+    assert_eq!(names, vec!["ORDERS", "OTHER"]);
+    let listed: Vec<_> = js.streams().try_collect().await.unwrap();
+    assert_eq!(listed.len(), 2);
+
+    assert!(js.delete_stream("OTHER").await.unwrap().success);
+    let err = js.get_stream("OTHER").await.unwrap_err();
+    assert!(err.to_string().contains("not found"), "{err}");
+    let overlap = js
+        .create_stream(stream::Config {
+            name: "CLASH".into(),
+            subjects: vec!["orders.>".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert!(overlap.to_string().contains("10065"), "{overlap}");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn streams_and_messages_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::loopback();
+    config.jetstream = true;
+    config.store_dir = dir.path().to_path_buf();
+
+    let server = common::start(config.clone()).await;
+    let js = jetstream::new(common::connect(&server).await);
+    js.create_stream(orders()).await.unwrap();
+    for i in 0..50 {
+        js.publish("orders.new", format!("{i}").into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    server.shutdown().await;
+
+    let server = common::start(config).await;
+    let js = jetstream::new(common::connect(&server).await);
+    let mut stream = js.get_stream("ORDERS").await.unwrap();
+    let info = stream.info().await.unwrap();
+    assert_eq!(info.state.messages, 50);
+    assert_eq!(info.state.last_sequence, 50);
+    let msg = stream.get_raw_message(50).await.unwrap();
+    assert_eq!(&msg.payload[..], b"49");
+    let ack = js
+        .publish("orders.new", "after".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    assert_eq!(ack.sequence, 51);
+    server.shutdown().await;
+}
