@@ -76,6 +76,8 @@ async fn create(
     let action = request.action;
     let handle = stream_handle(js, stream)?;
     let mut config = request.resolve(stream, form)?;
+    // Clients echo back the `_nats.*` entries we report; they are not part of the config.
+    config.metadata.retain(|key, _| !key.starts_with("_nats."));
     if config.name.is_empty() {
         config.name = if config.is_durable() {
             config.durable_name.clone()

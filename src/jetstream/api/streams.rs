@@ -12,7 +12,7 @@ use crate::jsapi::response::{
     encode_success, Paged, PurgeResponse, ResponseType, StreamCreateResponse, StreamInfoResponse,
     StreamListResponse, StreamNamesResponse, SuccessResponse,
 };
-use crate::jsapi::stream_info::StreamState;
+use crate::jsapi::stream_info::{ClusterInfo, StreamState};
 use crate::jsapi::time::Timestamp;
 use crate::jsapi::{ApiError, ErrorKind, StreamConfig, StreamConfigRequest, StreamInfo};
 use crate::jscore::group::{GroupCommand, GroupOutcome};
@@ -30,6 +30,8 @@ const CLUSTER_SIZE: i64 = 1;
 fn requested_config(stream: &str, body: &[u8]) -> Result<StreamConfig, ApiError> {
     let request: StreamConfigRequest = parse_body(body)?;
     let mut config = request.config;
+    // Clients echo back the `_nats.*` entries we report; they are not part of the config.
+    config.metadata.retain(|key, _| !key.starts_with("_nats."));
     if config.name.is_empty() {
         config.name = stream.to_owned();
     }
@@ -234,13 +236,31 @@ pub fn stream_info(
         }
         state
     });
+    let mut config = assignment.config;
+    add_server_metadata(&mut config.metadata);
     Ok(StreamInfo {
-        config: assignment.config,
+        config,
         created: Timestamp::from_unix_nanos(assignment.created_nanos),
         state,
+        // A single node leads every stream; nats-server reports itself as leader too.
+        cluster: Some(ClusterInfo {
+            leader: js.shared().identity.server_name.clone(),
+            ..ClusterInfo::default()
+        }),
         ts: Timestamp::now(),
         ..StreamInfo::default()
     })
+}
+
+/// The `_nats.*` entries nats-server adds to every stream and consumer config it reports
+/// (natscli shows them as "Host Version" and "Required API Level").
+pub fn add_server_metadata(metadata: &mut std::collections::BTreeMap<String, String>) {
+    metadata.insert(
+        "_nats.ver".into(),
+        crate::server::identity::NATS_COMPAT_VERSION.into(),
+    );
+    metadata.insert("_nats.level".into(), super::account::API_LEVEL.to_string());
+    metadata.insert("_nats.req.level".into(), "0".into());
 }
 
 fn timestamp_or_zero(nanos: i64) -> Timestamp {

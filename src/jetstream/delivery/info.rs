@@ -10,7 +10,7 @@ use bytes::Bytes;
 
 use super::{Activity, DeliveryRegistry};
 use crate::jetstream::stream::StreamHandle;
-use crate::jsapi::{ClusterInfo, ConsumerInfo, SequenceInfo, Timestamp};
+use crate::jsapi::{ConsumerInfo, SequenceInfo, Timestamp};
 use crate::jscore::consumer::SequencePair;
 
 /// The info of consumer `name`, or `None` if the stream has no such consumer.
@@ -32,7 +32,8 @@ pub fn consumer_info(
     handle.view().read(|group| {
         let consumer = group.consumer(name)?;
         let progress = consumer.progress(group.stream());
-        let config = consumer.config().clone();
+        let mut config = consumer.config().clone();
+        crate::jetstream::api::streams::add_server_metadata(&mut config.metadata);
         let deliver_subject = Bytes::copy_from_slice(config.deliver_subject.as_bytes());
         let push_bound = !config.is_pull() && registry.outbox().has_interest(&deliver_subject);
         Some(ConsumerInfo {
@@ -52,10 +53,8 @@ pub fn consumer_info(
             num_redelivered: progress.num_redelivered as i64,
             num_waiting: load(|a| a.num_waiting.load(Ordering::Relaxed) as i64),
             num_pending: progress.num_pending,
-            cluster: Some(ClusterInfo {
-                leader: registry.server_name().to_owned(),
-                ..ClusterInfo::default()
-            }),
+            // nats-server reports no cluster block for consumers of a standalone server.
+            cluster: None,
             push_bound,
             ts: now,
             ..ConsumerInfo::default()

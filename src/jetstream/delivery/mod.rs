@@ -3,6 +3,8 @@
 //! * `registry` (this file) — `DeliveryRegistry`, one per node: the streams this node
 //!   delivers for, one delivery task per consumer (`task.rs`), one ack batcher per stream
 //!   (`acks.rs`), and the internal subscriptions on `$JS.ACK.>` and `$JS.FC.>`.
+//! * `task.rs` / `deliver.rs` — a consumer's delivery task: its loop and timers, and how
+//!   it proposes `DeliverNext` and sends the result.
 //! * `pull.rs` / `waiting.rs` — pull requests (`CONSUMER.MSG.NEXT`) and their queue.
 //! * `push.rs` — push consumers: deliver subject, flow control, idle heartbeats.
 //! * `outbox.rs` — status messages, ack subjects, routing by inbox with the stored subject.
@@ -15,6 +17,7 @@
 //! `.await` nor while publishing (a publish can re-enter through the ack subscriber).
 
 mod acks;
+mod deliver;
 pub mod info;
 pub mod outbox;
 pub mod pull;
@@ -290,8 +293,13 @@ impl DeliveryRegistry {
     /// Routes one ack (or flow-control reply) to its stream's batcher or consumer's task.
     fn route_ack(&self, item: AckItem, stream: &str) {
         let streams = self.streams.lock();
-        if let Some(entry) = streams.get(stream) {
-            let _ = entry.acks.send(item);
+        match streams.get(stream) {
+            Some(entry) => {
+                if entry.acks.send(item).is_err() {
+                    tracing::warn!(stream, "DBG ack batcher gone");
+                }
+            }
+            None => tracing::warn!(stream, "DBG ack for unattached stream"),
         }
     }
 

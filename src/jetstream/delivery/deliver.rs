@@ -1,0 +1,229 @@
+//! How a consumer's delivery task delivers: look at what the replicated state would hand
+//! out next (`peek`, without changing anything), propose `DeliverNext` for as many messages
+//! as the demand allows — the front pull request's batch (one at a time under a byte
+//! budget), or a push window — and send what the applied command returned, each message
+//! with its stored subject and `$JS.ACK…` reply. The loop and timers are in `task.rs`.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+
+use tokio::time::Instant;
+
+use super::outbox;
+use super::push::PushState;
+use super::task::{ConsumerTask, Gone, Next, MAX_PULL_BATCH, RETRY_AFTER, SWEEP_EVERY};
+use crate::jetstream::now_nanos;
+use crate::jsapi::{AckPolicy, ErrorKind, RetentionPolicy};
+use crate::jscore::consumer::{ConsumerCommand, ConsumerOutcome};
+use crate::jscore::group::{GroupCommand, GroupOutcome};
+use crate::jscore::stream::StoredMsg;
+use crate::server::message::Message;
+
+impl ConsumerTask {
+    pub(super) async fn deliver_pull(&mut self) -> Result<(), Gone> {
+        while let Some(front) = self.waiting.front_mut() {
+            if self.retry_at.is_some_and(|at| at > Instant::now()) {
+                return Ok(());
+            }
+            let reply = front.reply.clone();
+            let (ends_when_dry, limited) = (front.ends_when_dry(), front.bytes_left.is_some());
+            let (batch_left, pending_bytes) = (front.batch_left, front.pending_bytes());
+            if !self.outbox.has_interest(&reply) {
+                self.waiting.pop_front();
+                continue;
+            }
+            let now = now_nanos();
+            let max = match self.peek(now) {
+                Next::Gone => return Err(Gone),
+                Next::Nothing if ends_when_dry => {
+                    self.waiting.pop_front();
+                    self.outbox.status(&reply, outbox::no_messages());
+                    continue;
+                }
+                Next::Nothing if self.stale_redelivery(now) => 1,
+                Next::Nothing => return Ok(()),
+                Next::Ready { size } if limited && pending_bytes < size => {
+                    self.waiting.pop_front();
+                    let status = outbox::message_too_big(batch_left, pending_bytes);
+                    self.outbox.status(&reply, status);
+                    continue;
+                }
+                Next::Ready { .. } if limited => 1,
+                Next::Ready { .. } => batch_left.clamp(1, MAX_PULL_BATCH) as usize,
+            };
+            let messages = self.deliver_next(max, now).await?;
+            if messages.is_empty() {
+                return Ok(());
+            }
+            let front = self
+                .waiting
+                .front_mut()
+                .expect("only this task changes the queue");
+            let delivered_at = Instant::now();
+            for msg in &messages {
+                front.record_delivery(outbox::charged_size(msg), delivered_at);
+            }
+            if front.is_done() {
+                self.waiting.pop_front();
+            }
+            self.outbox.deliver(&reply, &messages).await;
+        }
+        Ok(())
+    }
+
+    pub(super) async fn deliver_push(&mut self) -> Result<(), Gone> {
+        let Some(subject) = self.push.as_ref().map(|p| p.deliver_subject.clone()) else {
+            return Ok(());
+        };
+        let bound = self.outbox.has_interest(&subject);
+        self.activity.push_bound.store(bound, Ordering::Relaxed);
+        if !bound {
+            return Ok(());
+        }
+        self.activity.touch(now_nanos());
+        loop {
+            let window = self.push.as_ref().map_or(0, PushState::window);
+            if window == 0 || self.retry_at.is_some_and(|at| at > Instant::now()) {
+                return Ok(());
+            }
+            let now = now_nanos();
+            let max = match self.peek(now) {
+                Next::Gone => return Err(Gone),
+                Next::Nothing if self.stale_redelivery(now) => 1,
+                Next::Nothing => return Ok(()),
+                Next::Ready { .. } => window,
+            };
+            let messages = self.deliver_next(max, now).await?;
+            if messages.is_empty() {
+                return Ok(());
+            }
+            let bytes: i64 = messages.iter().map(outbox::charged_size).sum();
+            self.outbox.deliver(&subject, &messages).await;
+            let push = self.push.as_mut().expect("push consumer");
+            if push.record_delivery(messages.len() as u64, bytes as u64, Instant::now()) {
+                let reply = outbox::flow_control_subject(self.stream.name(), &self.name);
+                self.outbox.status_with_reply(
+                    &subject,
+                    outbox::flow_control_request(),
+                    reply.clone(),
+                );
+                push.flow_control_sent(reply);
+            }
+        }
+    }
+
+    /// Proposes `DeliverNext` and builds the messages it delivered.
+    pub(super) async fn deliver_next(
+        &mut self,
+        max: usize,
+        now: i64,
+    ) -> Result<Vec<Message>, Gone> {
+        let prefetched = self.prefetch(max, now);
+        let command = GroupCommand::Consumer {
+            name: self.name.clone(),
+            command: ConsumerCommand::DeliverNext {
+                max_messages: max,
+                now_nanos: now,
+            },
+        };
+        let deliveries = match self.stream.propose_one(command).await {
+            Ok(GroupOutcome::Consumer {
+                outcome: ConsumerOutcome::Delivered(deliveries),
+                ..
+            }) => deliveries,
+            Ok(other) => {
+                tracing::error!(consumer = %self.name, "unexpected deliver outcome {other:?}");
+                return Ok(Vec::new());
+            }
+            Err(error) if error.is(ErrorKind::ConsumerNotFound) => return Err(Gone),
+            Err(error) => {
+                tracing::warn!(consumer = %self.name, "delivery proposal failed: {error}");
+                self.retry_at = Some(Instant::now() + RETRY_AFTER);
+                return Ok(Vec::new());
+            }
+        };
+        if !deliveries.is_empty() {
+            self.activity
+                .last_delivered_nanos
+                .store(now, Ordering::Relaxed);
+            self.activity.touch(now);
+        }
+        let (stream, name) = (self.stream.name(), self.name.as_str());
+        let headers_only = self.config.headers_only;
+        Ok(self.stream.view().read(|group| {
+            deliveries
+                .iter()
+                .filter_map(|delivery| {
+                    let stored = group
+                        .stream()
+                        .get(delivery.stream_seq)
+                        .or_else(|| prefetched.get(&delivery.stream_seq))?;
+                    let ack = outbox::ack_subject(stream, name, delivery, stored.ts_nanos);
+                    Some(outbox::delivered_message(stored, ack, headers_only))
+                })
+                .collect()
+        }))
+    }
+
+    /// An ack-none consumer on an interest or work-queue stream: the messages it is about
+    /// to be handed are removed by the same apply (delivery is its ack), so read them first.
+    pub(super) fn prefetch(&self, max: usize, now: i64) -> HashMap<u64, StoredMsg> {
+        if self.config.ack_policy != AckPolicy::None {
+            return HashMap::new();
+        }
+        self.stream.view().read(|group| {
+            let stream = group.stream();
+            if stream.config().retention == RetentionPolicy::Limits {
+                return HashMap::new();
+            }
+            let Some(consumer) = group.consumer(&self.name) else {
+                return HashMap::new();
+            };
+            let mut rehearsal = consumer.clone();
+            rehearsal
+                .deliver_next(stream, max, now)
+                .into_iter()
+                .filter_map(|d| stream.get(d.stream_seq).map(|m| (d.stream_seq, m.clone())))
+                .collect()
+        })
+    }
+
+    pub(super) fn peek(&self, now: i64) -> Next {
+        self.stream.view().read(|group| {
+            let Some(consumer) = group.consumer(&self.name) else {
+                return Next::Gone;
+            };
+            let Some(delivery) = consumer.next_to_deliver(group.stream(), now) else {
+                return Next::Nothing;
+            };
+            let Some(stored) = group.stream().get(delivery.stream_seq) else {
+                return Next::Nothing;
+            };
+            let ack =
+                outbox::ack_subject(self.stream.name(), &self.name, &delivery, stored.ts_nanos);
+            let msg = outbox::delivered_message(stored, ack, self.config.headers_only);
+            Next::Ready {
+                size: outbox::charged_size(&msg),
+            }
+        })
+    }
+
+    /// A due redelivery that cannot go out (its message is gone or out of deliveries) is
+    /// retired by a `DeliverNext`; at most once per sweep, so it cannot spin.
+    pub(super) fn stale_redelivery(&mut self, now: i64) -> bool {
+        let due = self.redelivery_at().is_some_and(|at| at <= now);
+        if !due || self.stale_check_at.is_some_and(|at| at > Instant::now()) {
+            return false;
+        }
+        self.stale_check_at = Some(Instant::now() + SWEEP_EVERY);
+        true
+    }
+
+    pub(super) fn redelivery_at(&self) -> Option<i64> {
+        self.stream.view().read(|group| {
+            group
+                .consumer(&self.name)
+                .and_then(|c| c.next_redelivery_at())
+        })
+    }
+}
