@@ -144,6 +144,11 @@ impl JetStream {
         self.meta.read(|state| state.stream(name).cloned())
     }
 
+    /// The node-wide WAL's counters (writes, appends, fsyncs): what `/varz` reports.
+    pub fn log_stats(&self) -> crate::store::log::LogStats {
+        self.registry.storage().log.stats()
+    }
+
     pub fn count_api_call(&self, failed: bool) {
         self.api_total.fetch_add(1, Ordering::Relaxed);
         if failed {

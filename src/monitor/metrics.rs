@@ -92,6 +92,53 @@ pub fn render(varz: &Varz) -> String {
             varz.max_payload as u64,
         ),
     ];
+    let mut rows = rows.to_vec();
+    if let Some(js) = &varz.jetstream {
+        rows.extend([
+            (
+                "jetstream_streams",
+                "gauge",
+                "JetStream streams",
+                js.streams,
+            ),
+            (
+                "jetstream_messages",
+                "gauge",
+                "Messages stored in all streams",
+                js.messages,
+            ),
+            (
+                "jetstream_bytes",
+                "gauge",
+                "Bytes stored in all streams",
+                js.bytes,
+            ),
+            (
+                "wal_appends_total",
+                "counter",
+                "Raft entries appended to the write-ahead log",
+                js.wal.appends,
+            ),
+            (
+                "wal_batches_total",
+                "counter",
+                "Group-commit batches written",
+                js.wal.batches,
+            ),
+            (
+                "wal_fsyncs_total",
+                "counter",
+                "fsync calls of the write-ahead log",
+                js.wal.fsyncs,
+            ),
+            (
+                "wal_bytes_total",
+                "counter",
+                "Bytes written to the write-ahead log",
+                js.wal.bytes,
+            ),
+        ]);
+    }
     let mut out = String::new();
     for (name, kind, help, value) in rows {
         let _ = writeln!(out, "# HELP jetraft_{name} {help}");

@@ -26,7 +26,6 @@ pub struct Varz {
     pub max_control_line: usize,
     pub max_payload: usize,
     pub max_pending: usize,
-    pub jetstream: bool,
     pub start: String,
     pub now: String,
     pub uptime: String,
@@ -43,6 +42,29 @@ pub struct Varz {
     pub out_bytes: u64,
     pub slow_consumers: u64,
     pub stale_connections: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jetstream: Option<JetStreamVarz>,
+}
+
+/// JetStream usage and the durable log's counters. Fsyncs per message over a run is the
+/// difference in `wal.fsyncs` divided by the number of messages published.
+#[derive(Debug, Serialize)]
+pub struct JetStreamVarz {
+    pub streams: u64,
+    pub messages: u64,
+    pub bytes: u64,
+    pub wal: WalVarz,
+}
+
+#[derive(Debug, Serialize)]
+pub struct WalVarz {
+    /// Raft entries appended (one entry carries a batch of messages).
+    pub appends: u64,
+    pub writes: u64,
+    /// Group-commit batches: one write and one data fsync each.
+    pub batches: u64,
+    pub fsyncs: u64,
+    pub bytes: u64,
 }
 
 impl Varz {
@@ -67,7 +89,6 @@ impl Varz {
             max_control_line: config.max_control_line,
             max_payload: config.max_payload,
             max_pending: config.max_pending,
-            jetstream: config.jetstream,
             start: rfc3339(shared.stats.started),
             now: rfc3339(now),
             uptime: uptime(elapsed),
@@ -83,8 +104,36 @@ impl Varz {
             out_bytes: stats.out_bytes,
             slow_consumers: stats.slow_consumers,
             stale_connections: stats.stale_connections,
+            jetstream: jetstream_varz(shared),
         }
     }
+}
+
+fn jetstream_varz(shared: &ServerShared) -> Option<JetStreamVarz> {
+    let js = shared.jetstream.get()?.upgrade()?;
+    let (mut messages, mut bytes) = (0, 0);
+    let names = js.stream_names();
+    for name in &names {
+        if let Some(stream) = js.stream(name) {
+            stream.view().read(|group| {
+                messages += group.stream().message_count();
+                bytes += group.stream().bytes();
+            });
+        }
+    }
+    let log = js.log_stats();
+    Some(JetStreamVarz {
+        streams: names.len() as u64,
+        messages,
+        bytes,
+        wal: WalVarz {
+            appends: log.appends,
+            writes: log.writes,
+            batches: log.batches,
+            fsyncs: log.fsyncs,
+            bytes: log.bytes,
+        },
+    })
 }
 
 pub async fn handler(State(shared): State<Arc<ServerShared>>) -> Json<Varz> {

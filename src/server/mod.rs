@@ -41,6 +41,8 @@ pub struct ServerShared {
     next_client_id: AtomicU64,
     pub shutdown: CancellationToken,
     pub tasks: TaskTracker,
+    /// Set once JetStream started (weak: JetStream holds this struct).
+    pub jetstream: std::sync::OnceLock<std::sync::Weak<JetStream>>,
 }
 
 /// A started node. Dropping it does not stop the node; call [`RunningServer::shutdown`].
@@ -80,6 +82,7 @@ impl Server {
             next_client_id: AtomicU64::new(1),
             shutdown: CancellationToken::new(),
             tasks: TaskTracker::new(),
+            jetstream: std::sync::OnceLock::new(),
         });
 
         tracing::info!(
@@ -92,6 +95,7 @@ impl Server {
             let started = JetStream::start(shared.clone())
                 .await
                 .map_err(std::io::Error::other)?;
+            let _ = shared.jetstream.set(Arc::downgrade(&started));
             Some(started)
         } else {
             None

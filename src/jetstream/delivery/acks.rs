@@ -152,7 +152,6 @@ pub(super) async fn run(
             return;
         };
         let mut touched = HashSet::new();
-        tracing::warn!("DBG ack outcomes {:?} {:?}", batch, outcomes);
         for (item, outcome) in batch.into_iter().zip(outcomes) {
             let Ok(outcome) = outcome else {
                 continue; // consumer gone

@@ -118,9 +118,15 @@ pub fn parse_u64_key(prefix: &[u8], key: &[u8]) -> Result<u64, MachineError> {
 
 /// `VALUE_V1` ++ postcard.
 pub fn encode<T: Serialize>(record: &T) -> Bytes {
-    let mut value = vec![VALUE_V1];
-    value.extend_from_slice(&postcard::to_stdvec(record).expect("in-memory encoding"));
-    Bytes::from(value)
+    encode_with_capacity(record, 64)
+}
+
+/// [`encode`] into a buffer sized up front (messages: their payload dominates), so the
+/// encoding never reallocates on the hot path.
+pub fn encode_with_capacity<T: Serialize>(record: &T, capacity: usize) -> Bytes {
+    let mut value = Vec::with_capacity(capacity);
+    value.push(VALUE_V1);
+    Bytes::from(postcard::to_extend(record, value).expect("in-memory encoding"))
 }
 
 pub fn decode<T: DeserializeOwned>(what: &str, value: &[u8]) -> Result<T, MachineError> {

@@ -124,7 +124,9 @@ fn stage_messages(
         (Ok(GroupOutcome::Appended(AppendOutcome::Stored { seq, removed })), None) => {
             // Inserted before the removals: a limit may drop the message just stored.
             if let Some(msg) = stream.get(*seq) {
-                txn.insert(keys::message(*seq), keys::encode(&StoredMsgV1::from(msg)));
+                let capacity = msg.subject.len() + msg.headers_len() + msg.payload.len() + 32;
+                let value = keys::encode_with_capacity(&StoredMsgV1::from(msg), capacity);
+                txn.insert(keys::message(*seq), value);
             }
             removed.clone()
         }

@@ -331,3 +331,36 @@ fn keys_without_a_known_layout_do_not_load() {
         Err(MachineError::Corrupt(_))
     ));
 }
+
+/// By hand: `cargo test --release --lib apply_cost -- --ignored --nocapture`. Times applying
+/// appends (256 per batch, 128-byte payloads) to a stream machine over sled, without Raft.
+#[test]
+#[ignore]
+fn apply_cost() {
+    let mut harness = Harness::new(StreamConfig::new("BENCH", &["bench.>"]));
+    let batches: u64 = std::env::var("APPLY_COST_BATCHES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    let started = std::time::Instant::now();
+    for batch in 0..batches {
+        let commands: Vec<Command> = (0..256)
+            .map(|i| {
+                encode(GroupCommand::Append(crate::jscore::stream::AppendRequest {
+                    subject: "bench.js".into(),
+                    headers: None,
+                    payload: Bytes::from(vec![b'x'; 128]),
+                    now_nanos: (batch * 256 + i) as i64,
+                }))
+            })
+            .collect();
+        harness.apply(&commands);
+    }
+    let elapsed = started.elapsed();
+    let msgs = batches * 256;
+    println!(
+        "{msgs} appends in {elapsed:?}: {:.0} msgs/s, {:.2} us/msg",
+        msgs as f64 / elapsed.as_secs_f64(),
+        elapsed.as_secs_f64() * 1e6 / msgs as f64
+    );
+}

@@ -150,10 +150,7 @@ impl StreamState {
     /// Messages with sequence > `after_seq` that the filter selects (consumer `num_pending`).
     pub fn count_matching_after(&self, filter: &SubjectFilter, after_seq: u64) -> u64 {
         if filter.is_all() {
-            if after_seq < self.first_seq {
-                return self.message_count();
-            }
-            return self.messages.range(after_seq + 1..).count() as u64;
+            return count_after(&self.messages, after_seq);
         }
         self.subjects.count_after(filter, after_seq)
     }
@@ -269,4 +266,71 @@ impl StreamState {
 
 fn is_literal(subject: &str) -> bool {
     !subject.split('.').any(|token| token == "*" || token == ">")
+}
+
+/// Keys of `ordered` greater than `after`, in O(1) when the keys are contiguous and
+/// otherwise by walking the shorter side of `after` (this runs on every delivery, so a
+/// walk over the whole remainder would make consuming a long stream quadratic).
+pub(super) fn count_after<V>(ordered: &BTreeMap<u64, V>, after: u64) -> u64 {
+    let (Some((&first, _)), Some((&last, _))) =
+        (ordered.first_key_value(), ordered.last_key_value())
+    else {
+        return 0;
+    };
+    count_after_in(
+        ordered.len() as u64,
+        first,
+        last,
+        after,
+        || ordered.range(..=after).count() as u64,
+        || ordered.range(after + 1..).count() as u64,
+    )
+}
+
+/// The shared arithmetic of [`count_after`] for any ordered set of `len` keys from `first`
+/// to `last`, given how to count either side by walking.
+pub(super) fn count_after_in(
+    len: u64,
+    first: u64,
+    last: u64,
+    after: u64,
+    count_up_to: impl FnOnce() -> u64,
+    count_beyond: impl FnOnce() -> u64,
+) -> u64 {
+    if len == 0 || after >= last {
+        return 0;
+    }
+    if after < first {
+        return len;
+    }
+    if last - first + 1 == len {
+        return last - after;
+    }
+    if after - first < last - after {
+        len - count_up_to()
+    } else {
+        count_beyond()
+    }
+}
+
+#[cfg(test)]
+mod count_tests {
+    use super::count_after;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn count_after_matches_a_plain_walk() {
+        let mut contiguous: BTreeMap<u64, ()> = (5..=20).map(|s| (s, ())).collect();
+        let mut gappy = contiguous.clone();
+        for s in [7, 8, 15] {
+            gappy.remove(&s);
+        }
+        for map in [&mut contiguous, &mut gappy] {
+            for after in 0..25 {
+                let walked = map.range(after + 1..).count() as u64;
+                assert_eq!(count_after(map, after), walked, "after {after}");
+            }
+        }
+        assert_eq!(count_after(&BTreeMap::<u64, ()>::new(), 3), 0);
+    }
 }

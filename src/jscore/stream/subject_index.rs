@@ -84,11 +84,15 @@ impl SubjectIndex {
     /// Messages with sequence > `after_seq` on subjects the filter selects.
     pub fn count_after(&self, filter: &SubjectFilter, after_seq: u64) -> u64 {
         self.matching(filter)
-            .map(|(_, seqs)| match seqs.last() {
-                Some(last) if *last > after_seq => match seqs.first() {
-                    Some(first) if *first > after_seq => seqs.len() as u64,
-                    _ => seqs.range(after_seq + 1..).count() as u64,
-                },
+            .map(|(_, seqs)| match (seqs.first(), seqs.last()) {
+                (Some(&first), Some(&last)) => super::state::count_after_in(
+                    seqs.len() as u64,
+                    first,
+                    last,
+                    after_seq,
+                    || seqs.range(..=after_seq).count() as u64,
+                    || seqs.range(after_seq + 1..).count() as u64,
+                ),
                 _ => 0,
             })
             .sum()
