@@ -23,6 +23,7 @@ SUITES=(
     "JetStream nats CLI e2e|$HERE/jetstream_cli.sh"
     "JetStream nats-py e2e|$HERE/jetstream_py.sh"
     "core bench (smoke)|$REPO_ROOT/bench/core.sh --smoke"
+    "JetStream bench (smoke)|$REPO_ROOT/bench/jetstream.sh --smoke"
 )
 
 TOTAL_PASSED=0
