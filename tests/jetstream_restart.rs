@@ -46,7 +46,11 @@ async fn kill_9_loses_nothing_acknowledged() {
     // Publish with many acks in flight; keep only what was acknowledged.
     let mut pending = Vec::new();
     for i in 0..500 {
-        pending.push(js.publish("orders.new", format!("order {i}").into()).await.unwrap());
+        pending.push(
+            js.publish("orders.new", format!("order {i}").into())
+                .await
+                .unwrap(),
+        );
     }
     let mut acked = Vec::new();
     for ack in pending {
@@ -82,9 +86,17 @@ async fn kill_9_loses_nothing_acknowledged() {
 
     // Delivery resumes right after the ack floor, and publishing continues the sequence.
     let mut next = consumer.fetch().max_messages(1).messages().await.unwrap();
-    let first = within("first after restart", next.next()).await.unwrap().unwrap();
+    let first = within("first after restart", next.next())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(&first.payload[..], b"order 200");
     first.double_ack().await.unwrap();
-    let ack = js.publish("orders.new", "after".into()).await.unwrap().await.unwrap();
+    let ack = js
+        .publish("orders.new", "after".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
     assert_eq!(ack.sequence, 501);
 }
