@@ -289,3 +289,38 @@ async fn streams_and_messages_survive_a_restart() {
     assert_eq!(ack.sequence, 51);
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn max_age_expires_messages_over_time() {
+    let (server, _dir) = js_server().await;
+    let js = jetstream::new(common::connect(&server).await);
+    let mut stream = js
+        .create_stream(stream::Config {
+            name: "SHORT".into(),
+            subjects: vec!["short.>".into()],
+            max_age: std::time::Duration::from_millis(300),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    for _ in 0..5 {
+        js.publish("short.x", "x".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    assert_eq!(stream.info().await.unwrap().state.messages, 5);
+    within("messages to expire", async {
+        loop {
+            if stream.info().await.unwrap().state.messages == 0 {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let info = stream.info().await.unwrap();
+    assert_eq!(info.state.last_sequence, 5, "expiry keeps the sequence");
+    server.shutdown().await;
+}

@@ -45,6 +45,8 @@ struct RunningStream {
     handle: Arc<StreamHandle>,
     ingest: Vec<Arc<Subscription>>,
     subjects: Vec<String>,
+    /// Stops the stream's own tasks (max_age expiry) when it is removed.
+    stop: tokio_util::sync::CancellationToken,
 }
 
 pub struct JetStream {
@@ -192,6 +194,7 @@ impl JetStream {
         };
         for (name, group) in gone {
             if let Some(stream) = self.streams.write().remove(&name) {
+                stream.stop.cancel();
                 for sub in &stream.ingest {
                     self.router().unsubscribe(sub);
                 }
@@ -236,12 +239,17 @@ impl JetStream {
         let subjects = assignment.config.subjects.clone();
         let ingest = publish::attach(self, &handle, &subjects);
         self.delivery.attach_stream(&handle);
+        let stop = self.shared.shutdown.child_token();
+        self.shared
+            .tasks
+            .spawn(super::expiry::run(handle.clone(), stop.clone()));
         self.streams.write().insert(
             name.to_owned(),
             RunningStream {
                 handle,
                 ingest,
                 subjects,
+                stop,
             },
         );
         tracing::info!(stream = %name, group = assignment.group, "stream group started");
@@ -268,6 +276,7 @@ impl JetStream {
         self.delivery.shutdown();
         let streams: Vec<RunningStream> = self.streams.write().drain().map(|(_, s)| s).collect();
         for stream in &streams {
+            stream.stop.cancel();
             for sub in &stream.ingest {
                 self.router().unsubscribe(sub);
             }
