@@ -263,6 +263,15 @@ async fn streams_and_messages_survive_a_restart() {
     let server = common::start(config.clone()).await;
     let js = jetstream::new(common::connect(&server).await);
     js.create_stream(orders()).await.unwrap();
+    // A deleted stream must stay deleted: the meta group persists removals too.
+    js.create_stream(stream::Config {
+        name: "GONE".into(),
+        subjects: vec!["gone.>".into()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    js.delete_stream("GONE").await.unwrap();
     for i in 0..50 {
         js.publish("orders.new", format!("{i}").into())
             .await
@@ -274,6 +283,10 @@ async fn streams_and_messages_survive_a_restart() {
 
     let server = common::start(config).await;
     let js = jetstream::new(common::connect(&server).await);
+    assert!(
+        js.get_stream("GONE").await.is_err(),
+        "deleted stream came back"
+    );
     let mut stream = js.get_stream("ORDERS").await.unwrap();
     let info = stream.info().await.unwrap();
     assert_eq!(info.state.messages, 50);

@@ -240,36 +240,28 @@ impl GroupMachine for MetaMachine {
     ) -> Result<Response, MachineError> {
         let command: MetaCommand = codec::decode_command(META_COMMAND_V1, command)
             .map_err(|e| MachineError::Corrupt(e.to_string()))?;
+        let name = match &command {
+            MetaCommand::CreateStream { config, .. } | MetaCommand::UpdateStream { config } => {
+                config.0.name.clone()
+            }
+            MetaCommand::DeleteStream { name } => name.clone(),
+        };
         let mut state = self.state.write();
         let outcome = state.apply(command);
-        match &outcome {
-            Ok(MetaOutcome::Created { .. } | MetaOutcome::Updated { .. }) => {
-                // Rewrite every touched stream is overkill; the state is small, so persist
-                // the changed stream and the id counter.
-                for (name, assignment) in state.streams.iter() {
-                    let key = stream_key(name);
+        if outcome.is_ok() {
+            // Only the named stream (and the id counter) can have changed.
+            match state.streams.get(&name) {
+                Some(assignment) => {
                     let stored = StoredAssignment {
                         config: JsonValue(assignment.config.clone()),
                         created_nanos: assignment.created_nanos,
                         group: assignment.group,
                     };
-                    let encoded = codec::encode(&stored);
-                    if txn.get(&key)?.as_deref() != Some(&encoded[..]) {
-                        txn.insert(key, encoded);
-                    }
+                    txn.insert(stream_key(&name), codec::encode(&stored));
                 }
-                txn.insert(NEXT_GROUP_KEY.to_vec(), codec::encode(&state.next_group));
+                None => txn.remove(stream_key(&name)),
             }
-            Ok(MetaOutcome::Deleted { .. }) => {
-                let live: Vec<Vec<u8>> = state.streams.keys().map(|n| stream_key(n)).collect();
-                for item in txn.view().scan_prefix(STREAM_KEY_PREFIX) {
-                    let (key, _) = item?;
-                    if !live.contains(&key) {
-                        txn.remove(key);
-                    }
-                }
-            }
-            Err(_) => {}
+            txn.insert(NEXT_GROUP_KEY.to_vec(), codec::encode(&state.next_group));
         }
         drop(state);
         self.applied.send_replace(at.index);

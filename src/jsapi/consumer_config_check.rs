@@ -8,10 +8,9 @@
 
 use super::consumer_config::{AckPolicy, ConsumerConfig, DeliverPolicy, PriorityPolicy};
 use super::error::{ApiError, ErrorKind};
-use super::names::{
-    is_subset_match, validate_name, MAX_DESCRIPTION_LEN, MAX_METADATA_LEN, MAX_NAME_LEN,
-};
+use super::names::{validate_name, MAX_DESCRIPTION_LEN, MAX_METADATA_LEN, MAX_NAME_LEN};
 use super::stream_config::{RetentionPolicy, StreamConfig};
+use crate::subject::pattern::is_subset_match;
 use crate::subject::{is_valid_literal_subject, is_valid_subject};
 
 /// Default `ack_wait` for explicit/all ack consumers: 30 s.

@@ -10,7 +10,7 @@
 //! `stream_info`, `consumer_info`, `account_info`, `pub_ack` (reply bodies), `requests` and
 //! `msg_get` (request bodies and body conventions), `response` (`type` strings, envelopes),
 //! `error` (the error table), `time` (RFC 3339 timestamps, Go durations), `names` (name
-//! rules, subject overlap), `base64` (byte fields), `subject` (`$JS.API.*` grammar),
+//! rules; subject overlap lives in `crate::subject::pattern`), `base64` (byte fields), `subject` (`$JS.API.*` grammar),
 //! `consumer_create` (subject vs body of consumer creates), `ack` (`$JS.ACK.*` and ack
 //! payloads).
 

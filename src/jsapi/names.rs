@@ -54,38 +54,6 @@ pub fn is_valid_name(name: &str) -> bool {
     validate_name(name).is_ok()
 }
 
-/// True if some literal subject is matched by both patterns (nats-server `SubjectsCollide`).
-/// `a.*` and `a.b` collide; `a.>` and `a` do not (`>` needs at least one token).
-pub fn subjects_collide(a: &str, b: &str) -> bool {
-    let mut left = a.split('.');
-    let mut right = b.split('.');
-    loop {
-        match (left.next(), right.next()) {
-            (None, None) => return true,
-            (Some(">"), Some(_)) | (Some(_), Some(">")) => return true,
-            (Some(l), Some(r)) if l == "*" || r == "*" || l == r => continue,
-            _ => return false,
-        }
-    }
-}
-
-/// True if every literal subject matched by `subject` is also matched by `pattern`
-/// (nats-server `subjectIsSubsetMatch`): `a.b` ⊆ `a.*` ⊆ `a.>`, but `a.*` ⊄ `a.b`.
-pub fn is_subset_match(subject: &str, pattern: &str) -> bool {
-    let mut inner = subject.split('.');
-    let mut outer = pattern.split('.');
-    loop {
-        match (inner.next(), outer.next()) {
-            (None, None) => return true,
-            (Some(_), Some(">")) => return true,
-            (Some(">"), Some(_)) => return false,
-            (Some(_), Some("*")) => continue,
-            (Some(i), Some(o)) if i == o && i != "*" => continue,
-            _ => return false,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,32 +70,5 @@ mod tests {
         assert_eq!(validate_name("a\\b"), Err(NameError::PathSeparator));
         assert_eq!(validate_name(&"x".repeat(255)), Ok(()));
         assert_eq!(validate_name(&"x".repeat(256)), Err(NameError::TooLong));
-    }
-
-    #[test]
-    fn collide() {
-        assert!(subjects_collide("a.b", "a.b"));
-        assert!(subjects_collide("a.*", "a.b"));
-        assert!(subjects_collide("a.>", "a.b.c"));
-        assert!(subjects_collide("*.b", "a.*"));
-        assert!(subjects_collide(">", "x"));
-        assert!(!subjects_collide("a.>", "a"));
-        assert!(!subjects_collide("a.b", "a.c"));
-        assert!(!subjects_collide("a.*", "a.b.c"));
-        assert!(!subjects_collide("orders.*", "$JS.API.>"));
-    }
-
-    #[test]
-    fn subset() {
-        assert!(is_subset_match("a.b", "a.b"));
-        assert!(is_subset_match("a.b", "a.*"));
-        assert!(is_subset_match("a.*", "a.*"));
-        assert!(is_subset_match("a.*", "a.>"));
-        assert!(is_subset_match("a.b.c", "a.>"));
-        assert!(is_subset_match("$JS.API.INFO", "$JS.>"));
-        assert!(!is_subset_match("a.*", "a.b"));
-        assert!(!is_subset_match("a.>", "a.*"));
-        assert!(!is_subset_match("a", "a.>"));
-        assert!(!is_subset_match(">", "$JS.>"));
     }
 }

@@ -8,12 +8,12 @@
 
 use super::error::{ApiError, ErrorKind};
 use super::names::{
-    is_subset_match, is_valid_name, subjects_collide, validate_name, NameError,
-    MAX_DESCRIPTION_LEN, MAX_METADATA_LEN, MAX_NAME_LEN,
+    is_valid_name, validate_name, NameError, MAX_DESCRIPTION_LEN, MAX_METADATA_LEN, MAX_NAME_LEN,
 };
 use super::stream_config::{
     DiscardPolicy, PersistMode, RetentionPolicy, StorageType, StreamConfig,
 };
+use crate::subject::pattern::{is_subset_match, patterns_overlap};
 use crate::subject::{is_valid_literal_subject, is_valid_subject};
 
 /// Default `duplicate_window`: two minutes, in nanoseconds.
@@ -291,7 +291,7 @@ impl StreamConfig {
         }
         for (index, subject) in self.subjects.iter().enumerate() {
             for other in &self.subjects[index + 1..] {
-                if subjects_collide(subject, other) {
+                if patterns_overlap(subject, other) {
                     return Err(invalid(format!(
                         "subject {subject:?} overlaps with {other:?}"
                     )));
@@ -318,7 +318,7 @@ impl StreamConfig {
             if self
                 .subjects
                 .iter()
-                .any(|s| subjects_collide(&republish.dest, s))
+                .any(|s| patterns_overlap(&republish.dest, s))
             {
                 return Err(invalid(
                     "stream configuration for republish destination forms a cycle",
@@ -412,7 +412,7 @@ impl StreamConfig {
             other
                 .subjects
                 .iter()
-                .any(|theirs| subjects_collide(mine, theirs))
+                .any(|theirs| patterns_overlap(mine, theirs))
         })
     }
 }

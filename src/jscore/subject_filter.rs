@@ -5,7 +5,7 @@
 //!
 //! Pure data; nothing here is replicated on its own (filters are part of consumer configs).
 
-use crate::subject::pattern::pattern_matches;
+use crate::subject::pattern::{pattern_matches, patterns_overlap};
 
 /// The subjects a consumer selects. Empty means "every subject in the stream", which is
 /// what an absent `filter_subject`/`filter_subjects` (or a lone `>`) means on the wire.
@@ -75,21 +75,6 @@ impl SubjectFilter {
                 .iter()
                 .any(|theirs| patterns_overlap(mine, theirs))
         })
-    }
-}
-
-/// True if some literal subject matches both patterns (either may contain wildcards).
-pub fn patterns_overlap(first: &str, second: &str) -> bool {
-    let mut first_tokens = first.split('.');
-    let mut second_tokens = second.split('.');
-    loop {
-        match (first_tokens.next(), second_tokens.next()) {
-            // `>` needs at least one token, and the other side has one here.
-            (Some(">"), Some(_)) | (Some(_), Some(">")) => return true,
-            (Some(a), Some(b)) if a == "*" || b == "*" || a == b => continue,
-            (None, None) => return true,
-            _ => return false,
-        }
     }
 }
 

@@ -13,7 +13,6 @@ use crate::jetstream::delivery::info::consumer_info;
 use crate::jetstream::delivery::outbox::random_token;
 use crate::jetstream::service::JetStream;
 use crate::jetstream::stream::StreamHandle;
-use crate::jsapi::names::subjects_collide;
 use crate::jsapi::requests::{
     parse_body, parse_optional_body, require_empty_body, ConsumersRequest, LIST_PAGE_LIMIT,
     NAMES_PAGE_LIMIT,
@@ -28,6 +27,7 @@ use crate::jsapi::{
 };
 use crate::jscore::group::GroupCommand;
 use crate::server::message::Message;
+use crate::subject::pattern::patterns_overlap;
 
 /// Length of the names given to consumers created without one (nats-server: 8).
 const GENERATED_NAME_LEN: usize = 8;
@@ -141,7 +141,7 @@ fn check_filters(config: &ConsumerConfig, stream: &StreamConfig) -> Result<(), A
         !stream
             .subjects
             .iter()
-            .any(|subject| subjects_collide(filter, subject))
+            .any(|subject| patterns_overlap(filter, subject))
     });
     if outside {
         return Err(ApiError::new(ErrorKind::ConsumerFilterNotSubset));
