@@ -16,7 +16,8 @@ import asyncio
 import os
 import sys
 import time
-import traceback
+
+from e2e_runner import CheckFailed, run_checks
 
 try:
     import nats
@@ -30,13 +31,9 @@ except ImportError:  # the wrapper checks this first; keep a clear message anywa
 CHECK_TIMEOUT = 20.0
 URL = os.environ.get("NATS_E2E_URL", "")
 
-passed = 0
-failed = 0
 async_errors = []
 
 
-class CheckFailed(Exception):
-    pass
 
 
 def expect(cond, msg):
@@ -402,31 +399,11 @@ async def t_work_queue():
 
 
 async def main():
-    global passed, failed
     if not URL:
         print("FAIL: NATS_E2E_URL not set")
         print("0 passed, 1 failed")
         return 1
-    only = os.environ.get("NATS_E2E_ONLY", "")
-    for name, fn in CHECKS:
-        if only and only not in name:
-            continue
-        try:
-            await asyncio.wait_for(fn(), CHECK_TIMEOUT)
-        except CheckFailed as e:
-            failed += 1
-            print(f"FAIL: {name}: {e}")
-        except asyncio.TimeoutError:
-            failed += 1
-            print(f"FAIL: {name}: timed out (>{CHECK_TIMEOUT}s or a client timeout)")
-        except Exception as e:  # noqa: BLE001 - report anything as a failure
-            failed += 1
-            print(f"FAIL: {name}: {type(e).__name__}: {e}")
-            traceback.print_exc(limit=3, file=sys.stdout)
-        else:
-            passed += 1
-            print(f"PASS: {name}")
-        sys.stdout.flush()
+    passed, failed = await run_checks(CHECKS, CHECK_TIMEOUT)
     if async_errors:
         print(f"note: {len(async_errors)} async client error(s): {async_errors[:3]}")
     print(f"{passed} passed, {failed} failed")

@@ -18,7 +18,8 @@ import asyncio
 import os
 import sys
 import time
-import traceback
+
+from e2e_runner import CheckFailed, run_checks
 
 try:
     import nats
@@ -36,13 +37,9 @@ PASS = os.environ.get("NATS_E2E_PASS", "")
 TOKEN_URL = os.environ.get("NATS_E2E_TOKEN_URL", "")
 TOKEN = os.environ.get("NATS_E2E_TOKEN", "")
 
-passed = 0
-failed = 0
 async_errors = []
 
 
-class CheckFailed(Exception):
-    pass
 
 
 def expect(cond, msg):
@@ -534,31 +531,11 @@ async def t_auth_token():
 
 
 async def main():
-    global passed, failed
     if not URL:
         print("FAIL: NATS_E2E_URL not set")
         print("0 passed, 1 failed")
         return 1
-    only = os.environ.get("NATS_E2E_ONLY", "")
-    for name, fn in CHECKS:
-        if only and only not in name:
-            continue
-        try:
-            await asyncio.wait_for(fn(), CHECK_TIMEOUT)
-        except CheckFailed as e:
-            failed += 1
-            print(f"FAIL: {name}: {e}")
-        except asyncio.TimeoutError:
-            failed += 1
-            print(f"FAIL: {name}: timed out (>{CHECK_TIMEOUT}s or a client timeout)")
-        except Exception as e:  # noqa: BLE001 - report anything as a failure
-            failed += 1
-            print(f"FAIL: {name}: {type(e).__name__}: {e}")
-            traceback.print_exc(limit=3, file=sys.stdout)
-        else:
-            passed += 1
-            print(f"PASS: {name}")
-        sys.stdout.flush()
+    passed, failed = await run_checks(CHECKS, CHECK_TIMEOUT)
     # async errors are informational: auth checks provoke some on purpose
     unexpected = [e for e in async_errors if "authorization" not in str(e).lower()]
     if unexpected:
