@@ -5,6 +5,7 @@
 //! protocol and routing data structures), `server` (the async node: listener, sessions,
 //! router), `monitor` (HTTP endpoints), `config` (command line and config file).
 
+pub mod cluster;
 pub mod config;
 pub mod consensus;
 pub mod jetstream;

@@ -1,0 +1,2 @@
+//! The cluster: node identity, peers, and the gRPC protocol between nodes.
+pub mod proto;
