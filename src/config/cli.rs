@@ -61,6 +61,18 @@ pub struct Cli {
     #[arg(short = 'm', long, value_name = "PORT")]
     pub http_port: Option<u16>,
 
+    /// This node's cluster address, nats://HOST:PORT or HOST:PORT (nats-server: --cluster)
+    #[arg(long, value_name = "URL")]
+    pub cluster: Option<String>,
+
+    /// Cluster name [default: jetraft] (nats-server: --cluster_name)
+    #[arg(long, value_name = "NAME")]
+    pub cluster_name: Option<String>,
+
+    /// Peers, comma-separated: nats-route://HOST:PORT,... (may include this node) (nats-server: --routes)
+    #[arg(long, value_name = "URLS", value_parser = parse_routes_arg)]
+    pub routes: Option<Vec<String>>,
+
     /// Enable JetStream (nats-server: -js, --jetstream)
     #[arg(long)]
     pub jetstream: bool,
@@ -151,6 +163,9 @@ const VALUE_LONGS: &[&str] = &[
     "user",
     "pass",
     "auth",
+    "cluster",
+    "cluster_name",
+    "routes",
 ];
 const FLAG_LONGS: &[&str] = &["jetstream", "debug", "trace", "help", "version"];
 const VALUE_SHORTS: &str = "apncm";
@@ -212,6 +227,10 @@ fn rewrite_flag(token: &str) -> (Vec<String>, bool) {
     }
 }
 
+fn parse_routes_arg(text: &str) -> Result<Vec<String>, String> {
+    super::cluster::parse_routes(text)
+}
+
 fn parse_size_arg(text: &str) -> Result<usize, String> {
     let n = file::parse_size(text)?;
     usize::try_from(n).map_err(|_| format!("'{text}' must not be negative"))
@@ -248,6 +267,11 @@ pub fn resolve(cli: Cli, file: FileConfig) -> Result<Config, ConfigError> {
         listen: socket_addr("addr", &host, port)?,
         server_name: cli.server_name.or(file.server_name),
         http,
+        cluster: super::cluster::resolve(
+            cli.cluster_name.or(file.cluster_name),
+            cli.cluster.or(file.cluster_listen),
+            cli.routes.or(file.routes).unwrap_or_default(),
+        )?,
         jetstream: cli.jetstream || file.jetstream.unwrap_or(false),
         store_dir: cli
             .store_dir

@@ -31,7 +31,8 @@
 //! `max_payload`, `max_control_line`, `max_pending`/`max_pending_size`,
 //! `max_connections`/`max_conn`, `ping_interval`, `ping_max`, `debug`, `trace`,
 //! `jetstream` (`true`, `enabled`, `disabled`, or a block with `store_dir` and `enabled`),
-//! `authorization { user/username, password/pass, token, timeout }`.
+//! `authorization { user/username, password/pass, token, timeout }`,
+//! `cluster { name, listen, routes }` (see [`super::cluster`]).
 //!
 //! Other keys (nats-server configs carry many) are logged as warnings and ignored, except
 //! those whose silent loss would weaken security — `tls`, `accounts`, `operator`,
@@ -68,6 +69,11 @@ pub struct FileConfig {
     pub password: Option<String>,
     pub token: Option<String>,
     pub auth_timeout: Option<Duration>,
+    pub cluster_name: Option<String>,
+    /// `cluster { listen }`, as written.
+    pub cluster_listen: Option<String>,
+    /// `cluster { routes }`, reduced to `host:port`.
+    pub routes: Option<Vec<String>>,
 }
 
 /// Reads and parses the config file at `path`.
@@ -186,6 +192,13 @@ fn apply(fc: &mut FileConfig, e: &Entry, path: &Path) -> Result<(), Bad> {
         "jetstream" => jetstream(fc, e, path)?,
         "jetstream.store_dir" | "jetstream.store" => fc.store_dir = Some(e.string()?.into()),
         "jetstream.enabled" | "jetstream.enable" => fc.jetstream = Some(e.boolean()?),
+        "cluster" => e.block()?.iter().try_for_each(|sub| apply(fc, sub, path))?,
+        "cluster.name" => fc.cluster_name = Some(e.string()?),
+        "cluster.listen" => fc.cluster_listen = Some(e.string()?),
+        "cluster.host" | "cluster.port" => {
+            return Err(e.bad("use cluster { listen: \"host:port\" }"))
+        }
+        "cluster.routes" => fc.routes = Some(e.routes()?),
         "authorization" => e.block()?.iter().try_for_each(|sub| apply(fc, sub, path))?,
         "authorization.user" | "authorization.username" => fc.user = Some(e.string()?),
         "authorization.password" | "authorization.pass" => fc.password = Some(e.string()?),
@@ -247,6 +260,24 @@ impl Entry {
             Value::Int(_, raw) => Ok(raw.clone()),
             _ => Err(self.wrong("a string")),
         }
+    }
+
+    fn routes(&self) -> Result<Vec<String>, Bad> {
+        let items: Vec<String> = match &self.value {
+            Value::List(items) => items
+                .iter()
+                .map(|v| match v {
+                    Value::Str(s) => Ok(s.clone()),
+                    other => Err(self.bad(format!("expected route URLs, got {}", other.kind()))),
+                })
+                .collect::<Result<_, _>>()?,
+            Value::Str(s) => vec![s.clone()],
+            _ => return Err(self.wrong("a list of route URLs")),
+        };
+        items
+            .iter()
+            .map(|url| super::cluster::route_address(url).map_err(|m| self.bad(m)))
+            .collect()
     }
 
     fn boolean(&self) -> Result<bool, Bad> {

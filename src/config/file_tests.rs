@@ -110,7 +110,7 @@ fn blocks() {
 #[test]
 fn unknown_keys_are_ignored_even_when_nested() {
     let fc = ok(
-        "cluster {\n  name: c1\n  routes: [\n    nats://a:6222 // first\n    \
+        "gateway {\n  name: c1\n  gateways: [\n    nats://a:6222 // first\n    \
                  \"nats://b:6222\"\n  ]\n}\nlame_duck_duration: \"30s\"\nport: 4999",
     );
     assert_eq!(
@@ -184,4 +184,23 @@ fn load_reads_files_and_reports_missing_ones() {
     assert_eq!(load(&path).expect("load").port, Some(4001));
     let missing = dir.path().join("missing.conf");
     assert!(matches!(load(&missing), Err(ConfigError::Read { path, .. }) if path == missing));
+}
+
+#[test]
+fn cluster_block_with_routes() {
+    let fc = parse(
+        Path::new("t.conf"),
+        "cluster {\n  name: c1\n  listen: 127.0.0.1:6222\n  routes: [\n    nats-route://127.0.0.1:6222\n    \"nats://127.0.0.1:6223\"\n  ]\n}\n",
+    )
+    .unwrap();
+    assert_eq!(fc.cluster_name.as_deref(), Some("c1"));
+    assert_eq!(fc.cluster_listen.as_deref(), Some("127.0.0.1:6222"));
+    assert_eq!(
+        fc.routes,
+        Some(vec![
+            "127.0.0.1:6222".to_string(),
+            "127.0.0.1:6223".to_string()
+        ])
+    );
+    assert!(parse(Path::new("t.conf"), "cluster { routes: [ 5 ] }").is_err());
 }

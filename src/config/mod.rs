@@ -4,6 +4,7 @@
 //! One `Config` per node, created in `main.rs` (or by a test) and shared read-only.
 
 pub mod cli;
+pub mod cluster;
 pub mod file;
 
 use std::net::SocketAddr;
@@ -43,6 +44,8 @@ pub struct Config {
     pub server_name: Option<String>,
     /// Monitoring HTTP listener, if any.
     pub http: Option<SocketAddr>,
+    /// `None`: a single node. See [`cluster`].
+    pub cluster: Option<cluster::ClusterConfig>,
     pub jetstream: bool,
     pub store_dir: PathBuf,
     pub max_payload: usize,
@@ -72,6 +75,7 @@ impl Default for Config {
             listen: SocketAddr::from(([0, 0, 0, 0], DEFAULT_PORT)),
             server_name: None,
             http: None,
+            cluster: None,
             jetstream: false,
             store_dir: PathBuf::from("./jetraft-data"),
             max_payload: DEFAULT_MAX_PAYLOAD,
