@@ -1,2 +1,270 @@
-//! The cluster: node identity, peers, and the gRPC protocol between nodes.
+//! The cluster: this node's identity among its peers, the peer table, and the gRPC protocol
+//! between nodes (`proto/cluster.proto`): Raft RPCs of every group, proposals forwarded to
+//! leaders, and the core-NATS route.
+//!
+//! [`ClusterNode`] (one per node started with `--cluster`) owns the gRPC listener and the
+//! shared channels to peers. Start-up order (see `server::Server::start`): the gRPC server
+//! starts first, so peers can say hello while this node is still discovering them; then
+//! [`ClusterNode::discover`] builds the peer table; then JetStream starts its groups with a
+//! [`GrpcTransport`] and registers its `GroupRegistry` here so Raft RPCs reach them.
+//!
+//! Where related code lives: `consensus::network` (the `PeerTransport` seam),
+//! `jetstream::placement` (which nodes host a stream), `jetstream::leadership` (what a stream
+//! leader serves).
+
+pub mod identity;
+pub mod peers;
 pub mod proto;
+pub mod service;
+pub mod transport;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+
+use crate::config::cluster::ClusterConfig;
+use crate::consensus::{GroupId, GroupRegistry, NodeId, RaftGroup};
+use crate::server::ServerShared;
+pub use identity::{node_id_for, SINGLE_NODE_ID};
+pub use peers::{Peer, PeerTable, PeerTableError};
+pub use service::ClusterService;
+pub use transport::{Channels, GrpcTransport};
+
+/// This node in its cluster. See the module docs.
+pub struct ClusterNode {
+    local: Peer,
+    cluster_name: String,
+    routes: Vec<String>,
+    peers: parking_lot::RwLock<PeerTable>,
+    channels: Channels,
+    /// Set once JetStream started its groups; until then Raft RPCs are answered `unavailable`.
+    registry: OnceLock<Arc<GroupRegistry>>,
+    grpc_addr: SocketAddr,
+}
+
+impl std::fmt::Debug for ClusterNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterNode")
+            .field("local", &self.local)
+            .field("grpc_addr", &self.grpc_addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClusterNode {
+    /// Binds the cluster listener and starts serving the node-to-node protocol.
+    pub async fn start(
+        shared: &Arc<ServerShared>,
+        config: &ClusterConfig,
+    ) -> std::io::Result<Arc<ClusterNode>> {
+        let listener = TcpListener::bind(config.listen).await?;
+        let grpc_addr = listener.local_addr()?;
+        // A configured port 0 means "any": advertise the port actually bound.
+        let advertise = match config.advertise.rsplit_once(':') {
+            Some((host, "0")) => format!("{host}:{}", grpc_addr.port()),
+            _ => config.advertise.clone(),
+        };
+        let host = advertise
+            .rsplit_once(':')
+            .map_or("127.0.0.1", |(host, _)| host);
+        let client_url = format!("{host}:{}", shared.client_addr.port());
+        // The node id must be stable: the configured name, or else the cluster address.
+        let id_name = shared
+            .config
+            .server_name
+            .clone()
+            .unwrap_or_else(|| advertise.clone());
+        let local = Peer {
+            id: node_id_for(&id_name),
+            name: shared.identity.server_name.clone(),
+            cluster_addr: advertise,
+            client_url,
+        };
+        let node = Arc::new(ClusterNode {
+            local,
+            cluster_name: config.name.clone(),
+            routes: config.routes.clone(),
+            peers: parking_lot::RwLock::new(PeerTable::default()),
+            channels: Channels::default(),
+            registry: OnceLock::new(),
+            grpc_addr,
+        });
+        let service = proto::cluster_server::ClusterServer::new(ClusterService::new(node.clone()))
+            .max_decoding_message_size(transport::MAX_MESSAGE)
+            .max_encoding_message_size(transport::MAX_MESSAGE);
+        let shutdown = shared.shutdown.clone();
+        shared.tasks.spawn(async move {
+            let served = tonic::transport::Server::builder()
+                .tcp_nodelay(true)
+                .add_service(service)
+                .serve_with_incoming_shutdown(
+                    TcpListenerStream::new(listener),
+                    shutdown.cancelled_owned(),
+                )
+                .await;
+            if let Err(e) = served {
+                tracing::error!("cluster listener failed: {e}");
+            }
+        });
+        tracing::info!(
+            node_id = node.local.id,
+            cluster = %node.cluster_name,
+            "Listening for cluster (gRPC) connections on {grpc_addr}"
+        );
+        Ok(node)
+    }
+
+    pub fn node_id(&self) -> NodeId {
+        self.local.id
+    }
+
+    pub fn cluster_name(&self) -> &str {
+        &self.cluster_name
+    }
+
+    pub fn grpc_addr(&self) -> SocketAddr {
+        self.grpc_addr
+    }
+
+    pub fn channels(&self) -> &Channels {
+        &self.channels
+    }
+
+    /// The Raft transport for this node's groups.
+    pub fn transport(&self) -> Arc<GrpcTransport> {
+        Arc::new(GrpcTransport::new(self.local.id, self.channels.clone()))
+    }
+
+    pub fn node_info(&self) -> proto::NodeInfo {
+        proto::NodeInfo {
+            cluster_name: self.cluster_name.clone(),
+            server_name: self.local.name.clone(),
+            node_id: self.local.id,
+            cluster_addr: self.local.cluster_addr.clone(),
+            client_url: self.local.client_url.clone(),
+        }
+    }
+
+    /// The peer table (this node included).
+    pub fn peers(&self) -> PeerTable {
+        self.peers.read().clone()
+    }
+
+    /// The name of node `id`, for cluster info.
+    pub fn peer_name(&self, id: NodeId) -> Option<String> {
+        self.peers.read().get(id).map(|peer| peer.name.clone())
+    }
+
+    /// Every node's client address (`host:port`), for INFO `connect_urls`.
+    pub fn client_urls(&self) -> Vec<String> {
+        self.peers
+            .read()
+            .nodes
+            .values()
+            .map(|peer| peer.client_url.clone())
+            .collect()
+    }
+
+    /// A peer said hello: remember its client address (it may have changed since the table
+    /// was saved).
+    pub fn learn_client_url(&self, id: NodeId, client_url: &str) {
+        if let Some(peer) = self.peers.write().nodes.get_mut(&id) {
+            if !client_url.is_empty() && peer.client_url != client_url {
+                peer.client_url = client_url.to_string();
+            }
+        }
+    }
+
+    /// Makes this node's Raft groups reachable by peers.
+    pub fn set_registry(&self, registry: Arc<GroupRegistry>) {
+        let _ = self.registry.set(registry);
+    }
+
+    /// The group `id` if it runs on this node.
+    pub fn group(&self, id: GroupId) -> Option<Arc<RaftGroup>> {
+        self.registry.get()?.get(id)
+    }
+
+    /// Builds the peer table: the one saved by an earlier run, or else by asking every route
+    /// who it is, waiting until all have answered (see `peers`).
+    pub async fn discover(self: &Arc<Self>, store_dir: &Path) -> Result<PeerTable, PeerTableError> {
+        if let Some(saved) = PeerTable::load(store_dir)? {
+            if saved.nodes.contains_key(&self.local.id) && saved.cluster_name == self.cluster_name
+            {
+                let mut table = saved;
+                table.nodes.insert(self.local.id, self.local.clone());
+                *self.peers.write() = table.clone();
+                tracing::info!(nodes = table.nodes.len(), "cluster membership from {}", store_dir.display());
+                return Ok(table);
+            }
+            tracing::warn!("saved cluster membership is for another node or cluster; rediscovering");
+        }
+        let mut table = PeerTable {
+            cluster_name: self.cluster_name.clone(),
+            ..PeerTable::default()
+        };
+        table.nodes.insert(self.local.id, self.local.clone());
+        let answers = futures::future::join_all(
+            self.routes
+                .iter()
+                .map(|addr| self.hello_until_answered(addr.clone())),
+        )
+        .await;
+        for info in answers {
+            let peer = Peer::from(&info);
+            table.nodes.insert(peer.id, peer);
+        }
+        table.save(store_dir)?;
+        tracing::info!(
+            nodes = table.nodes.len(),
+            "cluster formed: {:?}",
+            table.nodes.values().map(|p| &p.name).collect::<Vec<_>>()
+        );
+        *self.peers.write() = table.clone();
+        Ok(table)
+    }
+
+    async fn hello_until_answered(&self, addr: String) -> proto::NodeInfo {
+        let mut attempt = 0;
+        loop {
+            match self.hello(&addr).await {
+                Ok(info) => return info,
+                Err(why) => {
+                    if attempt % 20 == 0 {
+                        tracing::info!(route = %addr, "waiting for peer: {why}");
+                    }
+                }
+            }
+            tokio::time::sleep(peers::backoff(attempt)).await;
+            attempt += 1;
+        }
+    }
+
+    async fn hello(&self, addr: &str) -> Result<proto::NodeInfo, String> {
+        let mut client = self.channels.client(addr)?;
+        let mut request = tonic::Request::new(proto::HelloRequest {
+            node: Some(self.node_info()),
+        });
+        request.set_timeout(Duration::from_secs(2));
+        let reply = client
+            .hello(request)
+            .await
+            .map_err(|status| status.message().to_string())?;
+        reply
+            .into_inner()
+            .node
+            .ok_or_else(|| "hello without node info".to_string())
+    }
+
+    /// An inbound core-NATS route stream from a peer.
+    pub async fn serve_route(
+        &self,
+        _frames: tonic::Streaming<proto::RouteBatch>,
+    ) -> Result<tonic::Response<proto::RouteClosed>, tonic::Status> {
+        Err(tonic::Status::unimplemented("core NATS routes are not wired yet"))
+    }
+}

@@ -143,7 +143,13 @@ pub struct RaftGroup {
     log: GroupLogStore,
     view: MachineView,
     batcher: ProposalBatcher,
+    /// For forwarding proposals to the leader.
+    transport: Arc<dyn PeerTransport>,
 }
+
+/// How often a proposal may be forwarded before it fails: a leader change in the middle is
+/// followed once more, a loop is not.
+pub const MAX_FORWARD_HOPS: u32 = 2;
 
 impl RaftGroup {
     /// Open the group's storage, start its openraft instance, initialize its membership if the
@@ -168,7 +174,7 @@ impl RaftGroup {
         )
         .await?;
         let view = state_machine.view();
-        let network = GroupNetworkFactory::new(group, transport);
+        let network = GroupNetworkFactory::new(group, transport.clone());
         let raft = Raft::new(node, config, network, log.clone(), state_machine)
             .await
             .map_err(|e| StartError::Raft(e.to_string()))?;
@@ -176,6 +182,7 @@ impl RaftGroup {
             group,
             node,
             batcher: ProposalBatcher::start(raft.clone()),
+            transport,
             raft,
             log,
             view,
@@ -248,15 +255,64 @@ impl RaftGroup {
     /// Propose one command; returns its response once committed and applied. Concurrent
     /// proposals to the group are packed into shared Raft entries (see
     /// [`batcher`](super::batcher)); each still gets its own response.
+    /// On a follower the command is forwarded to the leader.
     pub async fn propose(&self, command: Command) -> Result<Response, ProposeError> {
-        self.batcher.propose(command).await
+        match self.batcher.propose(command.clone()).await {
+            Err(error) => {
+                let mut responses = self.forward(error, vec![command], 0).await?;
+                responses
+                    .pop()
+                    .ok_or_else(|| ProposeError::Rejected("no response from the leader".into()))
+            }
+            applied => applied,
+        }
     }
 
     /// Propose several commands as one Raft entry of their own (applied together, in order);
-    /// returns their responses once committed and applied.
+    /// returns their responses once committed and applied. On a follower they are forwarded to
+    /// the leader.
     pub async fn propose_all(&self, commands: Vec<Command>) -> Result<Vec<Response>, ProposeError> {
-        let written = self.raft.client_write(Proposal { commands }).await?;
-        Ok(written.data.responses)
+        self.propose_all_forwarded(commands, 0).await
+    }
+
+    /// [`propose_all`](Self::propose_all) for a proposal that was forwarded `hops` times.
+    pub async fn propose_all_forwarded(
+        &self,
+        commands: Vec<Command>,
+        hops: u32,
+    ) -> Result<Vec<Response>, ProposeError> {
+        let proposal = Proposal { commands };
+        match self.raft.client_write(proposal.clone()).await {
+            Ok(written) => Ok(written.data.responses),
+            Err(error) => self.forward(error.into(), proposal.commands, hops).await,
+        }
+    }
+
+    /// Forwards to the known leader if `error` says this replica is not it; otherwise (or past
+    /// the hop bound) returns the error.
+    async fn forward(
+        &self,
+        error: ProposeError,
+        commands: Vec<Command>,
+        hops: u32,
+    ) -> Result<Vec<Response>, ProposeError> {
+        match error {
+            ProposeError::NotLeader {
+                leader: Some(leader),
+                leader_node: Some(leader_node),
+            } if leader != self.node && hops < MAX_FORWARD_HOPS => {
+                self.transport
+                    .forward_proposal(
+                        self.group,
+                        leader,
+                        leader_node,
+                        Proposal { commands },
+                        hops + 1,
+                    )
+                    .await
+            }
+            error => Err(error),
+        }
     }
 
     /// Stop the group (its data stays). Persists the committed index for a quick restart.

@@ -24,7 +24,8 @@ use openraft::raft::{
     VoteRequest, VoteResponse,
 };
 
-use super::types::{GroupId, Node, NodeId, TypeConfig};
+use super::group::ProposeError;
+use super::types::{GroupId, Node, NodeId, Proposal, Response, TypeConfig};
 
 /// A boxed, sendable RPC future.
 pub type RpcFuture<T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send + 'static>>;
@@ -60,6 +61,24 @@ pub trait PeerTransport: Send + Sync + 'static {
         rpc: InstallSnapshotRequest<TypeConfig>,
         option: RPCOption,
     ) -> RpcFuture<InstallSnapshotResponse<NodeId>, RpcError<InstallSnapshotError>>;
+
+    /// Hands `proposal` to `target`, believed to lead `group`, which applies it and returns the
+    /// responses. `hops` counts earlier forwards (the receiver stops forwarding at a bound). A
+    /// transport without peers cannot forward.
+    fn forward_proposal(
+        &self,
+        group: GroupId,
+        target: NodeId,
+        node: Node,
+        proposal: Proposal,
+        hops: u32,
+    ) -> RpcFuture<Vec<Response>, ProposeError> {
+        let _ = (group, node, proposal, hops);
+        Box::pin(std::future::ready(Err(ProposeError::NotLeader {
+            leader: Some(target),
+            leader_node: None,
+        })))
+    }
 }
 
 /// The transport of a node without peers: every RPC fails with `Unreachable`.

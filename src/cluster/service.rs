@@ -1,0 +1,130 @@
+//! [`ClusterService`]: the receiving side of the node-to-node protocol (`proto/cluster.proto`),
+//! served by tonic on the node's cluster address. One per node.
+//!
+//! - `Hello`: this node's identity; refuses a caller from another cluster.
+//! - `Raft`: looks the group up in the node's `GroupRegistry` and hands the RPC to its openraft
+//!   instance. A group not (yet) running here — the node has not reconciled the meta entry that
+//!   creates it — answers `unavailable`, which the sender treats as unreachable and retries.
+//! - `Propose`: a proposal forwarded by a follower; applied here if this node leads the group,
+//!   forwarded once more if it knows a newer leader.
+//! - `Route`: the calling node's core-NATS route (see `route`).
+
+use std::sync::Arc;
+
+use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
+use tonic::{Request, Response, Status, Streaming};
+
+use super::proto::{self, cluster_server::Cluster, raft_reply, RaftKind};
+use super::ClusterNode;
+use crate::consensus::{codec, Proposal, TypeConfig};
+
+/// See the module docs.
+#[derive(Clone)]
+pub struct ClusterService {
+    node: Arc<ClusterNode>,
+}
+
+impl ClusterService {
+    pub fn new(node: Arc<ClusterNode>) -> Self {
+        ClusterService { node }
+    }
+}
+
+fn unavailable(why: impl Into<String>) -> Response<proto::RaftReply> {
+    Response::new(proto::RaftReply {
+        result: Some(raft_reply::Result::Unavailable(why.into())),
+    })
+}
+
+fn outcome<T: serde::Serialize>(value: &T) -> Response<proto::RaftReply> {
+    Response::new(proto::RaftReply {
+        result: Some(raft_reply::Result::Outcome(codec::encode(value).to_vec())),
+    })
+}
+
+fn malformed(e: impl std::fmt::Display) -> Status {
+    Status::invalid_argument(format!("malformed raft payload: {e}"))
+}
+
+#[tonic::async_trait]
+impl Cluster for ClusterService {
+    async fn hello(
+        &self,
+        request: Request<proto::HelloRequest>,
+    ) -> Result<Response<proto::HelloReply>, Status> {
+        let local = self.node.node_info();
+        if let Some(caller) = request.into_inner().node {
+            if caller.cluster_name != local.cluster_name {
+                return Err(Status::failed_precondition(format!(
+                    "cluster name mismatch: this node is in '{}', the caller in '{}'",
+                    local.cluster_name, caller.cluster_name
+                )));
+            }
+            self.node.learn_client_url(caller.node_id, &caller.client_url);
+        }
+        Ok(Response::new(proto::HelloReply { node: Some(local) }))
+    }
+
+    async fn raft(
+        &self,
+        request: Request<proto::RaftRequest>,
+    ) -> Result<Response<proto::RaftReply>, Status> {
+        let request = request.into_inner();
+        let Some(group) = self.node.group(request.group) else {
+            return Ok(unavailable(format!(
+                "group {} does not run on this node",
+                request.group
+            )));
+        };
+        let raft = group.raft();
+        let kind = RaftKind::try_from(request.kind)
+            .map_err(|_| Status::invalid_argument("unknown raft rpc kind"))?;
+        Ok(match kind {
+            RaftKind::AppendEntries => {
+                let rpc: AppendEntriesRequest<TypeConfig> =
+                    codec::decode(&request.payload).map_err(malformed)?;
+                outcome(&raft.append_entries(rpc).await)
+            }
+            RaftKind::Vote => {
+                let rpc: VoteRequest<u64> = codec::decode(&request.payload).map_err(malformed)?;
+                outcome(&raft.vote(rpc).await)
+            }
+            RaftKind::InstallSnapshot => {
+                let rpc: InstallSnapshotRequest<TypeConfig> =
+                    codec::decode(&request.payload).map_err(malformed)?;
+                outcome(&raft.install_snapshot(rpc).await)
+            }
+        })
+    }
+
+    async fn propose(
+        &self,
+        request: Request<proto::ProposeRequest>,
+    ) -> Result<Response<proto::ProposeReply>, Status> {
+        let request = request.into_inner();
+        let reply = |result| Ok(Response::new(proto::ProposeReply { result: Some(result) }));
+        let Some(group) = self.node.group(request.group) else {
+            return reply(proto::propose_reply::Result::Error(format!(
+                "group {} does not run on this node",
+                request.group
+            )));
+        };
+        let proposal: Proposal = codec::decode(&request.proposal).map_err(malformed)?;
+        match group
+            .propose_all_forwarded(proposal.commands, request.hops)
+            .await
+        {
+            Ok(responses) => reply(proto::propose_reply::Result::Responses(
+                codec::encode(&responses).to_vec(),
+            )),
+            Err(error) => reply(proto::propose_reply::Result::Error(error.to_string())),
+        }
+    }
+
+    async fn route(
+        &self,
+        request: Request<Streaming<proto::RouteBatch>>,
+    ) -> Result<Response<proto::RouteClosed>, Status> {
+        self.node.serve_route(request.into_inner()).await
+    }
+}

@@ -1,0 +1,202 @@
+//! [`GrpcTransport`]: the node's [`PeerTransport`] over gRPC. One per node; every Raft group
+//! of the node sends through it, and every peer has one shared channel ([`Channels`]), so
+//! RPCs of all groups to one peer are multiplexed on one HTTP/2 connection (DESIGN.md).
+//!
+//! openraft's own types travel as versioned postcard (`consensus::codec`) inside the
+//! protobuf envelope; the envelope carries the group id. A peer that cannot be reached, or that
+//! does not host the group yet, is reported to openraft as `Unreachable`, which makes it back
+//! off and retry; a Raft-level error of the remote handler comes back as `RemoteError`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::error::{
+    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
+};
+use openraft::network::RPCOption;
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tonic::transport::{Channel, Endpoint};
+
+use super::proto::{self, cluster_client::ClusterClient, raft_reply, RaftKind};
+use crate::consensus::codec;
+use crate::consensus::network::{RpcError, RpcFuture};
+use crate::consensus::{
+    GroupId, Node, NodeId, PeerTransport, ProposeError, Proposal, Response, TypeConfig,
+};
+
+/// Largest gRPC message either way: a snapshot chunk (4 MiB) or an append batch, with room.
+pub const MAX_MESSAGE: usize = 64 << 20;
+
+/// One lazily connected channel per peer address, shared by everything that talks to it
+/// (Raft RPCs of all groups, forwarded proposals, the route). tonic reconnects a broken
+/// channel by itself on the next call.
+#[derive(Clone, Debug, Default)]
+pub struct Channels {
+    clients: Arc<parking_lot::Mutex<HashMap<String, ClusterClient<Channel>>>>,
+}
+
+impl Channels {
+    /// The client for the node at `addr` (`host:port`).
+    pub fn client(&self, addr: &str) -> Result<ClusterClient<Channel>, String> {
+        let mut clients = self.clients.lock();
+        if let Some(client) = clients.get(addr) {
+            return Ok(client.clone());
+        }
+        let endpoint = Endpoint::from_shared(format!("http://{addr}"))
+            .map_err(|e| format!("bad peer address {addr}: {e}"))?
+            .connect_timeout(Duration::from_millis(500))
+            .tcp_nodelay(true)
+            .http2_keep_alive_interval(Duration::from_secs(1))
+            .keep_alive_timeout(Duration::from_secs(3))
+            .keep_alive_while_idle(true);
+        let client = ClusterClient::new(endpoint.connect_lazy())
+            .max_decoding_message_size(MAX_MESSAGE)
+            .max_encoding_message_size(MAX_MESSAGE);
+        clients.insert(addr.to_string(), client.clone());
+        Ok(client)
+    }
+}
+
+/// The gRPC [`PeerTransport`]. See the module docs.
+#[derive(Clone, Debug)]
+pub struct GrpcTransport {
+    local: NodeId,
+    channels: Channels,
+}
+
+impl GrpcTransport {
+    pub fn new(local: NodeId, channels: Channels) -> Self {
+        GrpcTransport { local, channels }
+    }
+
+    fn call<Req, Resp, E>(
+        &self,
+        kind: RaftKind,
+        group: GroupId,
+        target: NodeId,
+        node: Node,
+        rpc: Req,
+        option: RPCOption,
+    ) -> RpcFuture<Resp, RPCError<NodeId, Node, RaftError<NodeId, E>>>
+    where
+        Req: Serialize,
+        Resp: DeserializeOwned + Send + 'static,
+        E: std::error::Error + DeserializeOwned + Send + 'static,
+    {
+        let payload = codec::encode(&rpc);
+        let client = self.channels.client(&node.addr);
+        let from = self.local;
+        Box::pin(async move {
+            let mut client = client.map_err(|e| unreachable_error(&e))?;
+            let mut request = tonic::Request::new(proto::RaftRequest {
+                group,
+                from,
+                kind: kind as i32,
+                payload: payload.to_vec(),
+            });
+            request.set_timeout(option.hard_ttl());
+            let reply = client
+                .raft(request)
+                .await
+                .map_err(|status| unreachable_error(&status.to_string()))?
+                .into_inner();
+            match reply.result {
+                Some(raft_reply::Result::Outcome(bytes)) => {
+                    let outcome: Result<Resp, RaftError<NodeId, E>> = codec::decode(&bytes)
+                        .map_err(|e| {
+                            RPCError::Network(NetworkError::new(&std::io::Error::other(
+                                format!("undecodable raft reply: {e}"),
+                            )))
+                        })?;
+                    outcome.map_err(|error| {
+                        RPCError::RemoteError(RemoteError::new_with_node(target, node, error))
+                    })
+                }
+                Some(raft_reply::Result::Unavailable(why)) => Err(unreachable_error(&why)),
+                None => Err(unreachable_error("empty raft reply")),
+            }
+        })
+    }
+}
+
+fn unreachable_error<E: std::error::Error>(why: &str) -> RPCError<NodeId, Node, E> {
+    RPCError::Unreachable(Unreachable::new(&std::io::Error::new(
+        std::io::ErrorKind::NotConnected,
+        why.to_string(),
+    )))
+}
+
+impl PeerTransport for GrpcTransport {
+    fn append_entries(
+        &self,
+        group: GroupId,
+        target: NodeId,
+        node: Node,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> RpcFuture<AppendEntriesResponse<NodeId>, RpcError> {
+        self.call(RaftKind::AppendEntries, group, target, node, rpc, option)
+    }
+
+    fn vote(
+        &self,
+        group: GroupId,
+        target: NodeId,
+        node: Node,
+        rpc: VoteRequest<NodeId>,
+        option: RPCOption,
+    ) -> RpcFuture<VoteResponse<NodeId>, RpcError> {
+        self.call(RaftKind::Vote, group, target, node, rpc, option)
+    }
+
+    fn install_snapshot(
+        &self,
+        group: GroupId,
+        target: NodeId,
+        node: Node,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> RpcFuture<InstallSnapshotResponse<NodeId>, RpcError<InstallSnapshotError>> {
+        self.call(RaftKind::InstallSnapshot, group, target, node, rpc, option)
+    }
+
+    fn forward_proposal(
+        &self,
+        group: GroupId,
+        _target: NodeId,
+        node: Node,
+        proposal: Proposal,
+        hops: u32,
+    ) -> RpcFuture<Vec<Response>, ProposeError> {
+        let client = self.channels.client(&node.addr);
+        Box::pin(async move {
+            let mut client = client.map_err(ProposeError::Stopped)?;
+            let mut request = tonic::Request::new(proto::ProposeRequest {
+                group,
+                proposal: codec::encode(&proposal).to_vec(),
+                hops,
+            });
+            request.set_timeout(FORWARD_TIMEOUT);
+            let reply = client
+                .propose(request)
+                .await
+                .map_err(|status| ProposeError::Stopped(format!("forwarding failed: {status}")))?
+                .into_inner();
+            match reply.result {
+                Some(proto::propose_reply::Result::Responses(bytes)) => codec::decode(&bytes)
+                    .map_err(|e| ProposeError::Stopped(format!("undecodable responses: {e}"))),
+                Some(proto::propose_reply::Result::Error(why)) => Err(ProposeError::Stopped(why)),
+                None => Err(ProposeError::Stopped("empty propose reply".into())),
+            }
+        })
+    }
+}
+
+/// How long a forwarded proposal may take (commit on a quorum, including an fsync each).
+pub const FORWARD_TIMEOUT: Duration = Duration::from_secs(10);
