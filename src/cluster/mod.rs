@@ -193,15 +193,20 @@ impl ClusterNode {
     /// who it is, waiting until all have answered (see `peers`).
     pub async fn discover(self: &Arc<Self>, store_dir: &Path) -> Result<PeerTable, PeerTableError> {
         if let Some(saved) = PeerTable::load(store_dir)? {
-            if saved.nodes.contains_key(&self.local.id) && saved.cluster_name == self.cluster_name
-            {
+            if saved.nodes.contains_key(&self.local.id) && saved.cluster_name == self.cluster_name {
                 let mut table = saved;
                 table.nodes.insert(self.local.id, self.local.clone());
                 *self.peers.write() = table.clone();
-                tracing::info!(nodes = table.nodes.len(), "cluster membership from {}", store_dir.display());
+                tracing::info!(
+                    nodes = table.nodes.len(),
+                    "cluster membership from {}",
+                    store_dir.display()
+                );
                 return Ok(table);
             }
-            tracing::warn!("saved cluster membership is for another node or cluster; rediscovering");
+            tracing::warn!(
+                "saved cluster membership is for another node or cluster; rediscovering"
+            );
         }
         let mut table = PeerTable {
             cluster_name: self.cluster_name.clone(),
@@ -265,6 +270,8 @@ impl ClusterNode {
         &self,
         _frames: tonic::Streaming<proto::RouteBatch>,
     ) -> Result<tonic::Response<proto::RouteClosed>, tonic::Status> {
-        Err(tonic::Status::unimplemented("core NATS routes are not wired yet"))
+        Err(tonic::Status::unimplemented(
+            "core NATS routes are not wired yet",
+        ))
     }
 }

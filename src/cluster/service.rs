@@ -46,6 +46,8 @@ fn malformed(e: impl std::fmt::Display) -> Status {
     Status::invalid_argument(format!("malformed raft payload: {e}"))
 }
 
+// tonic's `Status` is what its generated trait returns; it is large by design.
+#[allow(clippy::result_large_err)]
 #[tonic::async_trait]
 impl Cluster for ClusterService {
     async fn hello(
@@ -60,7 +62,8 @@ impl Cluster for ClusterService {
                     local.cluster_name, caller.cluster_name
                 )));
             }
-            self.node.learn_client_url(caller.node_id, &caller.client_url);
+            self.node
+                .learn_client_url(caller.node_id, &caller.client_url);
         }
         Ok(Response::new(proto::HelloReply { node: Some(local) }))
     }
@@ -102,7 +105,11 @@ impl Cluster for ClusterService {
         request: Request<proto::ProposeRequest>,
     ) -> Result<Response<proto::ProposeReply>, Status> {
         let request = request.into_inner();
-        let reply = |result| Ok(Response::new(proto::ProposeReply { result: Some(result) }));
+        let reply = |result| -> Result<Response<proto::ProposeReply>, Status> {
+            Ok(Response::new(proto::ProposeReply {
+                result: Some(result),
+            }))
+        };
         let Some(group) = self.node.group(request.group) else {
             return reply(proto::propose_reply::Result::Error(format!(
                 "group {} does not run on this node",

@@ -27,7 +27,7 @@ use super::proto::{self, cluster_client::ClusterClient, raft_reply, RaftKind};
 use crate::consensus::codec;
 use crate::consensus::network::{RpcError, RpcFuture};
 use crate::consensus::{
-    GroupId, Node, NodeId, PeerTransport, ProposeError, Proposal, Response, TypeConfig,
+    GroupId, Node, NodeId, PeerTransport, Proposal, ProposeError, Response, TypeConfig,
 };
 
 /// Largest gRPC message either way: a snapshot chunk (4 MiB) or an append batch, with room.
@@ -110,9 +110,9 @@ impl GrpcTransport {
                 Some(raft_reply::Result::Outcome(bytes)) => {
                     let outcome: Result<Resp, RaftError<NodeId, E>> = codec::decode(&bytes)
                         .map_err(|e| {
-                            RPCError::Network(NetworkError::new(&std::io::Error::other(
-                                format!("undecodable raft reply: {e}"),
-                            )))
+                            RPCError::Network(NetworkError::new(&std::io::Error::other(format!(
+                                "undecodable raft reply: {e}"
+                            ))))
                         })?;
                     outcome.map_err(|error| {
                         RPCError::RemoteError(RemoteError::new_with_node(target, node, error))

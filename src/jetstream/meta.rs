@@ -6,8 +6,10 @@
 //! stream's group, so one snapshot holds both and they can never disagree (see
 //! ARCHITECTURE.md).
 //!
-//! Keys in the group's sled space (append-only format, version 1): `v1/s/<name>` → the
-//! stream's `StoredAssignment`; `v1/next` → the next group id to assign.
+//! Keys in the group's sled space (append-only formats): `v2/s/<name>` → the stream's
+//! `StoredAssignment` (with its replica nodes); `v1/s/<name>` → the same without replicas,
+//! written before clustering (read as placed on the single node; rewritten as `v2` on the next
+//! change); `v1/next` → the next group id to assign.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -17,14 +19,17 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use super::codec::{self, JsonValue, META_COMMAND_V1};
+use crate::cluster::SINGLE_NODE_ID;
 use crate::consensus::machine::ApplyPosition;
+use crate::consensus::NodeId;
 use crate::consensus::{
     Command, GroupId, GroupMachine, MachineError, MachineTxn, MachineView, Response,
 };
 use crate::jsapi::{ApiError, ErrorKind, StreamConfig};
 
 pub const META_GROUP: GroupId = 0;
-const STREAM_KEY_PREFIX: &[u8] = b"v1/s/";
+const STREAM_KEY_PREFIX_V1: &[u8] = b"v1/s/";
+const STREAM_KEY_PREFIX: &[u8] = b"v2/s/";
 const NEXT_GROUP_KEY: &[u8] = b"v1/next";
 /// Stream groups are numbered from 1; 0 is the meta group.
 const FIRST_STREAM_GROUP: GroupId = 1;
@@ -41,6 +46,12 @@ pub enum MetaCommand {
     },
     DeleteStream {
         name: String,
+    },
+    /// A stream placed on `replicas` (node ids, in placement order).
+    CreateStreamOn {
+        config: JsonValue<StreamConfig>,
+        created_nanos: i64,
+        replicas: Vec<NodeId>,
     },
 }
 
@@ -65,13 +76,25 @@ pub struct StreamAssignment {
     pub config: StreamConfig,
     pub created_nanos: i64,
     pub group: GroupId,
+    /// The nodes hosting the stream's group (its voters).
+    pub replicas: Vec<NodeId>,
 }
 
+/// `v1/s/<name>`: written before streams had replicas.
+#[derive(Serialize, Deserialize)]
+struct StoredAssignmentV1 {
+    config: JsonValue<StreamConfig>,
+    created_nanos: i64,
+    group: GroupId,
+}
+
+/// `v2/s/<name>`.
 #[derive(Serialize, Deserialize)]
 struct StoredAssignment {
     config: JsonValue<StreamConfig>,
     created_nanos: i64,
     group: GroupId,
+    replicas: Vec<NodeId>,
 }
 
 /// The meta state: identical on every node that applied the same entries.
@@ -96,7 +119,12 @@ impl MetaState {
             MetaCommand::CreateStream {
                 config: JsonValue(config),
                 created_nanos,
-            } => self.create(config, created_nanos),
+            } => self.create(config, created_nanos, vec![SINGLE_NODE_ID]),
+            MetaCommand::CreateStreamOn {
+                config: JsonValue(config),
+                created_nanos,
+                replicas,
+            } => self.create(config, created_nanos, replicas),
             MetaCommand::UpdateStream {
                 config: JsonValue(config),
             } => {
@@ -126,6 +154,7 @@ impl MetaState {
         &mut self,
         config: StreamConfig,
         created_nanos: i64,
+        replicas: Vec<NodeId>,
     ) -> Result<MetaOutcome, ApiError> {
         if let Some(existing) = self.streams.get(&config.name) {
             if existing.config == config {
@@ -145,6 +174,7 @@ impl MetaState {
                 config,
                 created_nanos,
                 group,
+                replicas,
             },
         );
         Ok(MetaOutcome::Created {
@@ -211,16 +241,30 @@ impl MetaMachine {
 impl GroupMachine for MetaMachine {
     fn load(&mut self, view: &MachineView) -> Result<(), MachineError> {
         let mut state = MetaState::default();
-        for item in view.scan_prefix(STREAM_KEY_PREFIX) {
+        let corrupt = |e: codec::CodecError| MachineError::Corrupt(e.to_string());
+        for item in view.scan_prefix(STREAM_KEY_PREFIX_V1) {
             let (_, value) = item?;
-            let stored: StoredAssignment =
-                codec::decode(&value).map_err(|e| MachineError::Corrupt(e.to_string()))?;
+            let stored: StoredAssignmentV1 = codec::decode(&value).map_err(corrupt)?;
             state.streams.insert(
                 stored.config.0.name.clone(),
                 StreamAssignment {
                     config: stored.config.0,
                     created_nanos: stored.created_nanos,
                     group: stored.group,
+                    replicas: vec![SINGLE_NODE_ID],
+                },
+            );
+        }
+        for item in view.scan_prefix(STREAM_KEY_PREFIX) {
+            let (_, value) = item?;
+            let stored: StoredAssignment = codec::decode(&value).map_err(corrupt)?;
+            state.streams.insert(
+                stored.config.0.name.clone(),
+                StreamAssignment {
+                    config: stored.config.0,
+                    created_nanos: stored.created_nanos,
+                    group: stored.group,
+                    replicas: stored.replicas,
                 },
             );
         }
@@ -241,9 +285,9 @@ impl GroupMachine for MetaMachine {
         let command: MetaCommand = codec::decode_command(META_COMMAND_V1, command)
             .map_err(|e| MachineError::Corrupt(e.to_string()))?;
         let name = match &command {
-            MetaCommand::CreateStream { config, .. } | MetaCommand::UpdateStream { config } => {
-                config.0.name.clone()
-            }
+            MetaCommand::CreateStream { config, .. }
+            | MetaCommand::CreateStreamOn { config, .. }
+            | MetaCommand::UpdateStream { config } => config.0.name.clone(),
             MetaCommand::DeleteStream { name } => name.clone(),
         };
         let mut state = self.state.write();
@@ -256,11 +300,13 @@ impl GroupMachine for MetaMachine {
                         config: JsonValue(assignment.config.clone()),
                         created_nanos: assignment.created_nanos,
                         group: assignment.group,
+                        replicas: assignment.replicas.clone(),
                     };
-                    txn.insert(stream_key(&name), codec::encode(&stored));
+                    txn.insert(stream_key(STREAM_KEY_PREFIX, &name), codec::encode(&stored));
                 }
-                None => txn.remove(stream_key(&name)),
+                None => txn.remove(stream_key(STREAM_KEY_PREFIX, &name)),
             }
+            txn.remove(stream_key(STREAM_KEY_PREFIX_V1, &name));
             txn.insert(NEXT_GROUP_KEY.to_vec(), codec::encode(&state.next_group));
         }
         drop(state);
@@ -269,8 +315,8 @@ impl GroupMachine for MetaMachine {
     }
 }
 
-fn stream_key(name: &str) -> Vec<u8> {
-    let mut key = STREAM_KEY_PREFIX.to_vec();
+fn stream_key(prefix: &[u8], name: &str) -> Vec<u8> {
+    let mut key = prefix.to_vec();
     key.extend_from_slice(name.as_bytes());
     key
 }

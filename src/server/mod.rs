@@ -22,6 +22,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::cluster::ClusterNode;
 use crate::config::Config;
 use crate::jetstream::JetStream;
 use crate::monitor;
@@ -43,6 +44,8 @@ pub struct ServerShared {
     pub tasks: TaskTracker,
     /// Set once JetStream started (weak: JetStream holds this struct).
     pub jetstream: std::sync::OnceLock<std::sync::Weak<JetStream>>,
+    /// Set at start-up when the node runs in a cluster.
+    pub cluster: std::sync::OnceLock<Arc<ClusterNode>>,
 }
 
 /// A started node. Dropping it does not stop the node; call [`RunningServer::shutdown`].
@@ -83,6 +86,7 @@ impl Server {
             shutdown: CancellationToken::new(),
             tasks: TaskTracker::new(),
             jetstream: std::sync::OnceLock::new(),
+            cluster: std::sync::OnceLock::new(),
         });
 
         tracing::info!(
@@ -90,6 +94,14 @@ impl Server {
             server_name = %shared.identity.server_name,
             "starting jetraft"
         );
+        // The cluster listener first, so peers can reach this node while it waits for them.
+        if let Some(cluster_config) = shared.config.cluster.clone() {
+            let node = ClusterNode::start(&shared, &cluster_config).await?;
+            let _ = shared.cluster.set(node.clone());
+            node.discover(&shared.config.store_dir)
+                .await
+                .map_err(std::io::Error::other)?;
+        }
         // JetStream subscribes its API before the first client can connect.
         let jetstream = if shared.config.jetstream {
             let started = JetStream::start(shared.clone())

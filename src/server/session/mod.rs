@@ -78,8 +78,15 @@ fn server_info(shared: &ServerShared, client_id: u64, peer: SocketAddr) -> Serve
         jetstream: config.jetstream,
         client_id,
         client_ip: peer.ip().to_string(),
-        cluster: None,
-        connect_urls: Vec::new(),
+        cluster: shared
+            .cluster
+            .get()
+            .map(|cluster| cluster.cluster_name().to_string()),
+        connect_urls: shared
+            .cluster
+            .get()
+            .map(|cluster| cluster.client_urls())
+            .unwrap_or_default(),
         connect_info: false,
         remote_account: None,
     }
