@@ -265,6 +265,29 @@ impl ClusterNode {
             .ok_or_else(|| "hello without node info".to_string())
     }
 
+    /// Asks node `target` to start an election in `group` (leader stepdown).
+    pub async fn ask_to_elect(&self, target: NodeId, group: GroupId) -> Result<(), String> {
+        let addr = self
+            .peers
+            .read()
+            .get(target)
+            .map(|peer| peer.cluster_addr.clone())
+            .ok_or_else(|| format!("unknown node {target}"))?;
+        let mut client = self.channels.client(&addr)?;
+        let mut request = tonic::Request::new(proto::ElectRequest { group });
+        request.set_timeout(Duration::from_secs(2));
+        let reply = client
+            .elect(request)
+            .await
+            .map_err(|status| status.message().to_string())?
+            .into_inner();
+        if reply.error.is_empty() {
+            Ok(())
+        } else {
+            Err(reply.error)
+        }
+    }
+
     /// An inbound core-NATS route stream from a peer.
     pub async fn serve_route(
         &self,

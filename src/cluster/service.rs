@@ -128,6 +128,21 @@ impl Cluster for ClusterService {
         }
     }
 
+    async fn elect(
+        &self,
+        request: Request<proto::ElectRequest>,
+    ) -> Result<Response<proto::ElectReply>, Status> {
+        let group_id = request.into_inner().group;
+        let error = match self.node.group(group_id) {
+            None => format!("group {group_id} does not run on this node"),
+            Some(group) => match group.raft().trigger().elect().await {
+                Ok(()) => String::new(),
+                Err(fatal) => fatal.to_string(),
+            },
+        };
+        Ok(Response::new(proto::ElectReply { error }))
+    }
+
     async fn route(
         &self,
         request: Request<Streaming<proto::RouteBatch>>,

@@ -10,25 +10,24 @@ use super::super::service::JetStream;
 /// The JetStream API level jetraft implements (nats-server 2.11's feature set).
 pub const API_LEVEL: i64 = 1;
 
-pub fn info(js: &JetStream) -> Vec<u8> {
+pub async fn info(js: &JetStream) -> Vec<u8> {
     let mut usage = AccountUsage::default();
-    for name in js.stream_names() {
-        let Some(stream) = js.stream(&name) else {
-            continue;
-        };
-        let (bytes, storage, consumers) = stream.view().read(|group| {
-            (
-                group.stream().bytes(),
-                group.stream().config().storage,
-                group.consumer_names().count(),
-            )
-        });
+    let names = js.stream_names();
+    // In a cluster some streams are led elsewhere: their leaders report their usage.
+    let infos =
+        futures::future::join_all(names.iter().map(|name| super::streams::info_of(js, name))).await;
+    for info in infos.into_iter().flatten() {
+        let (bytes, storage, consumers) = (
+            info.state.bytes,
+            info.config.storage,
+            info.state.consumer_count,
+        );
         match storage {
             StorageType::Memory => usage.memory += bytes,
             StorageType::File => usage.storage += bytes,
         }
         usage.streams += 1;
-        usage.consumers += consumers as i64;
+        usage.consumers += consumers;
     }
     let info = AccountInfo {
         usage,

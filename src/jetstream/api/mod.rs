@@ -8,6 +8,7 @@
 //! (`CONSUMER.MSG.NEXT`) go to `delivery`.
 
 pub mod account;
+pub mod cluster;
 pub mod consumers;
 pub mod messages;
 pub mod streams;
@@ -73,10 +74,12 @@ async fn handle(js: &Arc<JetStream>, msg: Message) {
     };
     let subject = String::from_utf8_lossy(&msg.subject).into_owned();
     let body = match ApiRequest::parse(&subject) {
+        Err(_) if !cluster::answers_unparsed(js) => return,
         Err(error) => {
             js.count_api_call(true);
             Some(encode_error(ResponseType::System, &error.to_api_error()))
         }
+        Ok(request) if !cluster::answers(js, &request) => return,
         Ok(request) => route(js, &request, &msg).await,
     };
     if let Some(body) = body {
@@ -86,14 +89,16 @@ async fn handle(js: &Arc<JetStream>, msg: Message) {
 
 async fn route(js: &Arc<JetStream>, request: &ApiRequest, msg: &Message) -> Option<Vec<u8>> {
     let result: Result<Vec<u8>, ApiError> = match request {
-        ApiRequest::AccountInfo => Ok(account::info(js)),
+        ApiRequest::AccountInfo => Ok(account::info(js).await),
         ApiRequest::StreamCreate { stream } => streams::create(js, stream, &msg.payload).await,
         ApiRequest::StreamUpdate { stream } => streams::update(js, stream, &msg.payload).await,
         ApiRequest::StreamInfo { stream } => streams::info(js, stream, &msg.payload),
         ApiRequest::StreamDelete { stream } => streams::delete(js, stream).await,
         ApiRequest::StreamPurge { stream } => streams::purge(js, stream, &msg.payload).await,
         ApiRequest::StreamNames => streams::names(js, &msg.payload),
-        ApiRequest::StreamList => streams::list(js, &msg.payload),
+        ApiRequest::StreamList => streams::list(js, &msg.payload).await,
+        ApiRequest::StreamLeaderStepdown { stream } => streams::step_down(js, stream).await,
+        ApiRequest::MetaLeaderStepdown => streams::meta_step_down(js).await,
         ApiRequest::StreamMsgGet { stream } => messages::get(js, stream, &msg.payload),
         ApiRequest::StreamMsgDelete { stream } => messages::delete(js, stream, &msg.payload).await,
         ApiRequest::ConsumerMsgNext { .. } => {
@@ -115,7 +120,8 @@ async fn route(js: &Arc<JetStream>, request: &ApiRequest, msg: &Message) -> Opti
             js.count_api_call(body.as_deref().is_some_and(is_error_reply));
             return body;
         }
-        // Snapshots, restores, peer removal and stepdowns need the cluster (next issue).
+        // Snapshots, restores, peer removal, consumer stepdown (consumers have no group of
+        // their own here) are not supported.
         _ => Err(ApiError::new(ErrorKind::BadRequest)),
     };
     let response_type = request.response_type().unwrap_or(ResponseType::System);

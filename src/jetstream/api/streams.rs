@@ -12,7 +12,7 @@ use crate::jsapi::response::{
     encode_success, Paged, PurgeResponse, ResponseType, StreamCreateResponse, StreamInfoResponse,
     StreamListResponse, StreamNamesResponse, SuccessResponse,
 };
-use crate::jsapi::stream_info::{ClusterInfo, StreamState};
+use crate::jsapi::stream_info::StreamState;
 use crate::jsapi::time::Timestamp;
 use crate::jsapi::{ApiError, ErrorKind, StreamConfig, StreamConfigRequest, StreamInfo};
 use crate::jscore::group::{GroupCommand, GroupOutcome};
@@ -21,13 +21,10 @@ use crate::jscore::subject_filter::SubjectFilter;
 
 use super::super::codec::JsonValue;
 use super::super::meta::{MetaCommand, MetaOutcome};
-use super::super::service::{create_stream_command, JetStream};
-
-/// A single node can hold one replica; more is refused as nats-server does without a cluster.
-const CLUSTER_SIZE: i64 = 1;
+use super::super::service::JetStream;
 
 /// Parses and checks a create/update body against the name in the subject.
-fn requested_config(stream: &str, body: &[u8]) -> Result<StreamConfig, ApiError> {
+fn requested_config(js: &JetStream, stream: &str, body: &[u8]) -> Result<StreamConfig, ApiError> {
     let request: StreamConfigRequest = parse_body(body)?;
     let mut config = request.config;
     // Clients echo back the `_nats.*` entries we report; they are not part of the config.
@@ -39,18 +36,22 @@ fn requested_config(stream: &str, body: &[u8]) -> Result<StreamConfig, ApiError>
         return Err(ApiError::new(ErrorKind::StreamMismatch));
     }
     let config = config.checked()?;
-    if config.num_replicas > CLUSTER_SIZE {
+    // Without a cluster one replica is all there is (nats-server's answer); in a cluster,
+    // placement refuses more replicas than nodes.
+    if js.cluster().is_none() && config.num_replicas > 1 {
         return Err(ApiError::new(ErrorKind::StreamReplicasNotSupported));
     }
     Ok(config)
 }
 
 pub async fn create(js: &Arc<JetStream>, stream: &str, body: &[u8]) -> Result<Vec<u8>, ApiError> {
-    let config = requested_config(stream, body)?;
+    let config = requested_config(js, stream, body)?;
     config.validate_create()?;
-    let outcome = js.propose_meta(create_stream_command(config)).await?;
+    let command = js.create_stream_command(config)?;
+    let outcome = js.propose_meta(command).await?;
     let did_create = matches!(outcome, MetaOutcome::Created { created: true, .. });
-    let info = stream_info(js, stream, &StreamInfoRequest::default())?;
+    // The stream's leader may be another node, and a new group has to elect it first.
+    let info = super::cluster::stream_info_anywhere(js, stream, NEW_STREAM_WAIT).await?;
     Ok(encode_success(
         ResponseType::StreamCreate,
         &StreamCreateResponse { info, did_create },
@@ -58,7 +59,7 @@ pub async fn create(js: &Arc<JetStream>, stream: &str, body: &[u8]) -> Result<Ve
 }
 
 pub async fn update(js: &Arc<JetStream>, stream: &str, body: &[u8]) -> Result<Vec<u8>, ApiError> {
-    let config = requested_config(stream, body)?;
+    let config = requested_config(js, stream, body)?;
     let current = js
         .assignment(stream)
         .ok_or_else(|| ApiError::new(ErrorKind::StreamNotFound))?;
@@ -165,15 +166,16 @@ pub fn names(js: &JetStream, body: &[u8]) -> Result<Vec<u8>, ApiError> {
     ))
 }
 
-pub fn list(js: &JetStream, body: &[u8]) -> Result<Vec<u8>, ApiError> {
+pub async fn list(js: &Arc<JetStream>, body: &[u8]) -> Result<Vec<u8>, ApiError> {
     let request: StreamNamesRequest = parse_optional_body(body)?;
     let (paged, page) = page(js.stream_names(), request.offset, LIST_PAGE_LIMIT);
     let mut streams = Vec::with_capacity(page.len());
     let mut missing = Vec::new();
-    for name in page {
-        match stream_info(js, &name, &StreamInfoRequest::default()) {
-            Ok(info) => streams.push(info),
-            Err(_) => missing.push(name),
+    let infos = futures::future::join_all(page.iter().map(|name| info_of(js, name))).await;
+    for (name, info) in page.into_iter().zip(infos) {
+        match info {
+            Some(info) => streams.push(info),
+            None => missing.push(name),
         }
     }
     Ok(encode_success(
@@ -184,6 +186,38 @@ pub fn list(js: &JetStream, body: &[u8]) -> Result<Vec<u8>, ApiError> {
             missing,
             offline: Default::default(),
         },
+    ))
+}
+
+/// How long a create waits for a new stream's leader to answer for it.
+const NEW_STREAM_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The info of a stream this node leads, or else as its leader reports it.
+pub async fn info_of(js: &JetStream, name: &str) -> Option<StreamInfo> {
+    if js.leads_stream(name) || js.cluster().is_none() {
+        return stream_info(js, name, &StreamInfoRequest::default()).ok();
+    }
+    super::cluster::remote_stream_info(js, name).await
+}
+
+/// `STREAM.LEADER.STEPDOWN`: hand the stream's leadership to another replica.
+pub async fn step_down(js: &Arc<JetStream>, stream: &str) -> Result<Vec<u8>, ApiError> {
+    let handle = js
+        .stream(stream)
+        .ok_or_else(|| ApiError::new(ErrorKind::StreamNotFound))?;
+    super::cluster::step_down(js, handle.group()).await?;
+    Ok(encode_success(
+        ResponseType::StreamLeaderStepdown,
+        &SuccessResponse::OK,
+    ))
+}
+
+/// `META.LEADER.STEPDOWN`: hand the meta group's leadership to another node.
+pub async fn meta_step_down(js: &Arc<JetStream>) -> Result<Vec<u8>, ApiError> {
+    super::cluster::step_down(js, js.meta_group()).await?;
+    Ok(encode_success(
+        ResponseType::MetaLeaderStepdown,
+        &SuccessResponse::OK,
     ))
 }
 
@@ -242,11 +276,7 @@ pub fn stream_info(
         config,
         created: Timestamp::from_unix_nanos(assignment.created_nanos),
         state,
-        // A single node leads every stream; nats-server reports itself as leader too.
-        cluster: Some(ClusterInfo {
-            leader: js.shared().identity.server_name.clone(),
-            ..ClusterInfo::default()
-        }),
+        cluster: Some(super::cluster::cluster_info(js, handle.group())),
         ts: Timestamp::now(),
         ..StreamInfo::default()
     })

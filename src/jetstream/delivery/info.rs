@@ -29,6 +29,15 @@ pub fn consumer_info(
         stream_seq: pair.stream_seq,
         last_active: time_of(last_active),
     };
+    // nats-server reports no cluster block for consumers of a standalone server; in a cluster
+    // a consumer is replicated with its stream, so the stream group's block is the consumer's.
+    let cluster = registry
+        .shared()
+        .jetstream
+        .get()
+        .and_then(std::sync::Weak::upgrade)
+        .filter(|js| js.cluster().is_some())
+        .map(|js| crate::jetstream::api::cluster::cluster_info(&js, handle.group()));
     handle.view().read(|group| {
         let consumer = group.consumer(name)?;
         let progress = consumer.progress(group.stream());
@@ -53,8 +62,7 @@ pub fn consumer_info(
             num_redelivered: progress.num_redelivered as i64,
             num_waiting: load(|a| a.num_waiting.load(Ordering::Relaxed) as i64),
             num_pending: progress.num_pending,
-            // nats-server reports no cluster block for consumers of a standalone server.
-            cluster: None,
+            cluster,
             push_bound,
             ts: now,
             ..ConsumerInfo::default()

@@ -1,0 +1,208 @@
+//! The API in a cluster: which node answers a request, asking the node that can, the `cluster`
+//! block of infos, and leader stepdowns.
+//!
+//! Every node subscribes `$JS.API.>` and interest propagation hands each request to every node;
+//! exactly one answers (as in nats-server): the leader of the stream a request names, or the
+//! meta leader for account-wide requests, stream create/delete, and streams that do not exist.
+//! A node that needs a stream's state it does not lead (the meta leader answering a create or a
+//! list) asks the stream's leader with an internal request, like any client would.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use tokio::sync::oneshot;
+
+use super::super::service::JetStream;
+use crate::consensus::{NodeId, RaftGroup};
+use crate::jsapi::stream_info::{ClusterInfo, PeerInfo};
+use crate::jsapi::subject::ApiRequest;
+use crate::jsapi::{ApiError, ErrorKind, StreamInfo};
+use crate::server::message::Message;
+use crate::server::subscription::InternalSubscriber;
+
+/// How long a node waits for another node's answer to an internal request.
+pub const INTERNAL_REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Whether this node answers `request` (see the module docs). A single node answers all.
+pub fn answers(js: &JetStream, request: &ApiRequest) -> bool {
+    if js.cluster().is_none() {
+        return true;
+    }
+    match request {
+        ApiRequest::StreamCreate { .. } | ApiRequest::StreamDelete { .. } => js.is_meta_leader(),
+        _ => match request.stream() {
+            Some(stream) if js.assignment(stream).is_some() => js.leads_stream(stream),
+            _ => js.is_meta_leader(),
+        },
+    }
+}
+
+/// Whether this node answers a request whose subject did not parse.
+pub fn answers_unparsed(js: &JetStream) -> bool {
+    js.cluster().is_none() || js.is_meta_leader()
+}
+
+#[derive(Debug)]
+struct ReplyCatcher {
+    reply: Mutex<Option<oneshot::Sender<Message>>>,
+}
+
+impl InternalSubscriber for ReplyCatcher {
+    fn receive(&self, msg: &Message) -> bool {
+        if let Some(reply) = self.reply.lock().take() {
+            let _ = reply.send(msg.clone());
+        }
+        true
+    }
+}
+
+/// Publishes `body` to `subject` with a fresh inbox as reply subject and waits for the first
+/// reply. The inbox is subscribed before the request is published, and interest reaches each
+/// peer before the request does (one ordered route per peer), so the answer finds its way back.
+pub async fn internal_request(
+    js: &JetStream,
+    subject: String,
+    body: Bytes,
+    timeout: Duration,
+) -> Option<Message> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let inbox = format!(
+        "_JETRAFT_.{}.{}",
+        js.node_id(),
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    let (sender, receiver) = oneshot::channel();
+    let catcher = Arc::new(ReplyCatcher {
+        reply: Mutex::new(Some(sender)),
+    });
+    let subscription = js.router().subscribe_internal(&inbox, None, catcher);
+    js.router()
+        .publish(&Message::new(subject, body).with_reply(Some(Bytes::from(inbox))));
+    let reply = tokio::time::timeout(timeout, receiver).await.ok()?.ok();
+    js.router().unsubscribe(&subscription);
+    reply
+}
+
+/// The info of stream `name` as its leader reports it; `None` if no leader answered in time.
+pub async fn remote_stream_info(js: &JetStream, name: &str) -> Option<StreamInfo> {
+    let reply = internal_request(
+        js,
+        format!("$JS.API.STREAM.INFO.{name}"),
+        Bytes::new(),
+        INTERNAL_REQUEST_TIMEOUT,
+    )
+    .await?;
+    let value: serde_json::Value = serde_json::from_slice(&reply.payload).ok()?;
+    if value.get("error").is_some() {
+        return None;
+    }
+    serde_json::from_value(value).ok()
+}
+
+/// The info of stream `name` from wherever it is led; waits (bounded) for a new stream to
+/// elect its leader.
+pub async fn stream_info_anywhere(
+    js: &Arc<JetStream>,
+    name: &str,
+    wait: Duration,
+) -> Result<StreamInfo, ApiError> {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        if js.leads_stream(name) {
+            return super::streams::stream_info(js, name, &Default::default());
+        }
+        if let Some(info) = remote_stream_info(js, name).await {
+            return Ok(info);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(ApiError::new(ErrorKind::ClusterNotAvail));
+        }
+        let mut applied = js.meta().applied();
+        let _ = tokio::time::timeout(Duration::from_millis(100), applied.changed()).await;
+    }
+}
+
+/// The `cluster` block of a stream's (or consumer's) info, from its group's Raft metrics on
+/// the leader. On a single node: the node as leader, no cluster name, no replicas.
+pub fn cluster_info(js: &JetStream, group: &RaftGroup) -> ClusterInfo {
+    let Some(cluster) = js.cluster() else {
+        return ClusterInfo {
+            leader: js.shared().identity.server_name.clone(),
+            ..ClusterInfo::default()
+        };
+    };
+    let name_of = |id: NodeId| cluster.peer_name(id).unwrap_or_else(|| id.to_string());
+    let metrics = group.raft().metrics().borrow().clone();
+    let last_index = metrics.last_log_index.unwrap_or(0);
+    let matched = metrics.replication.clone().unwrap_or_default();
+    let active_nanos = metrics
+        .millis_since_quorum_ack
+        .map_or(0, |ms| (ms as i64).saturating_mul(1_000_000));
+    let replicas = group
+        .voter_ids()
+        .into_iter()
+        .filter(|id| Some(*id) != metrics.current_leader)
+        .map(|id| {
+            let matched_index = matched
+                .get(&id)
+                .cloned()
+                .flatten()
+                .map_or(0, |log| log.index);
+            let lag = last_index.saturating_sub(matched_index);
+            PeerInfo {
+                name: name_of(id),
+                current: matched.contains_key(&id) && lag == 0,
+                offline: !matched.contains_key(&id),
+                active: active_nanos,
+                lag,
+                peer: format!("{id:x}"),
+            }
+        })
+        .collect();
+    ClusterInfo {
+        name: cluster.cluster_name().to_string(),
+        raft_group: format!("S-R{}F-{:x}", group.voter_ids().len(), group.id()),
+        leader: metrics.current_leader.map(name_of).unwrap_or_default(),
+        leader_since: None,
+        replicas,
+    }
+}
+
+/// Leader stepdown of `group` (a stream's, or the meta group): asks a caught-up follower to
+/// start an election and waits until someone else leads.
+pub async fn step_down(js: &JetStream, group: &RaftGroup) -> Result<(), ApiError> {
+    let Some(cluster) = js.cluster() else {
+        // One replica: nobody to hand over to (nats-server refuses the same way).
+        return Err(ApiError::new(ErrorKind::ClusterNotAvail));
+    };
+    let metrics = group.raft().metrics().borrow().clone();
+    let last_index = metrics.last_log_index.unwrap_or(0);
+    let matched = metrics.replication.clone().unwrap_or_default();
+    let me = js.node_id();
+    let candidate = matched
+        .iter()
+        .filter(|(id, _)| **id != me)
+        .max_by_key(|(_, log)| log.map_or(0, |log| log.index))
+        .filter(|(_, log)| log.map_or(0, |log| log.index) == last_index)
+        .map(|(id, _)| *id)
+        .ok_or_else(|| ApiError::new(ErrorKind::ClusterNotAvail))?;
+    cluster
+        .ask_to_elect(candidate, group.id())
+        .await
+        .map_err(|why| {
+            tracing::warn!(group = group.id(), "stepdown failed: {why}");
+            ApiError::new(ErrorKind::ClusterNotAvail)
+        })?;
+    group
+        .raft()
+        .wait(Some(Duration::from_secs(5)))
+        .metrics(
+            |m| m.current_leader.is_some() && m.current_leader != Some(me),
+            "another leader",
+        )
+        .await
+        .map_err(|_| ApiError::new(ErrorKind::ClusterNotAvail))?;
+    Ok(())
+}
