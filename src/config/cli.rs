@@ -70,8 +70,8 @@ pub struct Cli {
     pub cluster_name: Option<String>,
 
     /// Peers, comma-separated: nats-route://HOST:PORT,... (may include this node) (nats-server: --routes)
-    #[arg(long, value_name = "URLS", value_parser = parse_routes_arg)]
-    pub routes: Option<Vec<String>>,
+    #[arg(long, value_name = "URLS")]
+    pub routes: Option<String>,
 
     /// Enable JetStream (nats-server: -js, --jetstream)
     #[arg(long)]
@@ -227,10 +227,6 @@ fn rewrite_flag(token: &str) -> (Vec<String>, bool) {
     }
 }
 
-fn parse_routes_arg(text: &str) -> Result<Vec<String>, String> {
-    super::cluster::parse_routes(text)
-}
-
 fn parse_size_arg(text: &str) -> Result<usize, String> {
     let n = file::parse_size(text)?;
     usize::try_from(n).map_err(|_| format!("'{text}' must not be negative"))
@@ -270,7 +266,11 @@ pub fn resolve(cli: Cli, file: FileConfig) -> Result<Config, ConfigError> {
         cluster: super::cluster::resolve(
             cli.cluster_name.or(file.cluster_name),
             cli.cluster.or(file.cluster_listen),
-            cli.routes.or(file.routes).unwrap_or_default(),
+            match cli.routes {
+                Some(text) => super::cluster::parse_routes(&text)
+                    .map_err(|message| invalid("routes", message))?,
+                None => file.routes.unwrap_or_default(),
+            },
         )?,
         jetstream: cli.jetstream || file.jetstream.unwrap_or(false),
         store_dir: cli
@@ -436,6 +436,12 @@ mod tests {
         );
         assert_eq!(c.http, Some(SocketAddr::new(c.listen.ip(), 8222)));
         assert_eq!(load_ok("-sd=/z -VD").store_dir, PathBuf::from("/z"));
+        let c = load_ok(
+            "-cluster nats://127.0.0.1:6222 --cluster_name c1 -routes nats-route://a:1,b:2",
+        );
+        let cluster = c.cluster.expect("cluster config");
+        assert_eq!(cluster.name, "c1");
+        assert_eq!(cluster.routes, vec!["a:1".to_string(), "b:2".to_string()]);
         let c = load_ok("-server_name=a --name b");
         assert_eq!(c.server_name.as_deref(), Some("b"));
     }

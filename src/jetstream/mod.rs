@@ -26,7 +26,7 @@ mod service;
 pub mod stream;
 pub mod stream_machine;
 
-pub use service::{JetStream, JetStreamError};
+pub use service::{JetStream, JetStreamError, ReplicaState};
 
 /// Nanoseconds since the Unix epoch: the timestamps the leader puts into commands.
 pub fn now_nanos() -> i64 {

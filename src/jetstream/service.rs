@@ -377,6 +377,52 @@ impl JetStream {
         self.meta_group.leader() == Some(self.node)
     }
 
+    /// The meta leader's name, empty while there is none.
+    pub fn meta_leader_name(&self) -> String {
+        match (self.meta_group.leader(), &self.cluster) {
+            (None, _) => String::new(),
+            (Some(_), None) => self.shared.identity.server_name.clone(),
+            (Some(id), Some(cluster)) => cluster.peer_name(id).unwrap_or_else(|| id.to_string()),
+        }
+    }
+
+    /// Every stream replica on this node with its local state (`/jsz`).
+    pub fn replica_states(&self) -> Vec<ReplicaState> {
+        let streams = self.streams.read();
+        let mut states: Vec<ReplicaState> = streams
+            .iter()
+            .map(|(name, stream)| {
+                let group = stream.handle.group();
+                let (messages, bytes, first_seq, last_seq) = stream.handle.view().read(|state| {
+                    let summary = state.stream().summary();
+                    (
+                        summary.messages,
+                        summary.bytes,
+                        summary.first_seq,
+                        summary.last_seq,
+                    )
+                });
+                ReplicaState {
+                    name: name.clone(),
+                    group: group.id(),
+                    leader: stream.leading.is_some(),
+                    applied_index: group
+                        .raft()
+                        .metrics()
+                        .borrow()
+                        .last_applied
+                        .map_or(0, |log| log.index),
+                    messages,
+                    bytes,
+                    first_seq,
+                    last_seq,
+                }
+            })
+            .collect();
+        states.sort_by(|a, b| a.name.cmp(&b.name));
+        states
+    }
+
     /// This node's id in every group.
     pub fn node_id(&self) -> NodeId {
         self.node
@@ -465,6 +511,20 @@ impl JetStream {
         self.registry.shutdown_all().await;
         tracing::info!("JetStream stopped");
     }
+}
+
+/// One stream replica on this node as it holds it (`/jsz`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ReplicaState {
+    pub name: String,
+    pub group: u64,
+    /// This replica leads the stream.
+    pub leader: bool,
+    pub applied_index: u64,
+    pub messages: u64,
+    pub bytes: u64,
+    pub first_seq: u64,
+    pub last_seq: u64,
 }
 
 /// The voters of a group placed on `nodes`: on a single node, itself; in a cluster, each node

@@ -1,6 +1,7 @@
 //! HTTP monitoring, as nats-server's `-m/--http_port`: `/healthz`, `/varz` (JSON shaped like
-//! nats-server's) and `/metrics` (the same counters in Prometheus text format).
+//! nats-server's), `/jsz` (each local stream replica) and `/metrics` (the same counters in Prometheus text format).
 
+mod jsz;
 mod metrics;
 mod varz;
 
@@ -19,10 +20,11 @@ pub async fn serve(shared: Arc<ServerShared>, listener: TcpListener) {
     let app = Router::new()
         .route(
             "/",
-            get(|| async { "jetraft monitoring: /healthz /varz /metrics\n" }),
+            get(|| async { "jetraft monitoring: /healthz /varz /jsz /metrics\n" }),
         )
         .route("/healthz", get(healthz))
         .route("/varz", get(varz::handler))
+        .route("/jsz", get(jsz::handler))
         .route("/metrics", get(metrics::handler))
         .with_state(shared);
     let served = axum::serve(listener, app)
