@@ -169,13 +169,18 @@ impl ClusterNode {
             .collect()
     }
 
-    /// A peer said hello: remember its client address (it may have changed since the table
-    /// was saved).
+    /// A peer said hello: remember its client port (it may have changed since the table was
+    /// saved); the host stays the one its route names.
     pub fn learn_client_url(&self, id: NodeId, client_url: &str) {
+        let Some((_, port)) = client_url.rsplit_once(':') else {
+            return;
+        };
         if let Some(peer) = self.peers.write().nodes.get_mut(&id) {
-            if !client_url.is_empty() && peer.client_url != client_url {
-                peer.client_url = client_url.to_string();
-            }
+            let host = peer
+                .client_url
+                .rsplit_once(':')
+                .map_or_else(|| peer.client_url.clone(), |(host, _)| host.to_string());
+            peer.client_url = format!("{host}:{port}");
         }
     }
 
@@ -219,8 +224,17 @@ impl ClusterNode {
                 .map(|addr| self.hello_until_answered(addr.clone())),
         )
         .await;
-        for info in answers {
-            let peer = Peer::from(&info);
+        for (addr, info) in self.routes.iter().zip(answers) {
+            // Peers are reached where the route says (a node may listen on 0.0.0.0 and
+            // advertise that), and so are their clients, on the port they report.
+            let mut peer = Peer::from(&info);
+            let route_host = addr.rsplit_once(':').map_or(addr.as_str(), |(host, _)| host);
+            let client_port = info
+                .client_url
+                .rsplit_once(':')
+                .map_or("4222", |(_, port)| port);
+            peer.cluster_addr = addr.clone();
+            peer.client_url = format!("{route_host}:{client_port}");
             table.nodes.insert(peer.id, peer);
         }
         table.save(store_dir)?;

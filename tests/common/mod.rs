@@ -6,6 +6,8 @@ pub mod raw;
 
 pub mod process;
 
+pub mod cluster;
+
 use std::future::Future;
 use std::time::Duration;
 

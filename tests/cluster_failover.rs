@@ -1,0 +1,187 @@
+//! A three-node cluster of real processes: an R3 stream keeps every acknowledged message
+//! through `kill -9` of its leader, refuses writes without a quorum, and the consumer resumes
+//! from its ack floor on the new leader. Every node ends with the same state.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer::pull, context::Publish, stream};
+use common::cluster::TestCluster;
+use futures::StreamExt;
+
+const STREAM: &str = "ORDERS";
+
+async fn client(url: String) -> jetstream::Context {
+    let client = async_nats::ConnectOptions::new()
+        .connection_timeout(Duration::from_secs(2))
+        .connect(url)
+        .await
+        .expect("client connects");
+    let mut js = jetstream::new(client);
+    js.set_timeout(Duration::from_secs(3));
+    js
+}
+
+async fn create_r3(js: &jetstream::Context) {
+    let stream = js
+        .create_stream(stream::Config {
+            name: STREAM.into(),
+            subjects: vec!["orders.*".into()],
+            num_replicas: 3,
+            ..Default::default()
+        })
+        .await
+        .expect("R3 stream created");
+    let mut info = stream.cached_info().clone();
+    let cluster = info.cluster.take().expect("cluster block");
+    assert_eq!(cluster.name.as_deref(), Some("test"));
+    assert_eq!(cluster.replicas.len(), 2, "two followers: {cluster:?}");
+}
+
+/// Publishes `id` until it is acknowledged (the same `Nats-Msg-Id` each time, so a retry of a
+/// publish whose ack was lost is a duplicate, not a second message). Bounded.
+async fn publish_until_acked(js: &jetstream::Context, id: u64) -> u64 {
+    for _attempt in 0..60 {
+        let publish = Publish::build()
+            .message_id(format!("msg-{id}"))
+            .payload(format!("order {id}").into());
+        let acked = match js.send_publish("orders.new", publish).await {
+            Ok(ack) => ack.await,
+            Err(e) => Err(e.into()),
+        };
+        match acked {
+            Ok(ack) => return ack.sequence,
+            Err(_) => tokio::task::yield_now().await,
+        }
+    }
+    panic!("message {id} was never acknowledged");
+}
+
+/// Reads the whole stream through a fresh consumer and returns the payload ids in order.
+async fn read_all(js: &jetstream::Context, expected: usize) -> Vec<u64> {
+    let stream = js.get_stream(STREAM).await.expect("stream info");
+    let consumer = stream
+        .create_consumer(pull::Config {
+            ack_policy: jetstream::consumer::AckPolicy::None,
+            ..Default::default()
+        })
+        .await
+        .expect("reader consumer");
+    let mut ids = Vec::new();
+    let mut messages = consumer
+        .stream()
+        .max_messages_per_batch(100)
+        .messages()
+        .await
+        .unwrap();
+    while ids.len() < expected {
+        let msg = tokio::time::timeout(Duration::from_secs(10), messages.next())
+            .await
+            .expect("the stream holds every acknowledged message")
+            .unwrap()
+            .unwrap();
+        let text = std::str::from_utf8(&msg.payload).unwrap();
+        ids.push(text.trim_start_matches("order ").parse().unwrap());
+    }
+    ids
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r3_stream_survives_kill_9_of_its_leader() {
+    let mut cluster = TestCluster::start(3);
+    let admin = client(cluster.url(0)).await;
+    create_r3(&admin).await;
+    let stream = admin.get_stream(STREAM).await.unwrap();
+    stream
+        .create_consumer(pull::Config {
+            durable_name: Some("worker".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+
+    let leader = cluster.leader_of(STREAM);
+    let follower = (leader + 1) % 3;
+    // Through a follower: the publishes reach the leader over the route.
+    let js = client(cluster.url(follower)).await;
+    let mut acked = BTreeSet::new();
+    for id in 0..200 {
+        acked.insert((id, publish_until_acked(&js, id).await));
+    }
+
+    // The consumer acknowledges the first 50 before the failover.
+    let consumer: jetstream::consumer::PullConsumer =
+        stream.get_consumer("worker").await.unwrap();
+    let mut batch = consumer.fetch().max_messages(50).messages().await.unwrap();
+    let mut done = 0;
+    while let Some(msg) = batch.next().await {
+        msg.unwrap().double_ack().await.unwrap();
+        done += 1;
+    }
+    assert_eq!(done, 50);
+
+    cluster.kill(leader);
+    // Keep going: the two survivors elect a new leader.
+    for id in 200..400 {
+        acked.insert((id, publish_until_acked(&js, id).await));
+    }
+    let new_leader = cluster.leader_of(STREAM);
+    assert_ne!(new_leader, leader);
+
+    cluster.restart(leader);
+    let sequences: BTreeSet<u64> = acked.iter().map(|(_, seq)| *seq).collect();
+    assert_eq!(sequences.len(), 400, "each acked message has its own sequence");
+
+    // Every acknowledged message exactly once, in publish order.
+    let ids = read_all(&js, 400).await;
+    assert_eq!(ids, (0..400).collect::<Vec<_>>());
+
+    // The durable consumer resumes after its ack floor.
+    let consumer: jetstream::consumer::PullConsumer =
+        js.get_stream(STREAM).await.unwrap().get_consumer("worker").await.unwrap();
+    let mut next = consumer.fetch().max_messages(1).messages().await.unwrap();
+    let first = next.next().await.expect("a message").unwrap();
+    assert_eq!(first.info().unwrap().stream_sequence, 51);
+
+    // All three replicas converge on the same state.
+    let last = *sequences.iter().max().unwrap();
+    cluster.wait_for("all replicas to hold every message", || {
+        (0..3)
+            .all(|i| {
+                cluster
+                    .replica(i, STREAM)
+                    .is_some_and(|r| r["last_seq"] == last && r["messages"] == 400)
+            })
+            .then_some(())
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_quorum_writes_are_refused_and_nothing_is_lost() {
+    let mut cluster = TestCluster::start(3);
+    let admin = client(cluster.url(0)).await;
+    create_r3(&admin).await;
+    for id in 0..20 {
+        publish_until_acked(&admin, id).await;
+    }
+    let survivor = 0;
+    cluster.kill(1);
+    cluster.kill(2);
+
+    // One of three: no quorum, so no acknowledgement — an error or a timeout, never an ack.
+    let refused = admin
+        .publish("orders.new", "order 1000".into())
+        .await
+        .unwrap()
+        .await;
+    assert!(refused.is_err(), "a publish without quorum was acknowledged");
+
+    cluster.restart(1);
+    let js = client(cluster.url(survivor)).await;
+    let seq = publish_until_acked(&js, 20).await;
+    assert!(seq >= 21, "sequence {seq} after 20 acked messages");
+    let ids = read_all(&js, 21).await;
+    assert_eq!(&ids[..20], &(0..20).collect::<Vec<_>>()[..]);
+}

@@ -1,0 +1,159 @@
+//! A cluster of real `jetraft` processes on loopback, for failover tests: nodes are separate
+//! processes so `kill -9` is real. Ports are fixed per node for the cluster's lifetime, so a
+//! restarted node comes back at the same addresses with its data directory.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+use super::process::JetraftProcess;
+use super::WAIT;
+
+pub struct TestCluster {
+    dirs: Vec<tempfile::TempDir>,
+    nodes: Vec<Option<JetraftProcess>>,
+    client_ports: Vec<u16>,
+    http_ports: Vec<u16>,
+    cluster_ports: Vec<u16>,
+}
+
+/// A free loopback port (bound and released; the OS does not hand it out again at once).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl TestCluster {
+    /// Starts `size` nodes named n0, n1, … and waits until each serves clients.
+    pub fn start(size: usize) -> TestCluster {
+        let mut cluster = TestCluster {
+            dirs: (0..size).map(|_| tempfile::tempdir().unwrap()).collect(),
+            nodes: (0..size).map(|_| None).collect(),
+            client_ports: (0..size).map(|_| free_port()).collect(),
+            http_ports: (0..size).map(|_| free_port()).collect(),
+            cluster_ports: (0..size).map(|_| free_port()).collect(),
+        };
+        for i in 0..size {
+            cluster.spawn(i);
+        }
+        for i in 0..size {
+            cluster.wait_ready(i);
+        }
+        cluster
+    }
+
+    pub fn size(&self) -> usize {
+        self.nodes.len()
+    }
+
+    fn spawn(&mut self, i: usize) {
+        let routes: Vec<String> = self
+            .cluster_ports
+            .iter()
+            .map(|port| format!("nats-route://127.0.0.1:{port}"))
+            .collect();
+        let args = [
+            "-a".to_string(),
+            "127.0.0.1".into(),
+            "-p".into(),
+            self.client_ports[i].to_string(),
+            "-m".into(),
+            self.http_ports[i].to_string(),
+            "-js".into(),
+            "-sd".into(),
+            self.dirs[i].path().to_str().unwrap().into(),
+            "-n".into(),
+            format!("n{i}"),
+            "--cluster_name".into(),
+            "test".into(),
+            "--cluster".into(),
+            format!("nats://127.0.0.1:{}", self.cluster_ports[i]),
+            "--routes".into(),
+            routes.join(","),
+        ];
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.nodes[i] = Some(JetraftProcess::spawn(&args));
+    }
+
+    fn wait_ready(&mut self, i: usize) {
+        self.nodes[i]
+            .as_mut()
+            .expect("node running")
+            .wait_for_line("Server is ready");
+    }
+
+    pub fn url(&self, i: usize) -> String {
+        format!("nats://127.0.0.1:{}", self.client_ports[i])
+    }
+
+    /// Every node's URL, for clients that should fail over on their own.
+    pub fn urls(&self) -> Vec<String> {
+        (0..self.size()).map(|i| self.url(i)).collect()
+    }
+
+    /// `kill -9` node `i`.
+    pub fn kill(&mut self, i: usize) {
+        let node = self.nodes[i].take().expect("node running");
+        node.signal("KILL");
+        drop(node);
+    }
+
+    /// Starts node `i` again with its data and waits until it serves clients.
+    pub fn restart(&mut self, i: usize) {
+        assert!(self.nodes[i].is_none(), "node {i} is running");
+        self.spawn(i);
+        self.wait_ready(i);
+    }
+
+    pub fn is_running(&self, i: usize) -> bool {
+        self.nodes[i].is_some()
+    }
+
+    /// `/jsz` of node `i`, parsed.
+    pub fn jsz(&self, i: usize) -> serde_json::Value {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.http_ports[i])).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        stream
+            .write_all(b"GET /jsz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        let body = response.split("\r\n\r\n").nth(1).unwrap_or_default();
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("bad /jsz body {body:?}: {e}"))
+    }
+
+    /// Node `i`'s local replica of `stream`, from `/jsz`.
+    pub fn replica(&self, i: usize, stream: &str) -> Option<serde_json::Value> {
+        self.jsz(i)["streams"]
+            .as_array()?
+            .iter()
+            .find(|s| s["name"] == stream)
+            .cloned()
+    }
+
+    /// Index of the node leading `stream`, waiting until some running node does.
+    pub fn leader_of(&self, stream: &str) -> usize {
+        self.wait_for("a leader of the stream", || {
+            (0..self.size()).find(|&i| {
+                self.is_running(i) && self.replica(i, stream).is_some_and(|r| r["leader"] == true)
+            })
+        })
+    }
+
+    /// Polls `probe` until it returns `Some`, failing with `what` after the test deadline.
+    pub fn wait_for<T>(&self, what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+        let deadline = Instant::now() + WAIT * 3;
+        loop {
+            if let Some(value) = probe() {
+                return value;
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
