@@ -185,3 +185,29 @@ async fn without_quorum_writes_are_refused_and_nothing_is_lost() {
     let ids = read_all(&js, 21).await;
     assert_eq!(&ids[..20], &(0..20).collect::<Vec<_>>()[..]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_behind_a_compacted_log_catches_up_by_snapshot() {
+    // Snapshot every 50 entries and purge the log behind it.
+    let mut cluster = TestCluster::start_with(3, &["--raft_compact_every", "50"]);
+    let admin = client(cluster.url(0)).await;
+    create_r3(&admin).await;
+    let leader = cluster.leader_of(STREAM);
+    let behind = (leader + 1) % 3;
+    let other = (leader + 2) % 3;
+    cluster.kill(behind);
+
+    // Each synchronous publish is its own Raft entry: several snapshots and purges happen.
+    let js = client(cluster.url(other)).await;
+    for id in 0..300 {
+        publish_until_acked(&js, id).await;
+    }
+    cluster.restart(behind);
+    cluster.wait_for_log(behind, "installing a snapshot received from the leader");
+    cluster.wait_for("the restarted follower to catch up", || {
+        cluster
+            .replica(behind, STREAM)
+            .is_some_and(|r| r["messages"] == 300 && r["last_seq"] == 300)
+            .then_some(())
+    });
+}

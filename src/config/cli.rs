@@ -73,6 +73,10 @@ pub struct Cli {
     #[arg(long, value_name = "URLS")]
     pub routes: Option<String>,
 
+    /// Compact Raft logs every N entries (tests)
+    #[arg(long, value_name = "N", hide = true)]
+    pub raft_compact_every: Option<u64>,
+
     /// Enable JetStream (nats-server: -js, --jetstream)
     #[arg(long)]
     pub jetstream: bool,
@@ -166,6 +170,7 @@ const VALUE_LONGS: &[&str] = &[
     "cluster",
     "cluster_name",
     "routes",
+    "raft_compact_every",
 ];
 const FLAG_LONGS: &[&str] = &["jetstream", "debug", "trace", "help", "version"];
 const VALUE_SHORTS: &str = "apncm";
@@ -263,6 +268,7 @@ pub fn resolve(cli: Cli, file: FileConfig) -> Result<Config, ConfigError> {
         listen: socket_addr("addr", &host, port)?,
         server_name: cli.server_name.or(file.server_name),
         http,
+        raft_compact_every: cli.raft_compact_every,
         cluster: super::cluster::resolve(
             cli.cluster_name.or(file.cluster_name),
             cli.cluster.or(file.cluster_listen),

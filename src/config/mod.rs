@@ -44,6 +44,9 @@ pub struct Config {
     pub server_name: Option<String>,
     /// Monitoring HTTP listener, if any.
     pub http: Option<SocketAddr>,
+    /// Snapshot every this many applied entries and keep a tenth as many behind it (hidden
+    /// flag `--raft_compact_every`, for tests of snapshot catch-up); `None`: the default.
+    pub raft_compact_every: Option<u64>,
     /// `None`: a single node. See [`cluster`].
     pub cluster: Option<cluster::ClusterConfig>,
     pub jetstream: bool,
@@ -75,6 +78,7 @@ impl Default for Config {
             listen: SocketAddr::from(([0, 0, 0, 0], DEFAULT_PORT)),
             server_name: None,
             http: None,
+            raft_compact_every: None,
             cluster: None,
             jetstream: false,
             store_dir: PathBuf::from("./jetraft-data"),

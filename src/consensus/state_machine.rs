@@ -387,6 +387,11 @@ impl RaftStateMachine<TypeConfig> for GroupStateMachine {
         meta: &SnapshotMeta,
         snapshot: Box<SnapshotFile>,
     ) -> Result<(), StorageError> {
+        tracing::info!(
+            group = self.group,
+            last_log = ?meta.last_log_id,
+            "installing a snapshot received from the leader"
+        );
         let mut data = *snapshot;
         let owned = self
             .snapshots

@@ -102,12 +102,12 @@ impl JetStream {
             Some(cluster) => (cluster.node_id(), cluster.transport()),
             None => (SINGLE_NODE_ID, Arc::new(NoPeers)),
         };
-        let registry = Arc::new(GroupRegistry::new(
-            node,
-            storage,
-            transport,
-            GroupOptions::default(),
-        ));
+        let mut options = GroupOptions::default();
+        if let Some(every) = shared.config.raft_compact_every {
+            options.snapshot_every = every.max(1);
+            options.logs_kept_after_snapshot = every / 10;
+        }
+        let registry = Arc::new(GroupRegistry::new(node, storage, transport, options));
         if let Some(cluster) = &cluster {
             cluster.set_registry(registry.clone());
         }

@@ -15,6 +15,7 @@ pub struct TestCluster {
     client_ports: Vec<u16>,
     http_ports: Vec<u16>,
     cluster_ports: Vec<u16>,
+    extra_args: Vec<String>,
 }
 
 /// A free loopback port (bound and released; the OS does not hand it out again at once).
@@ -29,7 +30,13 @@ fn free_port() -> u16 {
 impl TestCluster {
     /// Starts `size` nodes named n0, n1, … and waits until each serves clients.
     pub fn start(size: usize) -> TestCluster {
+        Self::start_with(size, &[])
+    }
+
+    /// [`start`](Self::start) with more flags for every node.
+    pub fn start_with(size: usize, extra_args: &[&str]) -> TestCluster {
         let mut cluster = TestCluster {
+            extra_args: extra_args.iter().map(|a| a.to_string()).collect(),
             dirs: (0..size).map(|_| tempfile::tempdir().unwrap()).collect(),
             nodes: (0..size).map(|_| None).collect(),
             client_ports: (0..size).map(|_| free_port()).collect(),
@@ -74,7 +81,11 @@ impl TestCluster {
             "--routes".into(),
             routes.join(","),
         ];
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let args: Vec<&str> = args
+            .iter()
+            .chain(&self.extra_args)
+            .map(String::as_str)
+            .collect();
         self.nodes[i] = Some(JetraftProcess::spawn(&args));
     }
 
@@ -106,6 +117,14 @@ impl TestCluster {
         assert!(self.nodes[i].is_none(), "node {i} is running");
         self.spawn(i);
         self.wait_ready(i);
+    }
+
+    /// Waits for a line containing `needle` in node `i`'s log.
+    pub fn wait_for_log(&mut self, i: usize, needle: &str) -> String {
+        self.nodes[i]
+            .as_mut()
+            .expect("node running")
+            .wait_for_line(needle)
     }
 
     pub fn is_running(&self, i: usize) -> bool {
