@@ -112,8 +112,7 @@ async fn r3_stream_survives_kill_9_of_its_leader() {
     }
 
     // The consumer acknowledges the first 50 before the failover.
-    let consumer: jetstream::consumer::PullConsumer =
-        stream.get_consumer("worker").await.unwrap();
+    let consumer: jetstream::consumer::PullConsumer = stream.get_consumer("worker").await.unwrap();
     let mut batch = consumer.fetch().max_messages(50).messages().await.unwrap();
     let mut done = 0;
     while let Some(msg) = batch.next().await {
@@ -132,15 +131,24 @@ async fn r3_stream_survives_kill_9_of_its_leader() {
 
     cluster.restart(leader);
     let sequences: BTreeSet<u64> = acked.iter().map(|(_, seq)| *seq).collect();
-    assert_eq!(sequences.len(), 400, "each acked message has its own sequence");
+    assert_eq!(
+        sequences.len(),
+        400,
+        "each acked message has its own sequence"
+    );
 
     // Every acknowledged message exactly once, in publish order.
     let ids = read_all(&js, 400).await;
     assert_eq!(ids, (0..400).collect::<Vec<_>>());
 
     // The durable consumer resumes after its ack floor.
-    let consumer: jetstream::consumer::PullConsumer =
-        js.get_stream(STREAM).await.unwrap().get_consumer("worker").await.unwrap();
+    let consumer: jetstream::consumer::PullConsumer = js
+        .get_stream(STREAM)
+        .await
+        .unwrap()
+        .get_consumer("worker")
+        .await
+        .unwrap();
     let mut next = consumer.fetch().max_messages(1).messages().await.unwrap();
     let first = next.next().await.expect("a message").unwrap();
     assert_eq!(first.info().unwrap().stream_sequence, 51);
@@ -176,7 +184,10 @@ async fn without_quorum_writes_are_refused_and_nothing_is_lost() {
         .await
         .unwrap()
         .await;
-    assert!(refused.is_err(), "a publish without quorum was acknowledged");
+    assert!(
+        refused.is_err(),
+        "a publish without quorum was acknowledged"
+    );
 
     cluster.restart(1);
     let js = client(cluster.url(survivor)).await;
@@ -210,4 +221,49 @@ async fn a_follower_behind_a_compacted_log_catches_up_by_snapshot() {
             .is_some_and(|r| r["messages"] == 300 && r["last_seq"] == 300)
             .then_some(())
     });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_isolated_leader_stops_acknowledging_and_the_majority_goes_on() {
+    let cluster = TestCluster::start_partitionable(3).await;
+    let admin = client(cluster.url(0)).await;
+    create_r3(&admin).await;
+    for id in 0..10 {
+        publish_until_acked(&admin, id).await;
+    }
+    let old_leader = tokio::task::block_in_place(|| cluster.leader_of(STREAM));
+    let cut_off = client(cluster.url(old_leader)).await;
+    cluster.isolate(old_leader);
+
+    // The isolated leader cannot reach a quorum: nothing published through it is acknowledged.
+    let lost = cut_off
+        .publish("orders.new", "order 1000".into())
+        .await
+        .unwrap()
+        .await;
+    assert!(lost.is_err(), "an isolated leader acknowledged a publish");
+
+    // The majority elects a new leader and takes writes.
+    let majority = client(cluster.url((old_leader + 1) % 3)).await;
+    for id in 10..20 {
+        publish_until_acked(&majority, id).await;
+    }
+
+    // After healing, the old leader follows and its unacknowledged tail is gone: every node
+    // holds exactly the 20 acknowledged messages (plus the lost one only if the majority
+    // committed it, which it cannot have: it never reached them).
+    cluster.heal(old_leader);
+    tokio::task::block_in_place(|| {
+        cluster.wait_for("the old leader to converge with the majority", || {
+            (0..3)
+                .all(|i| {
+                    cluster
+                        .replica(i, STREAM)
+                        .is_some_and(|r| r["messages"] == 20 && r["last_seq"] == 20)
+                })
+                .then_some(())
+        })
+    });
+    let ids = read_all(&majority, 20).await;
+    assert_eq!(ids, (0..20).collect::<Vec<_>>());
 }

@@ -39,7 +39,8 @@ pub struct ClusterNode {
     local: Peer,
     cluster_name: String,
     routes: Vec<String>,
-    peers: parking_lot::RwLock<PeerTable>,
+    /// Shared with the transport, which resolves node ids to addresses through it.
+    peers: Arc<parking_lot::RwLock<PeerTable>>,
     channels: Channels,
     /// Set once JetStream started its groups; until then Raft RPCs are answered `unavailable`.
     registry: OnceLock<Arc<GroupRegistry>>,
@@ -88,7 +89,7 @@ impl ClusterNode {
             local,
             cluster_name: config.name.clone(),
             routes: config.routes.clone(),
-            peers: parking_lot::RwLock::new(PeerTable::default()),
+            peers: Arc::new(parking_lot::RwLock::new(PeerTable::default())),
             channels: Channels::default(),
             registry: OnceLock::new(),
             grpc_addr,
@@ -136,7 +137,11 @@ impl ClusterNode {
 
     /// The Raft transport for this node's groups.
     pub fn transport(&self) -> Arc<GrpcTransport> {
-        Arc::new(GrpcTransport::new(self.local.id, self.channels.clone()))
+        Arc::new(GrpcTransport::new(
+            self.local.id,
+            self.channels.clone(),
+            self.peers.clone(),
+        ))
     }
 
     pub fn node_info(&self) -> proto::NodeInfo {
@@ -228,7 +233,9 @@ impl ClusterNode {
             // Peers are reached where the route says (a node may listen on 0.0.0.0 and
             // advertise that), and so are their clients, on the port they report.
             let mut peer = Peer::from(&info);
-            let route_host = addr.rsplit_once(':').map_or(addr.as_str(), |(host, _)| host);
+            let route_host = addr
+                .rsplit_once(':')
+                .map_or(addr.as_str(), |(host, _)| host);
             let client_port = info
                 .client_url
                 .rsplit_once(':')

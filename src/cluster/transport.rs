@@ -23,6 +23,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tonic::transport::{Channel, Endpoint};
 
+use super::peers::PeerTable;
 use super::proto::{self, cluster_client::ClusterClient, raft_reply, RaftKind};
 use crate::consensus::codec;
 use crate::consensus::network::{RpcError, RpcFuture};
@@ -68,11 +69,31 @@ impl Channels {
 pub struct GrpcTransport {
     local: NodeId,
     channels: Channels,
+    peers: Arc<parking_lot::RwLock<PeerTable>>,
 }
 
 impl GrpcTransport {
-    pub fn new(local: NodeId, channels: Channels) -> Self {
-        GrpcTransport { local, channels }
+    pub fn new(
+        local: NodeId,
+        channels: Channels,
+        peers: Arc<parking_lot::RwLock<PeerTable>>,
+    ) -> Self {
+        GrpcTransport {
+            local,
+            channels,
+            peers,
+        }
+    }
+
+    /// Where `target` is reached from this node: its route address in the peer table (the
+    /// address in a group's membership is whatever the node that created the group saw).
+    fn client_for(&self, target: NodeId, node: &Node) -> Result<ClusterClient<Channel>, String> {
+        let addr = self
+            .peers
+            .read()
+            .get(target)
+            .map_or_else(|| node.addr.clone(), |peer| peer.cluster_addr.clone());
+        self.channels.client(&addr)
     }
 
     fn call<Req, Resp, E>(
@@ -90,7 +111,7 @@ impl GrpcTransport {
         E: std::error::Error + DeserializeOwned + Send + 'static,
     {
         let payload = codec::encode(&rpc);
-        let client = self.channels.client(&node.addr);
+        let client = self.client_for(target, &node);
         let from = self.local;
         Box::pin(async move {
             let mut client = client.map_err(|e| unreachable_error(&e))?;
@@ -169,12 +190,12 @@ impl PeerTransport for GrpcTransport {
     fn forward_proposal(
         &self,
         group: GroupId,
-        _target: NodeId,
+        target: NodeId,
         node: Node,
         proposal: Proposal,
         hops: u32,
     ) -> RpcFuture<Vec<Response>, ProposeError> {
-        let client = self.channels.client(&node.addr);
+        let client = self.client_for(target, &node);
         Box::pin(async move {
             let mut client = client.map_err(ProposeError::Stopped)?;
             let mut request = tonic::Request::new(proto::ProposeRequest {

@@ -7,6 +7,7 @@ use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use super::process::JetraftProcess;
+use super::proxy::Proxy;
 use super::WAIT;
 
 pub struct TestCluster {
@@ -16,6 +17,8 @@ pub struct TestCluster {
     http_ports: Vec<u16>,
     cluster_ports: Vec<u16>,
     extra_args: Vec<String>,
+    /// `proxies[&(from, to)]` carries node `from`'s connections to node `to`.
+    proxies: std::collections::HashMap<(usize, usize), Proxy>,
 }
 
 /// A free loopback port (bound and released; the OS does not hand it out again at once).
@@ -35,21 +38,64 @@ impl TestCluster {
 
     /// [`start`](Self::start) with more flags for every node.
     pub fn start_with(size: usize, extra_args: &[&str]) -> TestCluster {
-        let mut cluster = TestCluster {
+        let mut cluster = Self::prepare(size, extra_args);
+        cluster.launch_all();
+        cluster
+    }
+
+    /// A cluster whose node-to-node links each go through a [`Proxy`], so that a node can be
+    /// cut off from the others ([`isolate`](Self::isolate)).
+    pub async fn start_partitionable(size: usize) -> TestCluster {
+        let mut cluster = Self::prepare(size, &[]);
+        for from in 0..size {
+            for to in (0..size).filter(|to| *to != from) {
+                let target = ([127, 0, 0, 1], cluster.cluster_ports[to]).into();
+                cluster
+                    .proxies
+                    .insert((from, to), Proxy::start(target).await);
+            }
+        }
+        tokio::task::block_in_place(|| cluster.launch_all());
+        cluster
+    }
+
+    /// Cuts every link between node `i` and the others (both directions).
+    pub fn isolate(&self, i: usize) {
+        for ((from, to), proxy) in &self.proxies {
+            if *from == i || *to == i {
+                proxy.cut();
+            }
+        }
+    }
+
+    /// Restores node `i`'s links.
+    pub fn heal(&self, i: usize) {
+        for ((from, to), proxy) in &self.proxies {
+            if *from == i || *to == i {
+                proxy.heal();
+            }
+        }
+    }
+
+    fn launch_all(&mut self) {
+        for i in 0..self.size() {
+            self.spawn(i);
+        }
+        for i in 0..self.size() {
+            self.wait_ready(i);
+        }
+    }
+
+    fn prepare(size: usize, extra_args: &[&str]) -> TestCluster {
+        TestCluster {
+            proxies: Default::default(),
             extra_args: extra_args.iter().map(|a| a.to_string()).collect(),
             dirs: (0..size).map(|_| tempfile::tempdir().unwrap()).collect(),
             nodes: (0..size).map(|_| None).collect(),
             client_ports: (0..size).map(|_| free_port()).collect(),
             http_ports: (0..size).map(|_| free_port()).collect(),
             cluster_ports: (0..size).map(|_| free_port()).collect(),
-        };
-        for i in 0..size {
-            cluster.spawn(i);
         }
-        for i in 0..size {
-            cluster.wait_ready(i);
-        }
-        cluster
     }
 
     pub fn size(&self) -> usize {
@@ -57,10 +103,11 @@ impl TestCluster {
     }
 
     fn spawn(&mut self, i: usize) {
-        let routes: Vec<String> = self
-            .cluster_ports
-            .iter()
-            .map(|port| format!("nats-route://127.0.0.1:{port}"))
+        let routes: Vec<String> = (0..self.size())
+            .map(|to| match self.proxies.get(&(i, to)) {
+                Some(proxy) => format!("nats-route://{}", proxy.addr),
+                None => format!("nats-route://127.0.0.1:{}", self.cluster_ports[to]),
+            })
             .collect();
         let args = [
             "-a".to_string(),
