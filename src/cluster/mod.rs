@@ -1,2 +1,3 @@
 //! The cluster: node identity, peers, and the gRPC protocol between nodes.
 pub mod proto;
+pub mod route;
