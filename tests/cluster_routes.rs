@@ -548,3 +548,48 @@ async fn probes_reach_a_late_subscriber() {
         node.stop().await;
     }
 }
+
+#[tokio::test]
+async fn a_peer_sees_shared_interest_once_until_the_last_subscription_goes() {
+    let nodes = cluster(2).await;
+    let (one, two) = (
+        connect(&nodes[1].server).await,
+        connect(&nodes[1].server).await,
+    );
+    let mut first = one.subscribe("shared").await.unwrap();
+    let mut second = two.subscribe("shared").await.unwrap();
+    one.flush().await.unwrap();
+    two.flush().await.unwrap();
+    wait_until("both subscriptions on node 2", || {
+        nodes[1].server.shared().router.subscription_count() == 2
+    })
+    .await;
+    wait_until("one interest on node 1", || {
+        nodes[0].routes.remote_interest_count(2) == 1
+    })
+    .await;
+
+    first.unsubscribe().await.unwrap();
+    one.flush().await.unwrap();
+    wait_until("one subscription left on node 2", || {
+        nodes[1].server.shared().router.subscription_count() == 1
+    })
+    .await;
+    // The remaining subscription still gets messages from node 1.
+    let publisher = connect(&nodes[0].server).await;
+    publisher.publish("shared", "still".into()).await.unwrap();
+    publisher.flush().await.unwrap();
+    let msg = within("the message", second.next()).await.unwrap();
+    assert_eq!(&msg.payload[..], b"still");
+    assert_eq!(nodes[0].routes.remote_interest_count(2), 1);
+
+    second.unsubscribe().await.unwrap();
+    two.flush().await.unwrap();
+    wait_until("interest gone from node 1", || {
+        nodes[0].routes.remote_interest_count(2) == 0
+    })
+    .await;
+    for node in nodes {
+        node.stop().await;
+    }
+}

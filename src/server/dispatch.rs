@@ -6,9 +6,11 @@
 //!
 //! In a cluster, some matches are other nodes' interest ([`Subscriber::Remote`]). A message
 //! goes to each such peer at most once, however many of its subscriptions match: one frame
-//! that lists the queue groups whose chosen member is on that peer. A message that came in
-//! over a route is delivered with [`Dispatch::route_forwarded`], which only ever reaches this
-//! node's own subscriptions (full mesh: nothing is forwarded twice).
+//! that lists the queue groups whose chosen member is on that peer. Queue groups prefer this
+//! node's own members, as nats-server does; another node's member is chosen only when no local
+//! one can take the message. A message that came in over a route is delivered with
+//! [`Dispatch::route_forwarded`], which only ever reaches this node's own subscriptions (full
+//! mesh: nothing is forwarded twice).
 
 use std::sync::Arc;
 
