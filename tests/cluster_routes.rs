@@ -82,7 +82,7 @@ impl Node {
         let service = ClusterServer::new(TestCluster {
             routes: routes.clone(),
         })
-        .max_decoding_message_size(64 * 1024 * 1024);
+        .max_decoding_message_size(routes.max_batch_size());
         let stop = grpc_stop.clone();
         tokio::spawn(async move {
             tonic::transport::Server::builder()
@@ -589,6 +589,36 @@ async fn a_peer_sees_shared_interest_once_until_the_last_subscription_goes() {
         nodes[0].routes.remote_interest_count(2) == 0
     })
     .await;
+    for node in nodes {
+        node.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn messages_at_the_payload_limit_cross_the_route() {
+    let nodes = cluster(2).await;
+    let publisher = connect(&nodes[0].server).await;
+    let subscriber = connect(&nodes[1].server).await;
+    let mut sub = subscriber.subscribe("big").await.unwrap();
+    subscriber.flush().await.unwrap();
+    wait_until("interest on node 1", || {
+        nodes[0].routes.remote_interest_count(2) == 1
+    })
+    .await;
+    let max = publisher.server_info().max_payload;
+    for i in 0..5u8 {
+        publisher
+            .publish("big", Bytes::from(vec![i; max]))
+            .await
+            .unwrap();
+    }
+    publisher.flush().await.unwrap();
+    for i in 0..5u8 {
+        let msg = within("a big message", sub.next()).await.unwrap();
+        assert_eq!(msg.payload.len(), max);
+        assert!(msg.payload.iter().all(|&b| b == i));
+    }
+    assert_eq!(nodes[0].routes.dropped_messages(2), 0);
     for node in nodes {
         node.stop().await;
     }

@@ -96,6 +96,14 @@ impl Routes {
         self.local_node
     }
 
+    /// The largest `RouteBatch` this node's peers send (same config): one batch of about
+    /// 1 MiB plus one message at the limits. The gRPC server must accept it
+    /// (`ClusterServer::max_decoding_message_size`; tonic's default is 4 MiB).
+    pub fn max_batch_size(&self) -> usize {
+        let config = &self.shared.config;
+        BATCH_BYTES + config.max_payload + 2 * config.max_control_line + 4 * FRAME_OVERHEAD
+    }
+
     /// Starts (once per peer; later calls are ignored) the outbound route to `peer`: a task
     /// that keeps a `Route` stream open through `client`, reconnecting with backoff (100 ms
     /// doubling to 2 s) and resending the interest snapshot on every new stream, until the
