@@ -15,6 +15,7 @@
 pub mod identity;
 pub mod peers;
 pub mod proto;
+pub mod route;
 pub mod service;
 pub mod transport;
 
@@ -38,7 +39,10 @@ pub use transport::{Channels, GrpcTransport};
 pub struct ClusterNode {
     local: Peer,
     cluster_name: String,
-    routes: Vec<String>,
+    /// The configured routes (peer cluster addresses).
+    route_addrs: Vec<String>,
+    /// Core NATS across nodes: interest and messages over one route per peer.
+    core_routes: Arc<route::Routes>,
     /// Shared with the transport, which resolves node ids to addresses through it.
     peers: Arc<parking_lot::RwLock<PeerTable>>,
     channels: Channels,
@@ -85,18 +89,21 @@ impl ClusterNode {
             cluster_addr: advertise,
             client_url,
         };
+        let core_routes = route::Routes::new(shared.clone(), local.id);
+        let max_message = transport::MAX_MESSAGE.max(core_routes.max_batch_size());
         let node = Arc::new(ClusterNode {
             local,
             cluster_name: config.name.clone(),
-            routes: config.routes.clone(),
+            route_addrs: config.routes.clone(),
+            core_routes,
             peers: Arc::new(parking_lot::RwLock::new(PeerTable::default())),
             channels: Channels::default(),
             registry: OnceLock::new(),
             grpc_addr,
         });
         let service = proto::cluster_server::ClusterServer::new(ClusterService::new(node.clone()))
-            .max_decoding_message_size(transport::MAX_MESSAGE)
-            .max_encoding_message_size(transport::MAX_MESSAGE);
+            .max_decoding_message_size(max_message)
+            .max_encoding_message_size(max_message);
         let shutdown = shared.shutdown.clone();
         shared.tasks.spawn(async move {
             let served = tonic::transport::Server::builder()
@@ -224,12 +231,12 @@ impl ClusterNode {
         };
         table.nodes.insert(self.local.id, self.local.clone());
         let answers = futures::future::join_all(
-            self.routes
+            self.route_addrs
                 .iter()
                 .map(|addr| self.hello_until_answered(addr.clone())),
         )
         .await;
-        for (addr, info) in self.routes.iter().zip(answers) {
+        for (addr, info) in self.route_addrs.iter().zip(answers) {
             // Peers are reached where the route says (a node may listen on 0.0.0.0 and
             // advertise that), and so are their clients, on the port they report.
             let mut peer = Peer::from(&info);
@@ -309,13 +316,30 @@ impl ClusterNode {
         }
     }
 
+    /// Opens the core-NATS route to every peer in the table (idempotent).
+    pub fn connect_routes(&self) {
+        let peers = self.peers();
+        for peer in peers.nodes.values().filter(|peer| peer.id != self.local.id) {
+            match self.channels.client(&peer.cluster_addr) {
+                Ok(client) => self.core_routes.add_peer(peer.id, client),
+                Err(e) => tracing::error!(peer = %peer.name, "no route to peer: {e}"),
+            }
+        }
+    }
+
+    /// Core NATS across nodes.
+    pub fn core_routes(&self) -> &Arc<route::Routes> {
+        &self.core_routes
+    }
+
     /// An inbound core-NATS route stream from a peer.
     pub async fn serve_route(
         &self,
-        _frames: tonic::Streaming<proto::RouteBatch>,
+        frames: tonic::Streaming<proto::RouteBatch>,
     ) -> Result<tonic::Response<proto::RouteClosed>, tonic::Status> {
-        Err(tonic::Status::unimplemented(
-            "core NATS routes are not wired yet",
-        ))
+        self.core_routes
+            .serve_inbound(frames)
+            .await
+            .map(tonic::Response::new)
     }
 }

@@ -101,6 +101,7 @@ impl Server {
             node.discover(&shared.config.store_dir)
                 .await
                 .map_err(std::io::Error::other)?;
+            node.connect_routes();
         }
         // JetStream subscribes its API before the first client can connect.
         let jetstream = if shared.config.jetstream {

@@ -4,12 +4,20 @@
 //! One `Router` per node. The trie sits behind a read-write lock (no `.await` is ever held
 //! inside it); readers mostly avoid it through their per-connection `MatchCache`, which the
 //! `generation` counter invalidates on every subscribe and unsubscribe.
+//!
+//! In a cluster the trie also holds the interest of the other nodes, as subscriptions whose
+//! subscriber is [`Subscriber::Remote`]: matching, the match cache and queue-group member
+//! choice treat them like any other. This node's own interest (client and internal
+//! subscriptions) is counted per (subject, queue); the first subscription of a key and the
+//! removal of its last are reported to the [`InterestListener`] (the routes), in order.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
 use super::dispatch::Dispatch;
 use super::message::Message;
@@ -31,9 +39,70 @@ impl Matches {
     }
 }
 
+/// One unit of interest as peers see it: a subject pattern and an optional queue group.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Interest {
+    pub subject: Bytes,
+    pub queue: Option<Bytes>,
+}
+
+impl Interest {
+    fn of(sub: &Subscription) -> Self {
+        Interest {
+            subject: sub.subject.clone(),
+            queue: sub.queue.clone(),
+        }
+    }
+}
+
+/// Told when this node's interest in a (subject, queue) appears or disappears. Called with
+/// the router's interest lock held, in the order the changes happen: it must only queue work
+/// (never block, never call back into the router).
+pub trait InterestListener: Send + Sync + fmt::Debug {
+    fn interest_changed(&self, interest: &Interest, present: bool);
+}
+
+/// This node's own interest, refcounted per (subject, queue).
+#[derive(Debug, Default)]
+struct LocalInterest {
+    counts: HashMap<Interest, usize>,
+    listener: Option<Arc<dyn InterestListener>>,
+}
+
+impl LocalInterest {
+    fn add(&mut self, sub: &Subscription) {
+        let key = Interest::of(sub);
+        let count = self.counts.entry(key).or_insert(0);
+        *count += 1;
+        if *count == 1 {
+            if let Some(listener) = &self.listener {
+                listener.interest_changed(&Interest::of(sub), true);
+            }
+        }
+    }
+
+    fn remove(&mut self, sub: &Subscription) {
+        let key = Interest::of(sub);
+        let Some(count) = self.counts.get_mut(&key) else {
+            return;
+        };
+        *count -= 1;
+        if *count == 0 {
+            self.counts.remove(&key);
+            if let Some(listener) = &self.listener {
+                listener.interest_changed(&key, false);
+            }
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct Router {
+    /// Lock order: `interest` before `trie`; the listener's own locks after `interest`.
+    interest: Mutex<LocalInterest>,
     trie: RwLock<SubjectTrie<Subscription>>,
+    /// How many of the trie's subscriptions are remote.
+    remote_subs: AtomicUsize,
     generation: AtomicU64,
     stats: Arc<ServerStats>,
 }
@@ -41,7 +110,9 @@ pub struct Router {
 impl Router {
     pub fn new(stats: Arc<ServerStats>) -> Self {
         Router {
+            interest: Mutex::new(LocalInterest::default()),
             trie: RwLock::new(SubjectTrie::default()),
+            remote_subs: AtomicUsize::new(0),
             generation: AtomicU64::new(0),
             stats,
         }
@@ -53,10 +124,22 @@ impl Router {
     }
 
     pub fn subscribe(&self, sub: Arc<Subscription>) {
+        if sub.is_remote() {
+            self.insert(sub);
+            self.remote_subs.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        // The interest lock spans the trie change, so listeners see changes in trie order.
+        let mut interest = self.interest.lock();
+        interest.add(&sub);
+        self.insert(sub);
+        ServerStats::add(&self.stats.subscriptions, 1);
+    }
+
+    fn insert(&self, sub: Arc<Subscription>) {
         let mut trie = self.trie.write();
         trie.insert(&sub.subject.clone(), sub);
         self.generation.fetch_add(1, Ordering::AcqRel);
-        ServerStats::add(&self.stats.subscriptions, 1);
     }
 
     /// Removes a subscription; safe to call more than once and from any connection.
@@ -64,10 +147,37 @@ impl Router {
         if !sub.mark_removed() {
             return;
         }
+        if sub.is_remote() {
+            self.remove(sub);
+            self.remote_subs.fetch_sub(1, Ordering::Relaxed);
+            return;
+        }
+        let mut interest = self.interest.lock();
+        self.remove(sub);
+        interest.remove(sub);
+        self.stats.subscriptions.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    fn remove(&self, sub: &Arc<Subscription>) {
         let mut trie = self.trie.write();
         trie.remove(&sub.subject, sub);
         self.generation.fetch_add(1, Ordering::AcqRel);
-        self.stats.subscriptions.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Installs the listener told about every later change of this node's interest.
+    pub fn set_interest_listener(&self, listener: Arc<dyn InterestListener>) {
+        self.interest.lock().listener = Some(listener);
+    }
+
+    /// Runs `f` on a snapshot of this node's interest, with the interest lock held: no change
+    /// reaches the listener between the snapshot and `f`'s return, so what `f` queues precedes
+    /// every later change.
+    pub fn with_local_interest<R>(
+        &self,
+        f: impl FnOnce(&mut dyn Iterator<Item = &Interest>) -> R,
+    ) -> R {
+        let interest = self.interest.lock();
+        f(&mut interest.counts.keys())
     }
 
     pub fn matches(&self, subject: &Bytes) -> Matches {
@@ -117,7 +227,109 @@ impl Router {
         delivered
     }
 
+    /// This node's own subscriptions (remote interest is not counted).
     pub fn subscription_count(&self) -> usize {
-        self.trie.read().len()
+        let total = self.trie.read().len();
+        total.saturating_sub(self.remote_subs.load(Ordering::Relaxed))
+    }
+
+    /// Subscriptions standing for other nodes' interest.
+    pub fn remote_subscription_count(&self) -> usize {
+        self.remote_subs.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Default)]
+    struct Recorder(Mutex<Vec<String>>);
+
+    impl InterestListener for Recorder {
+        fn interest_changed(&self, interest: &Interest, present: bool) {
+            let queue = interest.queue.as_deref().unwrap_or_default();
+            self.0.lock().push(format!(
+                "{} {} {}",
+                if present { "+" } else { "-" },
+                String::from_utf8_lossy(&interest.subject),
+                String::from_utf8_lossy(queue)
+            ));
+        }
+    }
+
+    #[derive(Debug)]
+    struct Sink;
+
+    impl InternalSubscriber for Sink {
+        fn receive(&self, _: &Message) -> bool {
+            true
+        }
+    }
+
+    #[derive(Debug)]
+    struct Peer;
+
+    impl super::super::subscription::RemoteSubscriber for Peer {
+        fn peer(&self) -> u64 {
+            7
+        }
+        fn forward(&self, _: &Message, _: &[Bytes]) -> super::super::subscription::Forwarded {
+            Default::default()
+        }
+        fn wake(&self) {}
+    }
+
+    #[test]
+    fn local_interest_is_refcounted_per_subject_and_queue() {
+        let router = Router::new(Arc::new(ServerStats::default()));
+        let recorder = Arc::new(Recorder::default());
+        router.set_interest_listener(recorder.clone());
+        let a1 = router.subscribe_internal("a.*", None, Arc::new(Sink));
+        let a2 = router.subscribe_internal("a.*", None, Arc::new(Sink));
+        let q1 = router.subscribe_internal("a.*", Some("q"), Arc::new(Sink));
+        let q2 = router.subscribe_internal("a.*", Some("q"), Arc::new(Sink));
+        router.unsubscribe(&a1);
+        router.unsubscribe(&a1); // idempotent
+        router.unsubscribe(&q1);
+        router.unsubscribe(&a2);
+        router.unsubscribe(&q2);
+        assert_eq!(
+            *recorder.0.lock(),
+            ["+ a.* ", "+ a.* q", "- a.* ", "- a.* q"]
+        );
+        router.with_local_interest(|interest| assert_eq!(interest.count(), 0));
+    }
+
+    #[test]
+    fn remote_interest_is_matched_but_neither_propagated_nor_counted() {
+        let stats = Arc::new(ServerStats::default());
+        let router = Router::new(stats.clone());
+        let recorder = Arc::new(Recorder::default());
+        router.set_interest_listener(recorder.clone());
+        let local = router.subscribe_internal("x", None, Arc::new(Sink));
+        let remote = Arc::new(Subscription::new(
+            Subscriber::Remote(Arc::new(Peer)),
+            Bytes::from_static(b"x"),
+            None,
+            Bytes::from_static(b"route"),
+        ));
+        let generation = router.generation();
+        router.subscribe(remote.clone());
+        assert_ne!(
+            router.generation(),
+            generation,
+            "match caches see remote changes"
+        );
+        assert_eq!(router.matches(&Bytes::from_static(b"x")).plain.len(), 2);
+        assert_eq!(router.subscription_count(), 1);
+        assert_eq!(router.remote_subscription_count(), 1);
+        assert_eq!(stats.subscriptions.load(Ordering::Relaxed), 1);
+        router.with_local_interest(|interest| assert_eq!(interest.count(), 1));
+        router.unsubscribe(&remote);
+        router.unsubscribe(&local);
+        assert_eq!(*recorder.0.lock(), ["+ x ", "- x "]);
+        assert_eq!(router.subscription_count(), 0);
+        assert_eq!(router.remote_subscription_count(), 0);
     }
 }

@@ -20,11 +20,35 @@ pub trait InternalSubscriber: Send + Sync + fmt::Debug {
     fn receive(&self, msg: &Message) -> bool;
 }
 
+/// Another node of the cluster, standing in for its interest (see `cluster::route`). Its
+/// subscriptions are never propagated further and never counted as this node's.
+pub trait RemoteSubscriber: Send + Sync + fmt::Debug {
+    /// The node the messages go to.
+    fn peer(&self) -> u64;
+    /// Queues `msg` for the peer, which delivers it to its local plain subscriptions and to
+    /// one local member of each of `queues`. Runs on the publisher's task: never blocks.
+    fn forward(&self, msg: &Message, queues: &[Bytes]) -> Forwarded;
+    /// Wakes the route's writer after `forward` asked for it (once per batch).
+    fn wake(&self);
+}
+
+/// What forwarding a message to a peer asks of the publisher.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Forwarded {
+    /// The peer will get it, or dropped it only because its route is backed up (counted there):
+    /// either way the message found a receiver (no 503 for requests).
+    pub delivered: bool,
+    /// The route's queue was empty: its writer must be woken.
+    pub wake: bool,
+}
+
 /// Who receives a subscription's messages.
 #[derive(Debug, Clone)]
 pub enum Subscriber {
     Client(Arc<ClientHandle>),
     Internal(Arc<dyn InternalSubscriber>),
+    /// Interest of another node; the message is forwarded over the route to it.
+    Remote(Arc<dyn RemoteSubscriber>),
 }
 
 #[derive(Debug)]
@@ -65,8 +89,20 @@ impl Subscription {
     pub fn client_id(&self) -> Option<u64> {
         match &self.subscriber {
             Subscriber::Client(client) => Some(client.id),
-            Subscriber::Internal(_) => None,
+            Subscriber::Internal(_) | Subscriber::Remote(_) => None,
         }
+    }
+
+    /// The peer a remote subscription stands for; `None` for this node's own.
+    pub fn remote_peer(&self) -> Option<u64> {
+        match &self.subscriber {
+            Subscriber::Remote(remote) => Some(remote.peer()),
+            _ => None,
+        }
+    }
+
+    pub fn is_remote(&self) -> bool {
+        matches!(self.subscriber, Subscriber::Remote(_))
     }
 
     pub fn is_removed(&self) -> bool {
