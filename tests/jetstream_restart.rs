@@ -1,5 +1,6 @@
-//! `kill -9` of a real jetraft process: every acknowledged message, the stream's sequence and
-//! the consumer's ack floor survive the restart, and the node goes on from where it was.
+//! `kill -9` of a real jetraft process: every acknowledged message, the stream's sequence, the
+//! consumer's ack floor and both creation times survive the restart, and the node goes on from
+//! where it was.
 
 mod common;
 
@@ -42,6 +43,9 @@ async fn kill_9_loses_nothing_acknowledged() {
         })
         .await
         .unwrap();
+    let mut before = stream.clone();
+    let stream_created = before.info().await.unwrap().created;
+    let consumer_created = consumer.clone().info().await.unwrap().created;
 
     // Publish with many acks in flight; keep only what was acknowledged.
     let mut pending = Vec::new();
@@ -72,6 +76,7 @@ async fn kill_9_loses_nothing_acknowledged() {
     let js = jetstream::new(async_nats::connect(&url).await.unwrap());
     let mut stream = js.get_stream("ORDERS").await.unwrap();
     let info = stream.info().await.unwrap();
+    assert_eq!(info.created, stream_created, "stream created survives");
     assert_eq!(info.state.messages, 500);
     assert_eq!(info.state.last_sequence, 500);
     let msg = stream.get_raw_message(500).await.unwrap();
@@ -80,6 +85,7 @@ async fn kill_9_loses_nothing_acknowledged() {
     let mut consumer: jetstream::consumer::PullConsumer =
         stream.get_consumer("order-processor").await.unwrap();
     let info = consumer.info().await.unwrap();
+    assert_eq!(info.created, consumer_created, "consumer created survives");
     assert_eq!(info.ack_floor.stream_sequence, 200);
     assert_eq!(info.num_ack_pending, 0);
     assert_eq!(info.num_pending, 300);

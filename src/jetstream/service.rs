@@ -5,6 +5,15 @@
 //! snapshots: `consensus::NodeStorage`), start the meta group, start every stream group the
 //! meta state lists, and subscribe `$JS.API.>`. Reconciliation runs after every meta change
 //! this node proposes and whenever the meta machine applies an entry; it is idempotent.
+//!
+//! A stream the meta state lists but whose group cannot run here (its log is marked corrupt,
+//! its state cannot be loaded) is *offline*: API calls on it answer 10194 "stream is offline:
+//! <reason>" instead of "stream not found", and deleting it drops its data.
+//!
+//! The supervisor (one task per node) watches the running groups: a group that stopped on a
+//! fatal storage error (disk full, unwritable store) is restarted from its log and sled
+//! state and swapped into its `StreamHandle`; until that succeeds proposals fail with 10008
+//! and it is retried, so the stream comes back when space returns.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,6 +45,8 @@ pub enum JetStreamError {
     Storage(#[from] StorageOpenError),
     #[error("cannot start group {group}: {message}")]
     Group { group: u64, message: String },
+    #[error("raft group {group} is corrupt in the log")]
+    Corrupt { group: u64 },
     #[error("storage task failed: {0}")]
     Join(#[from] tokio::task::JoinError),
 }
@@ -49,12 +60,23 @@ struct RunningStream {
     stop: tokio_util::sync::CancellationToken,
 }
 
+/// A stream that cannot run on this node, and why.
+#[derive(Debug, Clone)]
+struct OfflineStream {
+    group: u64,
+    reason: String,
+}
+
+/// How often the supervisor looks for stopped groups.
+const SUPERVISE_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
+
 pub struct JetStream {
     shared: Arc<ServerShared>,
     registry: GroupRegistry,
     meta_group: Arc<RaftGroup>,
     meta: MetaView,
     streams: parking_lot::RwLock<HashMap<String, RunningStream>>,
+    offline: parking_lot::RwLock<HashMap<String, OfflineStream>>,
     /// Serializes reconciliation (start/stop of stream groups).
     reconciling: AsyncMutex<()>,
     api_subscription: parking_lot::Mutex<Option<Arc<Subscription>>>,
@@ -70,11 +92,19 @@ impl std::fmt::Debug for JetStream {
 }
 
 impl JetStream {
-    pub async fn start(shared: Arc<ServerShared>) -> Result<Arc<JetStream>, JetStreamError> {
+    pub async fn start(
+        shared: Arc<ServerShared>,
+        log_options: LogOptions,
+    ) -> Result<Arc<JetStream>, JetStreamError> {
         let dir = shared.config.store_dir.clone();
         let (storage, report) =
-            tokio::task::spawn_blocking(move || NodeStorage::open(&dir, LogOptions::default()))
-                .await??;
+            tokio::task::spawn_blocking(move || NodeStorage::open(&dir, log_options)).await??;
+        for corrupt in &report.corrupt_groups {
+            tracing::error!(
+                group = corrupt,
+                "raft group is corrupt in the log: its stream stays offline until deleted"
+            );
+        }
         tracing::info!(
             store_dir = %shared.config.store_dir.display(),
             "JetStream storage opened: {report:?}"
@@ -101,6 +131,7 @@ impl JetStream {
             meta_group,
             meta,
             streams: parking_lot::RwLock::new(HashMap::new()),
+            offline: parking_lot::RwLock::new(HashMap::new()),
             reconciling: AsyncMutex::new(()),
             api_subscription: parking_lot::Mutex::new(None),
             api_total: AtomicU64::new(0),
@@ -108,6 +139,9 @@ impl JetStream {
         });
         js.reconcile().await;
         *js.api_subscription.lock() = Some(api::attach(&js));
+        js.shared
+            .tasks
+            .spawn(supervise(Arc::downgrade(&js), js.shared.shutdown.clone()));
         tracing::info!(
             streams = js.stream_names().len(),
             "JetStream ready (meta group and stream groups started)"
@@ -135,6 +169,30 @@ impl JetStream {
     /// The running stream called `name`.
     pub fn stream(&self, name: &str) -> Option<Arc<StreamHandle>> {
         self.streams.read().get(name).map(|s| s.handle.clone())
+    }
+
+    /// The running stream called `name` for an API call: 10059 if no such stream exists,
+    /// 10194 if it exists but cannot run here.
+    pub fn running_stream(&self, name: &str) -> Result<Arc<StreamHandle>, ApiError> {
+        if let Some(handle) = self.stream(name) {
+            return Ok(handle);
+        }
+        match self.offline.read().get(name) {
+            Some(offline) => Err(ApiError::with(
+                ErrorKind::StreamOfflineReason,
+                &[&offline.reason],
+            )),
+            None => Err(ApiError::new(ErrorKind::StreamNotFound)),
+        }
+    }
+
+    /// Streams that cannot run here, with the reason (STREAM.LIST's `offline`).
+    pub fn offline_streams(&self) -> std::collections::BTreeMap<String, String> {
+        self.offline
+            .read()
+            .iter()
+            .map(|(name, offline)| (name.clone(), offline.reason.clone()))
+            .collect()
     }
 
     pub fn stream_names(&self) -> Vec<String> {
@@ -192,6 +250,25 @@ impl JetStream {
                 .map(|(name, stream)| (name.clone(), stream.handle.group().id()))
                 .collect()
         };
+        let gone_offline: Vec<(String, u64)> = {
+            let mut offline = self.offline.write();
+            let names: Vec<String> = offline
+                .iter()
+                .filter(|(name, stream)| wanted.get(*name).map(|a| a.group) != Some(stream.group))
+                .map(|(name, _)| name.clone())
+                .collect();
+            names
+                .into_iter()
+                .filter_map(|name| offline.remove(&name).map(|s| (name, s.group)))
+                .collect()
+        };
+        for (name, group) in gone_offline {
+            // Dropping the group also clears the log's corruption mark.
+            if let Err(e) = self.registry.drop_group(group).await {
+                tracing::error!(stream = %name, group, "cannot delete offline stream group: {e}");
+            }
+            tracing::info!(stream = %name, group, "offline stream removed");
+        }
         for (name, group) in gone {
             if let Some(stream) = self.streams.write().remove(&name) {
                 stream.stop.cancel();
@@ -214,7 +291,18 @@ impl JetStream {
                 Some(_) => self.resubscribe(&name, subjects),
                 None => {
                     if let Err(e) = self.start_stream(&name, &assignment).await {
-                        tracing::error!(stream = %name, "cannot start stream group: {e}");
+                        tracing::error!(
+                            stream = %name,
+                            group = assignment.group,
+                            "stream is offline: {e}"
+                        );
+                        self.offline.write().insert(
+                            name.clone(),
+                            OfflineStream {
+                                group: assignment.group,
+                                reason: e.to_string(),
+                            },
+                        );
                     }
                 }
             }
@@ -226,15 +314,8 @@ impl JetStream {
         name: &str,
         assignment: &StreamAssignment,
     ) -> Result<(), JetStreamError> {
-        let (machine, view) = StreamMachine::new(assignment.config.clone());
-        let group = self
-            .registry
-            .start(assignment.group, local_voters(), Box::new(machine))
-            .await
-            .map_err(|e| JetStreamError::Group {
-                group: assignment.group,
-                message: e.to_string(),
-            })?;
+        let (group, view) = self.start_group(assignment).await?;
+        self.offline.write().remove(name);
         let handle = Arc::new(StreamHandle::new(name.to_owned(), group, view));
         let subjects = assignment.config.subjects.clone();
         let ingest = publish::attach(self, &handle, &subjects);
@@ -256,6 +337,95 @@ impl JetStream {
         Ok(())
     }
 
+    /// Starts (or restarts) a stream's group from its log and sled state. A group the log
+    /// marked corrupt is not started: its data cannot be trusted.
+    async fn start_group(
+        &self,
+        assignment: &StreamAssignment,
+    ) -> Result<(Arc<RaftGroup>, super::stream_machine::StreamView), JetStreamError> {
+        if self.registry.storage().log.is_corrupt(assignment.group) {
+            return Err(JetStreamError::Corrupt {
+                group: assignment.group,
+            });
+        }
+        let (machine, view) = StreamMachine::new(assignment.config.clone());
+        let group = self
+            .registry
+            .start(assignment.group, local_voters(), Box::new(machine))
+            .await
+            .map_err(|e| JetStreamError::Group {
+                group: assignment.group,
+                message: e.to_string(),
+            })?;
+        Ok((group, view))
+    }
+
+    /// One supervisor pass: restarts every running stream whose group stopped on a fatal
+    /// error, and retries offline streams that are not corrupt.
+    async fn supervise_once(self: &Arc<Self>) {
+        let stopped: Vec<Arc<StreamHandle>> = self
+            .streams
+            .read()
+            .values()
+            .filter(|stream| stream.handle.is_stopped())
+            .map(|stream| stream.handle.clone())
+            .collect();
+        for handle in stopped {
+            self.restart_stream(&handle).await;
+        }
+        let retry = self
+            .offline
+            .read()
+            .values()
+            .any(|stream| !self.registry.storage().log.is_corrupt(stream.group));
+        if retry {
+            self.reconcile().await;
+        }
+    }
+
+    /// Restarts a stopped stream group in place: waiting pull requests get `409 Leadership
+    /// Change`, the group is re-opened from its log and sled state (what was acknowledged
+    /// is there; a failed write was rolled back) and swapped into the handle, and delivery
+    /// starts again. On failure the stopped group stays (publishes get 10008) and the next
+    /// pass retries.
+    async fn restart_stream(self: &Arc<Self>, handle: &Arc<StreamHandle>) {
+        let _serialized = self.reconciling.lock().await;
+        let name = handle.name().to_owned();
+        let still_ours = self
+            .streams
+            .read()
+            .get(&name)
+            .is_some_and(|s| Arc::ptr_eq(&s.handle, handle));
+        let Some(assignment) = self.assignment(&name).filter(|_| still_ours) else {
+            return;
+        };
+        let group_id = handle.group().id();
+        let reason = handle
+            .group()
+            .raft()
+            .metrics()
+            .borrow()
+            .running_state
+            .clone()
+            .err()
+            .map(|fatal| fatal.to_string())
+            .unwrap_or_default();
+        self.delivery.leadership_lost(&name);
+        if let Err(e) = self.registry.stop(group_id).await {
+            tracing::debug!(stream = %name, group = group_id, "stopped group did not shut down cleanly: {e}");
+        }
+        match self.start_group(&assignment).await {
+            Ok((group, view)) => {
+                handle.replace_group(group, view);
+                self.delivery.attach_stream(handle);
+                tracing::warn!(stream = %name, group = group_id, "stream group restarted after: {reason}");
+            }
+            Err(e) => {
+                tracing::warn!(stream = %name, group = group_id, "stream group stopped ({reason}); restart failed, retrying: {e}");
+            }
+        }
+    }
+
     fn resubscribe(self: &Arc<Self>, name: &str, subjects: Vec<String>) {
         let mut streams = self.streams.write();
         let Some(stream) = streams.get_mut(name) else {
@@ -266,6 +436,13 @@ impl JetStream {
         }
         stream.ingest = publish::attach(self, &stream.handle, &subjects);
         stream.subjects = subjects;
+    }
+
+    /// Before the connections close: waiting pull requests get `409 Server Shutdown`.
+    pub async fn signal_shutdown(&self) {
+        self.delivery
+            .signal_shutdown(std::time::Duration::from_secs(1))
+            .await;
     }
 
     /// Stops serving the API and stops every group (their data stays).
@@ -283,6 +460,18 @@ impl JetStream {
         }
         self.registry.shutdown_all().await;
         tracing::info!("JetStream stopped");
+    }
+}
+
+/// The supervisor: one per node, until shutdown (see the module doc).
+async fn supervise(js: std::sync::Weak<JetStream>, shutdown: tokio_util::sync::CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(SUPERVISE_EVERY) => {}
+        }
+        let Some(js) = js.upgrade() else { return };
+        js.supervise_once().await;
     }
 }
 

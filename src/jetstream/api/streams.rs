@@ -63,9 +63,7 @@ pub async fn update(js: &Arc<JetStream>, stream: &str, body: &[u8]) -> Result<Ve
         .assignment(stream)
         .ok_or_else(|| ApiError::new(ErrorKind::StreamNotFound))?;
     config.validate_update(&current.config)?;
-    let handle = js
-        .stream(stream)
-        .ok_or_else(|| ApiError::new(ErrorKind::StreamNotFound))?;
+    let handle = js.running_stream(stream)?;
     // The stream group enforces the new limits on its messages; then the meta group records
     // the definition (and subjects) every node serves.
     handle
@@ -114,9 +112,7 @@ pub async fn delete(js: &Arc<JetStream>, stream: &str) -> Result<Vec<u8>, ApiErr
 pub async fn purge(js: &Arc<JetStream>, stream: &str, body: &[u8]) -> Result<Vec<u8>, ApiError> {
     let request: StreamPurgeRequest = parse_optional_body(body)?;
     request.validate()?;
-    let handle = js
-        .stream(stream)
-        .ok_or_else(|| ApiError::new(ErrorKind::StreamNotFound))?;
+    let handle = js.running_stream(stream)?;
     let filter = (!request.filter.is_empty()).then(|| request.filter.clone());
     let outcome = handle
         .propose_one(GroupCommand::Purge(PurgeRequest {
@@ -170,19 +166,22 @@ pub fn list(js: &JetStream, body: &[u8]) -> Result<Vec<u8>, ApiError> {
     let (paged, page) = page(js.stream_names(), request.offset, LIST_PAGE_LIMIT);
     let mut streams = Vec::with_capacity(page.len());
     let mut missing = Vec::new();
+    let mut offline = js.offline_streams();
     for name in page {
         match stream_info(js, &name, &StreamInfoRequest::default()) {
             Ok(info) => streams.push(info),
+            Err(_) if offline.contains_key(&name) => {}
             Err(_) => missing.push(name),
         }
     }
+    offline.retain(|name, _| !streams.iter().any(|info| &info.config.name == name));
     Ok(encode_success(
         ResponseType::StreamList,
         &StreamListResponse {
             paged,
             streams,
             missing,
-            offline: Default::default(),
+            offline,
         },
     ))
 }
@@ -210,9 +209,7 @@ pub fn stream_info(
     let assignment = js
         .assignment(stream)
         .ok_or_else(|| ApiError::new(ErrorKind::StreamNotFound))?;
-    let handle = js
-        .stream(stream)
-        .ok_or_else(|| ApiError::new(ErrorKind::StreamNotFound))?;
+    let handle = js.running_stream(stream)?;
     let state = handle.view().read(|group| {
         let summary = group.stream().summary();
         let mut state = StreamState {
