@@ -390,6 +390,9 @@ impl JetStream {
     /// pass retries.
     async fn restart_stream(self: &Arc<Self>, handle: &Arc<StreamHandle>) {
         let _serialized = self.reconciling.lock().await;
+        if self.shared.shutdown.is_cancelled() {
+            return; // groups stop on purpose now
+        }
         let name = handle.name().to_owned();
         let still_ours = self
             .streams
