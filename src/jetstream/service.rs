@@ -69,6 +69,8 @@ struct OfflineStream {
 
 /// How often the supervisor looks for stopped groups.
 const SUPERVISE_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
+/// How often it retries offline streams that are not corrupt (a failing start logs).
+const RETRY_OFFLINE_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
 pub struct JetStream {
     shared: Arc<ServerShared>,
@@ -361,8 +363,8 @@ impl JetStream {
     }
 
     /// One supervisor pass: restarts every running stream whose group stopped on a fatal
-    /// error, and retries offline streams that are not corrupt.
-    async fn supervise_once(self: &Arc<Self>) {
+    /// error.
+    async fn restart_stopped_groups(self: &Arc<Self>) {
         let stopped: Vec<Arc<StreamHandle>> = self
             .streams
             .read()
@@ -373,6 +375,11 @@ impl JetStream {
         for handle in stopped {
             self.restart_stream(&handle).await;
         }
+    }
+
+    /// Tries again to start offline streams whose log is not corrupt (their start failed
+    /// for another reason, which may have passed).
+    async fn retry_offline_streams(self: &Arc<Self>) {
         let retry = self
             .offline
             .read()
@@ -468,13 +475,18 @@ impl JetStream {
 
 /// The supervisor: one per node, until shutdown (see the module doc).
 async fn supervise(js: std::sync::Weak<JetStream>, shutdown: tokio_util::sync::CancellationToken) {
+    let mut next_offline_retry = tokio::time::Instant::now() + RETRY_OFFLINE_EVERY;
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(SUPERVISE_EVERY) => {}
         }
         let Some(js) = js.upgrade() else { return };
-        js.supervise_once().await;
+        js.restart_stopped_groups().await;
+        if tokio::time::Instant::now() >= next_offline_retry {
+            next_offline_retry = tokio::time::Instant::now() + RETRY_OFFLINE_EVERY;
+            js.retry_offline_streams().await;
+        }
     }
 }
 
