@@ -186,6 +186,9 @@ async fn failed_log_write_recovers_without_a_restart() {
         "{error}"
     );
     assert_eq!(fault.fired(), 1);
+    // Still full for the next write (the supervisor's first restart, or whatever writes
+    // next): the node keeps trying.
+    fault.fail_next_write_after(0);
 
     // The waiting pull request learns its stream lost its leader.
     let status = within("leadership change", pulls.next()).await.unwrap();
@@ -208,6 +211,7 @@ async fn failed_log_write_recovers_without_a_restart() {
     })
     .await;
     assert_eq!(seq, 11, "the failed publish took no sequence");
+    assert_eq!(fault.fired(), 2);
     let mut stream = js.get_stream("ORDERS").await.unwrap();
     let info = stream.info().await.unwrap();
     assert_eq!(info.state.messages, 11);
