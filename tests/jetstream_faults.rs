@@ -119,6 +119,16 @@ async fn corrupt_stream_is_offline_not_missing() {
         .as_str()
         .unwrap()
         .contains("corrupt"));
+    // A publish on its subjects is not stored and says why.
+    let ack = within(
+        "publish to offline",
+        client.request("orders.new", "lost".into()),
+    )
+    .await
+    .unwrap();
+    let ack: Value = serde_json::from_slice(&ack.payload).unwrap();
+    assert_eq!(ack["error"]["err_code"], 10194, "{ack}");
+    assert_eq!(ack["stream"], "ORDERS", "{ack}");
     let missing = api(&client, "$JS.API.STREAM.INFO.NOPE", "").await;
     assert_eq!(missing["error"]["err_code"], 10059, "{missing}");
 
@@ -128,6 +138,12 @@ async fn corrupt_stream_is_offline_not_missing() {
     let js = jetstream::new(client.clone());
     let mut again = create(&js, "ORDERS", "orders.*").await;
     assert_eq!(again.info().await.unwrap().state.messages, 0);
+    let ack = js.publish("orders.new", "new".into()).await.unwrap();
+    assert_eq!(
+        ack.await.unwrap().sequence,
+        1,
+        "one answer, from the new stream"
+    );
     server.shutdown().await;
 }
 

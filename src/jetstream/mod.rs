@@ -12,13 +12,15 @@
 //! handle), `stream_machine/` (a stream group's machine: jscore over sled), `stream`
 //! (`StreamHandle`: proposing to and reading a stream group), `publish` (stream subjects →
 //! batched appends → PubAck), `api/` (the `$JS.API.*` handlers), `delivery/` (pull and push
-//! consumers, acks), `expiry` (max_age), `service` (start-up, reconciliation, shutdown).
+//! consumers, acks), `expiry` (max_age), `offline` (streams whose group cannot run here), `service` (start-up,
+//! reconciliation, the supervisor, shutdown).
 
 pub mod api;
 pub mod codec;
 pub mod delivery;
 mod expiry;
 pub mod meta;
+mod offline;
 pub mod publish;
 mod service;
 pub mod stream;

@@ -25,6 +25,7 @@ use super::api;
 use super::codec::{self, JsonValue, META_COMMAND_V1};
 use super::delivery::DeliveryRegistry;
 use super::meta::{MetaCommand, MetaMachine, MetaOutcome, MetaView, StreamAssignment, META_GROUP};
+use super::offline::OfflineStream;
 use super::publish;
 use super::stream::{propose_error, StreamHandle};
 use super::stream_machine::StreamMachine;
@@ -58,13 +59,6 @@ struct RunningStream {
     subjects: Vec<String>,
     /// Stops the stream's own tasks (max_age expiry) when it is removed.
     stop: tokio_util::sync::CancellationToken,
-}
-
-/// A stream that cannot run on this node, and why.
-#[derive(Debug, Clone)]
-struct OfflineStream {
-    group: u64,
-    reason: String,
 }
 
 /// How often the supervisor looks for stopped groups.
@@ -180,10 +174,7 @@ impl JetStream {
             return Ok(handle);
         }
         match self.offline.read().get(name) {
-            Some(offline) => Err(ApiError::with(
-                ErrorKind::StreamOfflineReason,
-                &[&offline.reason],
-            )),
+            Some(offline) => Err(offline.error()),
             None => Err(ApiError::new(ErrorKind::StreamNotFound)),
         }
     }
@@ -252,7 +243,7 @@ impl JetStream {
                 .map(|(name, stream)| (name.clone(), stream.handle.group().id()))
                 .collect()
         };
-        let gone_offline: Vec<(String, u64)> = {
+        let gone_offline: Vec<(String, OfflineStream)> = {
             let mut offline = self.offline.write();
             let names: Vec<String> = offline
                 .iter()
@@ -261,10 +252,12 @@ impl JetStream {
                 .collect();
             names
                 .into_iter()
-                .filter_map(|name| offline.remove(&name).map(|s| (name, s.group)))
+                .filter_map(|name| offline.remove(&name).map(|s| (name, s)))
                 .collect()
         };
-        for (name, group) in gone_offline {
+        for (name, stream) in gone_offline {
+            stream.close(self.router());
+            let group = stream.group;
             // Dropping the group also clears the log's corruption mark.
             if let Err(e) = self.registry.drop_group(group).await {
                 tracing::error!(stream = %name, group, "cannot delete offline stream group: {e}");
@@ -298,13 +291,17 @@ impl JetStream {
                             group = assignment.group,
                             "stream is offline: {e}"
                         );
-                        self.offline.write().insert(
-                            name.clone(),
-                            OfflineStream {
-                                group: assignment.group,
-                                reason: e.to_string(),
-                            },
+                        if let Some(old) = self.offline.write().remove(&name) {
+                            old.close(self.router());
+                        }
+                        let offline = OfflineStream::new(
+                            &self.shared,
+                            &name,
+                            assignment.group,
+                            e.to_string(),
+                            &subjects,
                         );
+                        self.offline.write().insert(name.clone(), offline);
                     }
                 }
             }
@@ -317,7 +314,9 @@ impl JetStream {
         assignment: &StreamAssignment,
     ) -> Result<(), JetStreamError> {
         let (group, view) = self.start_group(assignment).await?;
-        self.offline.write().remove(name);
+        if let Some(offline) = self.offline.write().remove(name) {
+            offline.close(self.router());
+        }
         let handle = Arc::new(StreamHandle::new(name.to_owned(), group, view));
         let subjects = assignment.config.subjects.clone();
         let ingest = publish::attach(self, &handle, &subjects);
@@ -461,6 +460,9 @@ impl JetStream {
             self.router().unsubscribe(&sub);
         }
         self.delivery.shutdown();
+        for (_, offline) in self.offline.write().drain() {
+            offline.close(self.router());
+        }
         let streams: Vec<RunningStream> = self.streams.write().drain().map(|(_, s)| s).collect();
         for stream in &streams {
             stream.stop.cancel();
