@@ -9,7 +9,7 @@ use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
 
-use crate::jsapi::{ApiError, ErrorKind, PubAckResponse};
+use crate::jsapi::{ApiError, ErrorKind, PubAckResponse, StorageType};
 use crate::server::message::Message;
 use crate::server::router::Router;
 use crate::server::subscription::{InternalSubscriber, Subscription};
@@ -19,6 +19,8 @@ use crate::server::ServerShared;
 #[derive(Debug)]
 pub struct OfflineStream {
     pub group: u64,
+    /// Which registry the group belongs to.
+    pub storage: StorageType,
     pub reason: String,
     subscriptions: Vec<Arc<Subscription>>,
 }
@@ -29,6 +31,7 @@ impl OfflineStream {
         shared: &Arc<ServerShared>,
         stream: &str,
         group: u64,
+        storage: StorageType,
         reason: String,
         subjects: &[String],
     ) -> OfflineStream {
@@ -47,6 +50,7 @@ impl OfflineStream {
             .collect();
         OfflineStream {
             group,
+            storage,
             reason,
             subscriptions,
         }

@@ -10,6 +10,11 @@
 //! its state cannot be loaded) is *offline*: API calls on it answer 10194 "stream is offline:
 //! <reason>" instead of "stream not found", and deleting it drops its data.
 //!
+//! Memory streams (`storage: memory`) run in a second registry over their own storage under
+//! `<store_dir>/memory`: a WAL that never fsyncs and its own sled, wiped at every start. So
+//! their PubAcks do not wait for a disk, and after a restart such a stream exists (its
+//! definition is in the meta group) but is empty, as nats-server's memory streams are.
+//!
 //! The supervisor (one task per node) watches the running groups: a group that stopped on a
 //! fatal storage error (disk full, unwritable store) is restarted from its log and sled
 //! state and swapped into its `StreamHandle`; until that succeeds proposals fail with 10008
@@ -31,7 +36,7 @@ use super::stream::{propose_error, StreamHandle};
 use super::stream_machine::StreamMachine;
 use crate::consensus::node_storage::StorageOpenError;
 use crate::consensus::{GroupOptions, GroupRegistry, NoPeers, NodeId, NodeStorage, RaftGroup};
-use crate::jsapi::{ApiError, ErrorKind};
+use crate::jsapi::{ApiError, ErrorKind, StorageType};
 use crate::server::router::Router;
 use crate::server::subscription::Subscription;
 use crate::server::ServerShared;
@@ -61,6 +66,9 @@ struct RunningStream {
     stop: tokio_util::sync::CancellationToken,
 }
 
+/// Where memory streams keep their (unsynced, wiped at start) storage, under the store dir.
+const MEMORY_DIR: &str = "memory";
+
 /// How often the supervisor looks for stopped groups.
 const SUPERVISE_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
 /// How often it retries offline streams that are not corrupt (a failing start logs).
@@ -68,7 +76,10 @@ const RETRY_OFFLINE_EVERY: std::time::Duration = std::time::Duration::from_secs(
 
 pub struct JetStream {
     shared: Arc<ServerShared>,
+    /// File streams and the meta group.
     registry: GroupRegistry,
+    /// Memory streams (see the module doc).
+    memory_registry: GroupRegistry,
     meta_group: Arc<RaftGroup>,
     meta: MetaView,
     streams: parking_lot::RwLock<HashMap<String, RunningStream>>,
@@ -111,6 +122,32 @@ impl JetStream {
             Arc::new(NoPeers),
             GroupOptions::default(),
         );
+        let memory_dir = shared.config.store_dir.join(MEMORY_DIR);
+        let memory_options = LogOptions {
+            fsync: false,
+            ..LogOptions::default()
+        };
+        let (memory_storage, _) = tokio::task::spawn_blocking(move || {
+            match std::fs::remove_dir_all(&memory_dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(StorageOpenError::Io {
+                        action: "wipe memory stream storage",
+                        path: memory_dir,
+                        source: e,
+                    })
+                }
+            }
+            NodeStorage::open(&memory_dir, memory_options)
+        })
+        .await??;
+        let memory_registry = GroupRegistry::new(
+            LOCAL_NODE,
+            memory_storage,
+            Arc::new(NoPeers),
+            GroupOptions::default(),
+        );
         let (machine, meta) = MetaMachine::new();
         let meta_group = registry
             .start(META_GROUP, local_voters(), Box::new(machine))
@@ -124,6 +161,7 @@ impl JetStream {
             delivery,
             shared,
             registry,
+            memory_registry,
             meta_group,
             meta,
             streams: parking_lot::RwLock::new(HashMap::new()),
@@ -197,6 +235,14 @@ impl JetStream {
         self.meta.read(|state| state.stream(name).cloned())
     }
 
+    /// The registry running a stream's group: memory streams have their own.
+    fn registry_for(&self, storage: StorageType) -> &GroupRegistry {
+        match storage {
+            StorageType::File => &self.registry,
+            StorageType::Memory => &self.memory_registry,
+        }
+    }
+
     /// The node-wide WAL's counters (writes, appends, fsyncs): what `/varz` reports.
     pub fn log_stats(&self) -> crate::store::log::LogStats {
         self.registry.storage().log.stats()
@@ -233,14 +279,20 @@ impl JetStream {
         let _serialized = self.reconciling.lock().await;
         let wanted = self.meta.read(|state| state.streams().clone());
 
-        let gone: Vec<(String, u64)> = {
+        let gone: Vec<(String, u64, StorageType)> = {
             let running = self.streams.read();
             running
                 .iter()
                 .filter(|(name, stream)| {
                     wanted.get(*name).map(|a| a.group) != Some(stream.handle.group().id())
                 })
-                .map(|(name, stream)| (name.clone(), stream.handle.group().id()))
+                .map(|(name, stream)| {
+                    let storage = stream
+                        .handle
+                        .view()
+                        .read(|group| group.stream().config().storage);
+                    (name.clone(), stream.handle.group().id(), storage)
+                })
                 .collect()
         };
         let gone_offline: Vec<(String, OfflineStream)> = {
@@ -259,12 +311,12 @@ impl JetStream {
             stream.close(self.router());
             let group = stream.group;
             // Dropping the group also clears the log's corruption mark.
-            if let Err(e) = self.registry.drop_group(group).await {
+            if let Err(e) = self.registry_for(stream.storage).drop_group(group).await {
                 tracing::error!(stream = %name, group, "cannot delete offline stream group: {e}");
             }
             tracing::info!(stream = %name, group, "offline stream removed");
         }
-        for (name, group) in gone {
+        for (name, group, storage) in gone {
             if let Some(stream) = self.streams.write().remove(&name) {
                 stream.stop.cancel();
                 for sub in &stream.ingest {
@@ -272,7 +324,7 @@ impl JetStream {
                 }
             }
             self.delivery.detach_stream(&name);
-            if let Err(e) = self.registry.drop_group(group).await {
+            if let Err(e) = self.registry_for(storage).drop_group(group).await {
                 tracing::error!(stream = %name, group, "cannot delete stream group: {e}");
             }
             tracing::info!(stream = %name, group, "stream removed");
@@ -298,6 +350,7 @@ impl JetStream {
                             &self.shared,
                             &name,
                             assignment.group,
+                            assignment.config.storage,
                             e.to_string(),
                             &subjects,
                         );
@@ -344,14 +397,14 @@ impl JetStream {
         &self,
         assignment: &StreamAssignment,
     ) -> Result<(Arc<RaftGroup>, super::stream_machine::StreamView), JetStreamError> {
-        if self.registry.storage().log.is_corrupt(assignment.group) {
+        let registry = self.registry_for(assignment.config.storage);
+        if registry.storage().log.is_corrupt(assignment.group) {
             return Err(JetStreamError::Corrupt {
                 group: assignment.group,
             });
         }
         let (machine, view) = StreamMachine::new(assignment.config.clone());
-        let group = self
-            .registry
+        let group = registry
             .start(assignment.group, local_voters(), Box::new(machine))
             .await
             .map_err(|e| JetStreamError::Group {
@@ -379,11 +432,13 @@ impl JetStream {
     /// Tries again to start offline streams whose log is not corrupt (their start failed
     /// for another reason, which may have passed).
     async fn retry_offline_streams(self: &Arc<Self>) {
-        let retry = self
-            .offline
-            .read()
-            .values()
-            .any(|stream| !self.registry.storage().log.is_corrupt(stream.group));
+        let retry = self.offline.read().values().any(|stream| {
+            !self
+                .registry_for(stream.storage)
+                .storage()
+                .log
+                .is_corrupt(stream.group)
+        });
         if retry {
             self.reconcile().await;
         }
@@ -420,7 +475,8 @@ impl JetStream {
             .map(|fatal| fatal.to_string())
             .unwrap_or_default();
         self.delivery.leadership_lost(&name);
-        if let Err(e) = self.registry.stop(group_id).await {
+        let registry = self.registry_for(assignment.config.storage);
+        if let Err(e) = registry.stop(group_id).await {
             tracing::debug!(stream = %name, group = group_id, "stopped group did not shut down cleanly: {e}");
         }
         match self.start_group(&assignment).await {
@@ -470,6 +526,7 @@ impl JetStream {
                 self.router().unsubscribe(sub);
             }
         }
+        self.memory_registry.shutdown_all().await;
         self.registry.shutdown_all().await;
         tracing::info!("JetStream stopped");
     }
