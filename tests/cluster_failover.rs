@@ -49,7 +49,7 @@ async fn publish_until_acked(js: &jetstream::Context, id: u64) -> u64 {
             .payload(format!("order {id}").into());
         let acked = match js.send_publish("orders.new", publish).await {
             Ok(ack) => ack.await,
-            Err(e) => Err(e.into()),
+            Err(e) => Err(e),
         };
         match acked {
             Ok(ack) => return ack.sequence,

@@ -392,3 +392,174 @@ async fn consume_many_with_heartbeats() {
     })
     .await;
 }
+
+/// The statuses nats-server 2.15 sends on a pull request's inbox (observed on the wire):
+/// `409 Batch Completed` and `409 Message Size Exceeds MaxBytes` with the pending headers,
+/// `408 Requests Pending` for a `no_wait` request the waiting ones already cover, idle
+/// heartbeats then `408 Request Timeout` with what was still wanted, and no `409 Exceeded
+/// MaxWaiting` for a request that asked for heartbeats.
+#[tokio::test]
+async fn pull_statuses_as_nats_server_sends_them() {
+    let (server, _dir) = js_server().await;
+    let client = common::connect(&server).await;
+    let js = jetstream::new(client.clone());
+    let stream = orders(&js, 3).await;
+    let inbox = client.new_inbox();
+    let mut replies = client.subscribe(inbox.clone()).await.unwrap();
+    let pull = |consumer: &str, body: &'static str| {
+        let (client, inbox) = (client.clone(), inbox.clone());
+        let subject = format!("$JS.API.CONSUMER.MSG.NEXT.ORDERS.{consumer}");
+        async move {
+            client
+                .publish_with_reply(subject, inbox, body.into())
+                .await
+                .unwrap()
+        }
+    };
+    let header = |msg: &async_nats::Message, name: &str| {
+        // By text: async-nats keys well-known names (`Nats-Last-Stream`…) differently.
+        msg.headers.as_ref().and_then(|headers| {
+            headers
+                .iter()
+                .find(|(key, _)| key.to_string().eq_ignore_ascii_case(name))
+                .and_then(|(_, values)| values.first())
+                .map(|value| value.to_string())
+        })
+    };
+    let status_of = |msg: &async_nats::Message| {
+        (
+            msg.status.map(|s| s.as_u16()),
+            msg.description.clone().unwrap_or_default(),
+            header(msg, "Nats-Pending-Messages"),
+            header(msg, "Nats-Pending-Bytes"),
+        )
+    };
+    let some = |s: &str| Some(s.to_string());
+
+    stream.create_consumer(durable("c")).await.unwrap();
+    // A byte budget whose batch fills first: the message, then what was left.
+    pull("c", r#"{"batch":1,"max_bytes":10000,"expires":2000000000}"#).await;
+    let msg = within("message", replies.next()).await.unwrap();
+    assert!(msg.status.is_none());
+    let charged =
+        (msg.subject.len() + msg.reply.as_ref().unwrap().len() + msg.payload.len()) as i64;
+    let reply = within("batch completed", replies.next()).await.unwrap();
+    let left = (10000 - charged).to_string();
+    assert_eq!(
+        status_of(&reply),
+        (Some(409), "Batch Completed".into(), some("0"), Some(left))
+    );
+    // The next message does not fit the budget.
+    pull("c", r#"{"batch":5,"max_bytes":20,"expires":2000000000}"#).await;
+    let reply = within("too big", replies.next()).await.unwrap();
+    assert_eq!(
+        status_of(&reply),
+        (
+            Some(409),
+            "Message Size Exceeds MaxBytes".into(),
+            some("5"),
+            some("20")
+        )
+    );
+
+    // Two messages pending, a waiting request for 10 of them: a no_wait request is told.
+    let mut limited = durable("d");
+    limited.max_ack_pending = 1;
+    stream.create_consumer(limited).await.unwrap();
+    pull("d", r#"{"batch":1}"#).await;
+    assert!(within("d first", replies.next())
+        .await
+        .unwrap()
+        .status
+        .is_none());
+    pull("d", r#"{"batch":10,"expires":5000000000}"#).await;
+    pull("d", r#"{"batch":1,"no_wait":true}"#).await;
+    let reply = within("requests pending", replies.next()).await.unwrap();
+    assert_eq!(
+        status_of(&reply),
+        (Some(408), "Requests Pending".into(), None, None)
+    );
+
+    // Nothing to deliver: idle heartbeats, then the timeout with what is still wanted.
+    let mut fresh = durable("e");
+    fresh.deliver_policy = consumer::DeliverPolicy::New;
+    stream.create_consumer(fresh).await.unwrap();
+    pull(
+        "e",
+        r#"{"batch":3,"expires":1200000000,"idle_heartbeat":500000000,"max_bytes":1000}"#,
+    )
+    .await;
+    for _ in 0..2 {
+        let reply = within("heartbeat", replies.next()).await.unwrap();
+        assert_eq!(reply.status.map(|s| s.as_u16()), Some(100));
+        assert_eq!(reply.description.as_deref(), Some("Idle Heartbeat"));
+        assert_eq!(header(&reply, "Nats-Last-Consumer"), some("0"));
+        assert_eq!(header(&reply, "Nats-Last-Stream"), some("3"));
+    }
+    let reply = within("request timeout", replies.next()).await.unwrap();
+    assert_eq!(
+        status_of(&reply),
+        (Some(408), "Request Timeout".into(), some("3"), some("1000"))
+    );
+
+    // max_waiting 1: a request with heartbeats is refused silently, one without is told.
+    let mut one = durable("f");
+    one.deliver_policy = consumer::DeliverPolicy::New;
+    one.max_waiting = 1;
+    stream.create_consumer(one).await.unwrap();
+    pull("f", r#"{"batch":1,"expires":3000000000}"#).await;
+    pull(
+        "f",
+        r#"{"batch":1,"expires":3000000000,"idle_heartbeat":1000000000}"#,
+    )
+    .await;
+    pull("f", r#"{"batch":1,"expires":3000000000}"#).await;
+    let reply = within("max waiting", replies.next()).await.unwrap();
+    assert_eq!(
+        status_of(&reply),
+        (Some(409), "Exceeded MaxWaiting".into(), None, None)
+    );
+    stream.delete_consumer("f").await.unwrap();
+    let reply = within("deleted", replies.next()).await.unwrap();
+    assert_eq!(
+        status_of(&reply),
+        (Some(409), "Consumer Deleted".into(), None, None)
+    );
+    // Only one of each: the silent refusal sent nothing.
+    let extra = tokio::time::timeout(Duration::from_millis(200), replies.next()).await;
+    assert!(extra.is_err(), "unexpected {:?}", extra.ok());
+}
+
+/// A server that stops tells waiting pull requests why (`409 Server Shutdown` with the
+/// pending headers) before it closes their connection.
+#[tokio::test]
+async fn shutdown_ends_waiting_pull_requests() {
+    let (server, _dir) = js_server().await;
+    let client = common::connect(&server).await;
+    let js = jetstream::new(client.clone());
+    let stream = orders(&js, 0).await;
+    stream.create_consumer(durable("proc")).await.unwrap();
+    let inbox = client.new_inbox();
+    let mut replies = client.subscribe(inbox.clone()).await.unwrap();
+    client
+        .publish_with_reply(
+            "$JS.API.CONSUMER.MSG.NEXT.ORDERS.proc",
+            inbox,
+            r#"{"batch":7,"expires":30000000000}"#.into(),
+        )
+        .await
+        .unwrap();
+    within("request waiting", async {
+        while stream.consumer_info("proc").await.unwrap().num_waiting != 1 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    server.shutdown().await;
+    let reply = within("server shutdown", replies.next()).await.unwrap();
+    assert_eq!(reply.status.map(|s| s.as_u16()), Some(409));
+    assert_eq!(reply.description.as_deref(), Some("Server Shutdown"));
+    let pending = reply.headers.as_ref().unwrap();
+    assert_eq!(pending.get("Nats-Pending-Messages").unwrap().as_str(), "7");
+    assert_eq!(pending.get("Nats-Pending-Bytes").unwrap().as_str(), "0");
+}

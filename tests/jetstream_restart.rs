@@ -1,5 +1,6 @@
-//! `kill -9` of a real jetraft process: every acknowledged message, the stream's sequence and
-//! the consumer's ack floor survive the restart, and the node goes on from where it was.
+//! `kill -9` of a real jetraft process: every acknowledged message, the stream's sequence, the
+//! consumer's ack floor and both creation times survive the restart, and the node goes on from
+//! where it was.
 
 mod common;
 
@@ -42,6 +43,9 @@ async fn kill_9_loses_nothing_acknowledged() {
         })
         .await
         .unwrap();
+    let mut before = stream.clone();
+    let stream_created = before.info().await.unwrap().created;
+    let consumer_created = consumer.clone().info().await.unwrap().created;
 
     // Publish with many acks in flight; keep only what was acknowledged.
     let mut pending = Vec::new();
@@ -72,6 +76,7 @@ async fn kill_9_loses_nothing_acknowledged() {
     let js = jetstream::new(async_nats::connect(&url).await.unwrap());
     let mut stream = js.get_stream("ORDERS").await.unwrap();
     let info = stream.info().await.unwrap();
+    assert_eq!(info.created, stream_created, "stream created survives");
     assert_eq!(info.state.messages, 500);
     assert_eq!(info.state.last_sequence, 500);
     let msg = stream.get_raw_message(500).await.unwrap();
@@ -80,6 +85,7 @@ async fn kill_9_loses_nothing_acknowledged() {
     let mut consumer: jetstream::consumer::PullConsumer =
         stream.get_consumer("order-processor").await.unwrap();
     let info = consumer.info().await.unwrap();
+    assert_eq!(info.created, consumer_created, "consumer created survives");
     assert_eq!(info.ack_floor.stream_sequence, 200);
     assert_eq!(info.num_ack_pending, 0);
     assert_eq!(info.num_pending, 300);
@@ -99,4 +105,79 @@ async fn kill_9_loses_nothing_acknowledged() {
         .await
         .unwrap();
     assert_eq!(ack.sequence, 501);
+}
+
+/// `storage: memory` as a clustered nats-server: PubAcks do not wait for an fsync (the node's WAL is not
+/// touched), and after a restart the stream is there (its definition is kept) but empty,
+/// without its consumers; a file stream next to it keeps everything.
+#[tokio::test]
+async fn memory_streams_skip_fsync_and_restart_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = jetraft::config::Config::loopback();
+    config.jetstream = true;
+    config.store_dir = dir.path().to_path_buf();
+    let server = common::start(config.clone()).await;
+    let js = jetstream::new(common::connect(&server).await);
+    let memory = js
+        .create_stream(stream::Config {
+            name: "FAST".into(),
+            subjects: vec!["fast.>".into()],
+            storage: stream::StorageType::Memory,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    memory
+        .create_consumer(pull::Config {
+            durable_name: Some("reader".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    js.create_stream(stream::Config {
+        name: "KEPT".into(),
+        subjects: vec!["kept.>".into()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let fsyncs = || server.jetstream().unwrap().log_stats().fsyncs;
+    let before = fsyncs();
+    for i in 1..=50u64 {
+        let ack = js
+            .publish("fast.x", "m".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+        assert_eq!(ack.sequence, i);
+    }
+    assert_eq!(fsyncs(), before, "memory publishes fsync nothing");
+    js.publish("kept.x", "k".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    assert!(fsyncs() > before, "a file publish is fsynced");
+    let mut memory = js.get_stream("FAST").await.unwrap();
+    assert_eq!(memory.info().await.unwrap().state.messages, 50);
+    server.shutdown().await;
+
+    let server = common::start(config).await;
+    let js = jetstream::new(common::connect(&server).await);
+    let mut memory = js.get_stream("FAST").await.unwrap();
+    let info = memory.info().await.unwrap();
+    assert_eq!(info.config.storage, stream::StorageType::Memory);
+    assert_eq!((info.state.messages, info.state.last_sequence), (0, 0));
+    assert_eq!(info.state.consumer_count, 0);
+    let mut kept = js.get_stream("KEPT").await.unwrap();
+    assert_eq!(kept.info().await.unwrap().state.messages, 1);
+    let ack = js
+        .publish("fast.x", "again".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    assert_eq!(ack.sequence, 1);
+    server.shutdown().await;
 }

@@ -46,8 +46,9 @@ pub struct ClusterNode {
     /// Shared with the transport, which resolves node ids to addresses through it.
     peers: Arc<parking_lot::RwLock<PeerTable>>,
     channels: Channels,
-    /// Set once JetStream started its groups; until then Raft RPCs are answered `unavailable`.
-    registry: OnceLock<Arc<GroupRegistry>>,
+    /// Set once JetStream started its groups (file and memory streams have a registry each);
+    /// until then Raft RPCs are answered `unavailable`.
+    registries: OnceLock<Vec<Arc<GroupRegistry>>>,
     grpc_addr: SocketAddr,
 }
 
@@ -98,7 +99,7 @@ impl ClusterNode {
             core_routes,
             peers: Arc::new(parking_lot::RwLock::new(PeerTable::default())),
             channels: Channels::default(),
-            registry: OnceLock::new(),
+            registries: OnceLock::new(),
             grpc_addr,
         });
         let service = proto::cluster_server::ClusterServer::new(ClusterService::new(node.clone()))
@@ -196,14 +197,18 @@ impl ClusterNode {
         }
     }
 
-    /// Makes this node's Raft groups reachable by peers.
-    pub fn set_registry(&self, registry: Arc<GroupRegistry>) {
-        let _ = self.registry.set(registry);
+    /// Makes this node's Raft groups reachable by peers (group ids are unique across the
+    /// registries: the meta group hands them out).
+    pub fn set_registries(&self, registries: Vec<Arc<GroupRegistry>>) {
+        let _ = self.registries.set(registries);
     }
 
     /// The group `id` if it runs on this node.
     pub fn group(&self, id: GroupId) -> Option<Arc<RaftGroup>> {
-        self.registry.get()?.get(id)
+        self.registries
+            .get()?
+            .iter()
+            .find_map(|registry| registry.get(id))
     }
 
     /// Builds the peer table: the one saved by an earlier run, or else by asking every route

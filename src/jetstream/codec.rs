@@ -77,6 +77,18 @@ impl From<WireError> for ApiError {
     }
 }
 
+/// A consumer's config with the time it was created, as JSON: the config's own fields plus
+/// `jetraft_created` (nanoseconds; absent, so 0, in entries and records written before it
+/// was kept). Used by the `UpsertConsumer` command and the consumer's config record, so the
+/// JSON stays readable by either version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsumerDefinition {
+    #[serde(flatten)]
+    pub config: crate::jsapi::ConsumerConfig,
+    #[serde(rename = "jetraft_created", default)]
+    pub created_nanos: i64,
+}
+
 /// A value carried as its JSON text inside a postcard payload (see the module doc).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JsonValue<T>(pub T);

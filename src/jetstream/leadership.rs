@@ -1,29 +1,52 @@
-//! Which replica serves a stream: a watcher per stream group on every replica that follows the
-//! group's Raft metrics and tells `JetStream` whenever this node starts or stops leading it.
-//! The leader subscribes the stream's subjects, runs its consumers' delivery and its max_age
-//! expiry; followers only apply the log. After a failover the new leader's delivery starts from
-//! the replicated consumer state, so whatever was delivered but not acknowledged is delivered
-//! again once its ack wait passes (at-least-once).
+//! Which replica serves a stream. Every replica runs the stream's group; the one that leads it
+//! subscribes the stream's subjects, runs its consumers' delivery and acks and its max_age
+//! expiry, and answers the stream's API requests. Followers only apply the log.
+//!
+//! A watcher per stream group on every replica follows the group's Raft metrics and switches
+//! serving on and off as leadership comes and goes. After a failover the new leader's delivery
+//! starts from the replicated consumer state, so whatever was delivered but not acknowledged
+//! is delivered again once its ack wait passes (at-least-once). Also here: what `/jsz` shows of
+//! each local replica.
 
 use std::sync::{Arc, Weak};
 
 use openraft::ServerState;
 use tokio_util::sync::CancellationToken;
 
+use super::publish;
 use super::service::JetStream;
 use crate::consensus::RaftGroup;
+use crate::server::subscription::Subscription;
 
-pub async fn watch(
-    js: Weak<JetStream>,
-    name: String,
-    group: Arc<RaftGroup>,
+/// What the leader of a stream runs: the subscriptions on the stream's subjects (ingest) and
+/// its own tasks (max_age expiry), stopped by `stop` when leadership ends.
+pub(super) struct Leading {
+    ingest: Vec<Arc<Subscription>>,
     stop: CancellationToken,
-) {
+}
+
+/// One stream replica on this node as it holds it (`/jsz`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ReplicaState {
+    pub name: String,
+    pub group: u64,
+    /// This replica leads the stream.
+    pub leader: bool,
+    pub applied_index: u64,
+    pub messages: u64,
+    pub bytes: u64,
+    pub first_seq: u64,
+    pub last_seq: u64,
+}
+
+async fn watch(js: Weak<JetStream>, name: String, group: Arc<RaftGroup>, stop: CancellationToken) {
     let mut metrics = group.raft().metrics();
     loop {
         let leading = {
             let m = metrics.borrow_and_update();
-            m.state == ServerState::Leader && m.current_leader == Some(group.node())
+            m.state == ServerState::Leader
+                && m.current_leader == Some(group.node())
+                && m.running_state.is_ok()
         };
         match js.upgrade() {
             Some(js) => js.set_leading(&name, leading),
@@ -33,5 +56,158 @@ pub async fn watch(
             _ = stop.cancelled() => return,
             changed = metrics.changed() => if changed.is_err() { return },
         }
+    }
+}
+
+impl JetStream {
+    /// Starts following the leadership of stream `name`'s `group` until `stop`. A group that
+    /// leads already (a single voter) is served before this returns, so a create's reply never
+    /// precedes the stream's subscriptions.
+    pub(super) fn watch_leadership(
+        self: &Arc<Self>,
+        name: &str,
+        group: Arc<RaftGroup>,
+        stop: CancellationToken,
+    ) {
+        self.set_leading(name, group.leader() == Some(self.node));
+        self.shared
+            .tasks
+            .spawn(watch(Arc::downgrade(self), name.to_owned(), group, stop));
+    }
+
+    /// The stream's group was replaced (restarted after a storage failure): stop serving from
+    /// the old one and follow the new one.
+    pub(super) fn rewatch_leadership(self: &Arc<Self>, name: &str, group: Arc<RaftGroup>) {
+        let stop = self.shared.shutdown.child_token();
+        let previous = {
+            let mut streams = self.streams.write();
+            let Some(stream) = streams.get_mut(name) else {
+                return;
+            };
+            stream.stop.cancel();
+            stream.stop = stop.clone();
+            stream.leading.take()
+        };
+        if let Some(previous) = previous {
+            self.stop_leading(name, previous);
+        }
+        self.watch_leadership(name, group, stop);
+    }
+
+    /// Starts or stops serving stream `name` as its leader. Idempotent.
+    pub(super) fn set_leading(self: &Arc<Self>, name: &str, leading: bool) {
+        let (handle, subjects) = {
+            let streams = self.streams.read();
+            let Some(stream) = streams.get(name) else {
+                return;
+            };
+            if stream.leading.is_some() == leading {
+                return;
+            }
+            (stream.handle.clone(), stream.subjects.clone())
+        };
+        if !leading {
+            let previous = self
+                .streams
+                .write()
+                .get_mut(name)
+                .and_then(|stream| stream.leading.take());
+            if let Some(previous) = previous {
+                self.stop_leading(name, previous);
+                tracing::info!(stream = %name, "no longer leading the stream");
+            }
+            return;
+        }
+        // Subscribing may re-enter the router; no lock of ours is held meanwhile.
+        let ingest = publish::attach(self, &handle, &subjects);
+        self.delivery().attach_stream(&handle);
+        let stop = self.shared.shutdown.child_token();
+        self.shared
+            .tasks
+            .spawn(super::expiry::run(handle.clone(), stop.clone()));
+        let started = Leading { ingest, stop };
+        let mut streams = self.streams.write();
+        match streams.get_mut(name) {
+            Some(stream) if stream.leading.is_none() => {
+                stream.leading = Some(started);
+                drop(streams);
+                tracing::info!(stream = %name, "leading the stream");
+            }
+            _ => {
+                drop(streams);
+                self.stop_leading(name, started);
+            }
+        }
+    }
+
+    /// Ends what a leader serves: ingest, expiry, delivery (waiting pulls get `409 Leadership
+    /// Change`).
+    pub(super) fn stop_leading(&self, name: &str, leading: Leading) {
+        leading.stop.cancel();
+        for sub in &leading.ingest {
+            self.router().unsubscribe(sub);
+        }
+        self.delivery().leadership_lost(name);
+        self.delivery().detach_stream(name);
+    }
+
+    /// Whether this node serves stream `name` now (it runs the stream's group and leads it).
+    pub fn leads_stream(&self, name: &str) -> bool {
+        self.streams
+            .read()
+            .get(name)
+            .is_some_and(|stream| stream.leading.is_some())
+    }
+
+    /// Whether this node leads the meta group (and so answers account and stream-set requests).
+    pub fn is_meta_leader(&self) -> bool {
+        self.meta_group.leader() == Some(self.node)
+    }
+
+    /// The meta leader's name, empty while there is none.
+    pub fn meta_leader_name(&self) -> String {
+        match (self.meta_group.leader(), &self.cluster) {
+            (None, _) => String::new(),
+            (Some(_), None) => self.shared.identity.server_name.clone(),
+            (Some(id), Some(cluster)) => cluster.peer_name(id).unwrap_or_else(|| id.to_string()),
+        }
+    }
+
+    /// Every stream replica on this node with its local state (`/jsz`).
+    pub fn replica_states(&self) -> Vec<ReplicaState> {
+        let streams = self.streams.read();
+        let mut states: Vec<ReplicaState> = streams
+            .iter()
+            .map(|(name, stream)| {
+                let group = stream.handle.group();
+                let (messages, bytes, first_seq, last_seq) = stream.handle.view().read(|state| {
+                    let summary = state.stream().summary();
+                    (
+                        summary.messages,
+                        summary.bytes,
+                        summary.first_seq,
+                        summary.last_seq,
+                    )
+                });
+                let applied_index = group
+                    .raft()
+                    .metrics()
+                    .borrow()
+                    .last_applied
+                    .map_or(0, |log| log.index);
+                ReplicaState {
+                    name: name.clone(),
+                    group: group.id(),
+                    leader: stream.leading.is_some(),
+                    applied_index,
+                    messages,
+                    bytes,
+                    first_seq,
+                    last_seq,
+                }
+            })
+            .collect();
+        states.sort_by(|a, b| a.name.cmp(&b.name));
+        states
     }
 }

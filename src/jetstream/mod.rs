@@ -12,7 +12,8 @@
 //! handle), `stream_machine/` (a stream group's machine: jscore over sled), `stream`
 //! (`StreamHandle`: proposing to and reading a stream group), `publish` (stream subjects →
 //! batched appends → PubAck), `api/` (the `$JS.API.*` handlers), `delivery/` (pull and push
-//! consumers, acks), `expiry` (max_age), `service` (start-up, reconciliation, shutdown).
+//! consumers, acks), `expiry` (max_age), `offline` (streams whose group cannot run here), `service` (start-up,
+//! reconciliation, the supervisor, shutdown).
 
 pub mod api;
 pub mod codec;
@@ -20,13 +21,15 @@ pub mod delivery;
 mod expiry;
 mod leadership;
 pub mod meta;
+mod offline;
 pub mod placement;
 pub mod publish;
 mod service;
 pub mod stream;
 pub mod stream_machine;
 
-pub use service::{JetStream, JetStreamError, ReplicaState};
+pub use leadership::ReplicaState;
+pub use service::{JetStream, JetStreamError};
 
 /// Nanoseconds since the Unix epoch: the timestamps the leader puts into commands.
 pub fn now_nanos() -> i64 {

@@ -5,8 +5,43 @@
 
 use std::collections::BTreeMap;
 
+use super::codec::JsonValue;
+use super::meta::MetaCommand;
+use super::service::{create_stream_command, JetStream};
 use crate::consensus::NodeId;
-use crate::jsapi::{ApiError, ErrorKind};
+use crate::jsapi::{ApiError, ErrorKind, StreamConfig};
+
+impl JetStream {
+    /// The meta command creating `config`, placed on `num_replicas` nodes (an idempotent
+    /// re-create keeps the existing placement; a different config is refused by the meta
+    /// machine anyway).
+    pub fn create_stream_command(&self, config: StreamConfig) -> Result<MetaCommand, ApiError> {
+        let Some(cluster) = self.cluster() else {
+            return Ok(create_stream_command(config));
+        };
+        let replicas = match self.assignment(&config.name) {
+            Some(existing) => existing.replicas,
+            None => {
+                let hosted = self.meta().read(|state| {
+                    let mut hosted = BTreeMap::new();
+                    for assignment in state.streams().values() {
+                        for node in &assignment.replicas {
+                            *hosted.entry(*node).or_insert(0usize) += 1;
+                        }
+                    }
+                    hosted
+                });
+                let wanted = usize::try_from(config.num_replicas.max(1)).unwrap_or(usize::MAX);
+                place(&cluster.peers().ids(), &hosted, wanted, &config.name)?
+            }
+        };
+        Ok(MetaCommand::CreateStreamOn {
+            config: JsonValue(config),
+            created_nanos: super::now_nanos(),
+            replicas,
+        })
+    }
+}
 
 /// Picks `replicas` nodes out of `nodes`. `hosted` counts the streams each node hosts now;
 /// `name` breaks ties differently per stream so equal nodes are not always chosen in id order.
@@ -22,12 +57,15 @@ pub fn place(
             "no suitable peers for placement",
         ));
     }
+    let name_hash = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    // splitmix64's finalizer: every bit of (name, node) moves the rank.
     let tie = |node: NodeId| {
-        let mut hash = node;
-        for byte in name.as_bytes() {
-            hash = (hash ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3);
-        }
-        hash
+        let mut z = (name_hash ^ node).wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
     };
     let mut ranked: Vec<NodeId> = nodes.to_vec();
     ranked.sort_by_key(|node| (hosted.get(node).copied().unwrap_or(0), tie(*node)));

@@ -6,8 +6,15 @@
 //! One ingest task per stream group on its leader. Up to `MAX_IN_FLIGHT` entries are
 //! proposed at once (pipelining: the next batch is on its way while the previous one is
 //! being fsynced); acks go out in proposal order.
+//!
+//! Backpressure: the queue in front of the ingest task is bounded like nats-server's stream
+//! ingest queue (100,000 messages or 128 MiB). A publish arriving when it is full is refused
+//! at once with `429 Too Many Requests` and the 10167 PubAck error, so a publisher far faster
+//! than fsync cannot grow the node's memory; with at most `MAX_IN_FLIGHT` proposals per
+//! stream behind it, the WAL's request queue stays bounded too.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
@@ -16,7 +23,7 @@ use tokio::sync::mpsc;
 
 use super::service::JetStream;
 use super::stream::StreamHandle;
-use crate::jsapi::{ApiError, PubAck, PubAckResponse};
+use crate::jsapi::{ApiError, ErrorKind, PubAck, PubAckResponse};
 use crate::jscore::group::{GroupCommand, GroupOutcome};
 use crate::jscore::stream::{AppendOutcome, AppendRequest};
 use crate::server::message::Message;
@@ -28,16 +35,88 @@ const MAX_BATCH: usize = 1024;
 /// Most entries being committed at once per stream.
 const MAX_IN_FLIGHT: usize = 4;
 
+/// Most messages waiting for one stream's ingest task (nats-server's default).
+pub const MAX_QUEUED_MSGS: usize = 100_000;
+/// Most bytes (subject, headers, payload) waiting for one stream's ingest task.
+pub const MAX_QUEUED_BYTES: usize = 128 << 20;
+
+/// Bounds of one stream's ingest queue.
+#[derive(Debug, Clone, Copy)]
+struct QueueLimits {
+    msgs: usize,
+    bytes: usize,
+}
+
+const QUEUE_LIMITS: QueueLimits = QueueLimits {
+    msgs: MAX_QUEUED_MSGS,
+    bytes: MAX_QUEUED_BYTES,
+};
+
+/// What waits in a stream's ingest queue; shared by the subscriber and the task.
+#[derive(Debug, Default)]
+struct Backlog {
+    msgs: AtomicUsize,
+    bytes: AtomicUsize,
+}
+
+impl Backlog {
+    fn taken(&self, msg: &Message) {
+        self.msgs.fetch_sub(1, Ordering::Relaxed);
+        self.bytes.fetch_sub(queued_size(msg), Ordering::Relaxed);
+    }
+}
+
+fn queued_size(msg: &Message) -> usize {
+    msg.subject.len() + msg.headers.as_ref().map_or(0, Bytes::len) + msg.payload.len()
+}
+
 /// The internal subscriber on a stream's subjects.
 #[derive(Debug)]
 struct Ingest {
+    stream: String,
     queue: mpsc::UnboundedSender<Message>,
+    backlog: Arc<Backlog>,
+    limits: QueueLimits,
+    /// For refusals (weak: the router holding this subscriber lives in `ServerShared`).
+    shared: Weak<ServerShared>,
 }
 
 impl InternalSubscriber for Ingest {
     fn receive(&self, msg: &Message) -> bool {
-        self.queue.send(msg.clone()).is_ok()
+        let size = queued_size(msg);
+        let msgs = self.backlog.msgs.fetch_add(1, Ordering::Relaxed);
+        let bytes = self.backlog.bytes.fetch_add(size, Ordering::Relaxed);
+        if msgs >= self.limits.msgs || bytes + size > self.limits.bytes {
+            self.backlog.taken(msg);
+            self.refuse(msg);
+            return true;
+        }
+        if self.queue.send(msg.clone()).is_err() {
+            self.backlog.taken(msg);
+            return false;
+        }
+        true
     }
+}
+
+impl Ingest {
+    /// The queue is full: as nats-server, answer `429 Too Many Requests` with the 10167
+    /// PubAck error (nothing is stored); a publish without a reply is dropped.
+    fn refuse(&self, msg: &Message) {
+        let (Some(reply), Some(shared)) = (&msg.reply, self.shared.upgrade()) else {
+            return;
+        };
+        tracing::warn!(stream = %self.stream, "ingest queue full: publish refused");
+        shared.router.publish(&refusal(&self.stream, reply.clone()));
+    }
+}
+
+/// The answer to a publish refused because the stream's ingest queue is full.
+fn refusal(stream: &str, reply: Bytes) -> Message {
+    let error = ApiError::new(ErrorKind::StreamTooManyRequests);
+    let body = PubAckResponse::failure(stream, error).to_json();
+    let status = crate::wire::headers::status_block(429, Some("Too Many Requests"), &[]);
+    Message::new(reply, Bytes::from(body)).with_headers(Some(status))
 }
 
 /// Subscribes `subjects` for `stream` and starts its ingest task; returns the subscriptions
@@ -48,7 +127,14 @@ pub fn attach(
     subjects: &[String],
 ) -> Vec<Arc<Subscription>> {
     let (queue, incoming) = mpsc::unbounded_channel();
-    let ingest = Arc::new(Ingest { queue });
+    let backlog = Arc::new(Backlog::default());
+    let ingest = Arc::new(Ingest {
+        stream: stream.name().to_owned(),
+        queue,
+        backlog: backlog.clone(),
+        limits: QUEUE_LIMITS,
+        shared: Arc::downgrade(js.shared()),
+    });
     let shared = js.shared().clone();
     let subscriptions = subjects
         .iter()
@@ -60,7 +146,7 @@ pub fn attach(
         .collect();
     shared
         .tasks
-        .spawn(run(shared.clone(), stream.clone(), incoming));
+        .spawn(run(shared.clone(), stream.clone(), incoming, backlog));
     subscriptions
 }
 
@@ -73,6 +159,7 @@ async fn run(
     shared: Arc<ServerShared>,
     stream: Arc<StreamHandle>,
     mut incoming: mpsc::UnboundedReceiver<Message>,
+    backlog: Arc<Backlog>,
 ) {
     let mut in_flight: FuturesOrdered<BoxFuture<'static, BatchResult>> = FuturesOrdered::new();
     loop {
@@ -83,10 +170,14 @@ async fn run(
             }
             received = incoming.recv(), if in_flight.len() < MAX_IN_FLIGHT => {
                 let Some(first) = received else { break };
+                backlog.taken(&first);
                 let mut batch = vec![first];
                 while batch.len() < MAX_BATCH {
                     match incoming.try_recv() {
-                        Ok(msg) => batch.push(msg),
+                        Ok(msg) => {
+                            backlog.taken(&msg);
+                            batch.push(msg);
+                        }
                         Err(_) => break,
                     }
                 }
@@ -146,5 +237,78 @@ fn answer(
         };
         let ack = Message::new(reply.clone(), Bytes::from(response.to_json()));
         shared.router.publish(&ack);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ingest(limits: QueueLimits) -> (Ingest, mpsc::UnboundedReceiver<Message>) {
+        let (queue, incoming) = mpsc::unbounded_channel();
+        let ingest = Ingest {
+            stream: "S".into(),
+            queue,
+            backlog: Arc::new(Backlog::default()),
+            limits,
+            shared: Weak::new(),
+        };
+        (ingest, incoming)
+    }
+
+    fn publish(payload: usize) -> Message {
+        Message::new(Bytes::from_static(b"s.a"), Bytes::from(vec![0u8; payload]))
+    }
+
+    #[test]
+    fn a_publisher_faster_than_the_ingest_task_cannot_grow_the_queue() {
+        let (ingest, mut incoming) = ingest(QueueLimits {
+            msgs: 100,
+            bytes: 1 << 20,
+        });
+        // Nobody drains: ten times the bound is offered, the bound is kept.
+        for _ in 0..1000 {
+            assert!(ingest.receive(&publish(10)), "taken (queued or refused)");
+        }
+        assert_eq!(incoming.len(), 100);
+        assert_eq!(ingest.backlog.msgs.load(Ordering::Relaxed), 100);
+        // The task takes some: room again for exactly as many.
+        for _ in 0..40 {
+            let msg = incoming.try_recv().unwrap();
+            ingest.backlog.taken(&msg);
+        }
+        for _ in 0..100 {
+            ingest.receive(&publish(10));
+        }
+        assert_eq!(incoming.len(), 100);
+        assert_eq!(ingest.backlog.bytes.load(Ordering::Relaxed), 100 * 13);
+    }
+
+    #[test]
+    fn the_byte_bound_holds_too() {
+        let (ingest, incoming) = ingest(QueueLimits {
+            msgs: 1000,
+            bytes: 10_000,
+        });
+        for _ in 0..100 {
+            ingest.receive(&publish(997));
+        }
+        assert_eq!(incoming.len(), 10, "ten messages of 1000 bytes fit");
+        assert_eq!(ingest.backlog.bytes.load(Ordering::Relaxed), 10_000);
+    }
+
+    #[test]
+    fn a_refusal_is_nats_servers_429_with_the_10167_puback_error() {
+        let answer = refusal("ORDERS", Bytes::from_static(b"_INBOX.1"));
+        assert_eq!(&answer.subject[..], b"_INBOX.1");
+        assert_eq!(
+            &answer.headers.unwrap()[..],
+            b"NATS/1.0 429 Too Many Requests\r\n\r\n"
+        );
+        let body: serde_json::Value = serde_json::from_slice(&answer.payload).unwrap();
+        assert_eq!(body["stream"], "ORDERS");
+        assert_eq!(body["error"]["code"], 429);
+        assert_eq!(body["error"]["err_code"], 10167);
+        assert_eq!(body["error"]["description"], "too many requests");
     }
 }

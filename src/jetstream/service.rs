@@ -11,6 +11,20 @@
 //! `leadership`): the stream's subjects, its consumers' delivery and acks, max_age expiry. On a
 //! single node that is always this node; in a cluster, interest propagation brings a client's
 //! publish from any node to the leader.
+//!
+//! A stream the meta state lists but whose group cannot run here (its log is marked corrupt,
+//! its state cannot be loaded) is *offline*: API calls on it answer 10194 "stream is offline:
+//! <reason>" instead of "stream not found", and deleting it drops its data.
+//!
+//! Memory streams (`storage: memory`) run in a second registry over their own storage under
+//! `<store_dir>/memory`: a WAL that never fsyncs and its own sled, wiped at every start. So
+//! their PubAcks do not wait for a disk, and after a restart such a stream exists (its
+//! definition is in the meta group) but is empty, as nats-server's memory streams are.
+//!
+//! The supervisor (one task per node) watches the running groups: a group that stopped on a
+//! fatal storage error (disk full, unwritable store) is restarted from its log and sled
+//! state and swapped into its `StreamHandle`; until that succeeds proposals fail with 10008
+//! and it is retried, so the stream comes back when space returns.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,7 +36,7 @@ use super::api;
 use super::codec::{self, JsonValue, META_COMMAND_V1};
 use super::delivery::DeliveryRegistry;
 use super::meta::{MetaCommand, MetaMachine, MetaOutcome, MetaView, StreamAssignment, META_GROUP};
-use super::publish;
+use super::offline::OfflineStream;
 use super::stream::{propose_error, StreamHandle};
 use super::stream_machine::StreamMachine;
 use crate::cluster::{ClusterNode, SINGLE_NODE_ID};
@@ -30,7 +44,7 @@ use crate::consensus::node_storage::StorageOpenError;
 use crate::consensus::{
     GroupOptions, GroupRegistry, NoPeers, Node, NodeId, NodeStorage, PeerTransport, RaftGroup,
 };
-use crate::jsapi::{ApiError, ErrorKind};
+use crate::jsapi::{ApiError, ErrorKind, StorageType};
 use crate::server::router::Router;
 use crate::server::subscription::Subscription;
 use crate::server::ServerShared;
@@ -42,37 +56,44 @@ pub enum JetStreamError {
     Storage(#[from] StorageOpenError),
     #[error("cannot start group {group}: {message}")]
     Group { group: u64, message: String },
+    #[error("raft group {group} is corrupt in the log")]
+    Corrupt { group: u64 },
     #[error("storage task failed: {0}")]
     Join(#[from] tokio::task::JoinError),
 }
 
 /// A stream group running on this node (one of its replicas).
-struct RunningStream {
-    handle: Arc<StreamHandle>,
-    subjects: Vec<String>,
-    /// Stops the stream's leadership watcher when the stream is removed.
-    stop: tokio_util::sync::CancellationToken,
-    /// Set while this replica leads the stream: what it serves.
-    leading: Option<Leading>,
+pub(super) struct RunningStream {
+    pub(super) handle: Arc<StreamHandle>,
+    pub(super) subjects: Vec<String>,
+    /// Stops the stream's leadership watcher (when removed, or its group is replaced).
+    pub(super) stop: tokio_util::sync::CancellationToken,
+    /// Set while this replica leads the stream: what it serves (see `leadership`).
+    pub(super) leading: Option<super::leadership::Leading>,
 }
 
-/// What the leader of a stream runs: the subscriptions on the stream's subjects (ingest) and
-/// its own tasks (max_age expiry), stopped by `stop` when leadership ends.
-struct Leading {
-    ingest: Vec<Arc<Subscription>>,
-    stop: tokio_util::sync::CancellationToken,
-}
+/// Where memory streams keep their (unsynced, wiped at start) storage, under the store dir.
+const MEMORY_DIR: &str = "memory";
+
+/// How often the supervisor looks for stopped groups.
+const SUPERVISE_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
+/// How often it retries offline streams that are not corrupt (a failing start logs).
+const RETRY_OFFLINE_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
 pub struct JetStream {
-    shared: Arc<ServerShared>,
+    pub(super) shared: Arc<ServerShared>,
     /// This node's id in every group.
-    node: NodeId,
+    pub(super) node: NodeId,
     /// `None` on a single node.
-    cluster: Option<Arc<ClusterNode>>,
+    pub(super) cluster: Option<Arc<ClusterNode>>,
+    /// File streams and the meta group.
     registry: Arc<GroupRegistry>,
-    meta_group: Arc<RaftGroup>,
+    /// Memory streams (see the module doc).
+    memory_registry: Arc<GroupRegistry>,
+    pub(super) meta_group: Arc<RaftGroup>,
     meta: MetaView,
-    streams: parking_lot::RwLock<HashMap<String, RunningStream>>,
+    pub(super) streams: parking_lot::RwLock<HashMap<String, RunningStream>>,
+    offline: parking_lot::RwLock<HashMap<String, OfflineStream>>,
     /// Serializes reconciliation (start/stop of stream groups).
     reconciling: AsyncMutex<()>,
     api_subscription: parking_lot::Mutex<Option<Arc<Subscription>>>,
@@ -88,11 +109,19 @@ impl std::fmt::Debug for JetStream {
 }
 
 impl JetStream {
-    pub async fn start(shared: Arc<ServerShared>) -> Result<Arc<JetStream>, JetStreamError> {
+    pub async fn start(
+        shared: Arc<ServerShared>,
+        log_options: LogOptions,
+    ) -> Result<Arc<JetStream>, JetStreamError> {
         let dir = shared.config.store_dir.clone();
         let (storage, report) =
-            tokio::task::spawn_blocking(move || NodeStorage::open(&dir, LogOptions::default()))
-                .await??;
+            tokio::task::spawn_blocking(move || NodeStorage::open(&dir, log_options)).await??;
+        for corrupt in &report.corrupt_groups {
+            tracing::error!(
+                group = corrupt,
+                "raft group is corrupt in the log: its stream stays offline until deleted"
+            );
+        }
         tracing::info!(
             store_dir = %shared.config.store_dir.display(),
             "JetStream storage opened: {report:?}"
@@ -107,9 +136,36 @@ impl JetStream {
             options.snapshot_every = every.max(1);
             options.logs_kept_after_snapshot = every / 10;
         }
-        let registry = Arc::new(GroupRegistry::new(node, storage, transport, options));
+        let registry = Arc::new(GroupRegistry::new(
+            node,
+            storage,
+            transport.clone(),
+            options.clone(),
+        ));
+        let memory_dir = shared.config.store_dir.join(MEMORY_DIR);
+        let memory_options = LogOptions {
+            fsync: false,
+            ..LogOptions::default()
+        };
+        let (memory_storage, _) = tokio::task::spawn_blocking(move || {
+            match std::fs::remove_dir_all(&memory_dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(StorageOpenError::Io {
+                        action: "wipe memory stream storage",
+                        path: memory_dir,
+                        source: e,
+                    })
+                }
+            }
+            NodeStorage::open(&memory_dir, memory_options)
+        })
+        .await??;
+        let memory_registry =
+            Arc::new(GroupRegistry::new(node, memory_storage, transport, options));
         if let Some(cluster) = &cluster {
-            cluster.set_registry(registry.clone());
+            cluster.set_registries(vec![registry.clone(), memory_registry.clone()]);
         }
         let meta_voters = match &cluster {
             Some(cluster) => cluster.peers().ids(),
@@ -134,9 +190,11 @@ impl JetStream {
             node,
             cluster,
             registry,
+            memory_registry,
             meta_group,
             meta,
             streams: parking_lot::RwLock::new(HashMap::new()),
+            offline: parking_lot::RwLock::new(HashMap::new()),
             reconciling: AsyncMutex::new(()),
             api_subscription: parking_lot::Mutex::new(None),
             api_total: AtomicU64::new(0),
@@ -149,6 +207,9 @@ impl JetStream {
             js.shared.shutdown.clone(),
         ));
         *js.api_subscription.lock() = Some(api::attach(&js));
+        js.shared
+            .tasks
+            .spawn(supervise(Arc::downgrade(&js), js.shared.shutdown.clone()));
         tracing::info!(
             streams = js.stream_names().len(),
             "JetStream ready (meta group and stream groups started)"
@@ -178,6 +239,27 @@ impl JetStream {
         self.streams.read().get(name).map(|s| s.handle.clone())
     }
 
+    /// The running stream called `name` for an API call: 10059 if no such stream exists,
+    /// 10194 if it exists but cannot run here.
+    pub fn running_stream(&self, name: &str) -> Result<Arc<StreamHandle>, ApiError> {
+        if let Some(handle) = self.stream(name) {
+            return Ok(handle);
+        }
+        match self.offline.read().get(name) {
+            Some(offline) => Err(offline.error()),
+            None => Err(ApiError::new(ErrorKind::StreamNotFound)),
+        }
+    }
+
+    /// Streams that cannot run here, with the reason (STREAM.LIST's `offline`).
+    pub fn offline_streams(&self) -> std::collections::BTreeMap<String, String> {
+        self.offline
+            .read()
+            .iter()
+            .map(|(name, offline)| (name.clone(), offline.reason.clone()))
+            .collect()
+    }
+
     pub fn stream_names(&self) -> Vec<String> {
         self.meta
             .read(|state| state.streams().keys().cloned().collect())
@@ -185,6 +267,29 @@ impl JetStream {
 
     pub fn assignment(&self, name: &str) -> Option<StreamAssignment> {
         self.meta.read(|state| state.stream(name).cloned())
+    }
+
+    /// The registry running a stream's group: memory streams have their own.
+    fn registry_for(&self, storage: StorageType) -> &GroupRegistry {
+        match storage {
+            StorageType::File => &self.registry,
+            StorageType::Memory => &self.memory_registry,
+        }
+    }
+
+    /// This node's id in every group.
+    pub fn node_id(&self) -> NodeId {
+        self.node
+    }
+
+    /// The cluster this node belongs to, if any.
+    pub fn cluster(&self) -> Option<&Arc<ClusterNode>> {
+        self.cluster.as_ref()
+    }
+
+    /// The meta group (for leader stepdown and cluster info).
+    pub fn meta_group(&self) -> &Arc<RaftGroup> {
+        &self.meta_group
     }
 
     /// The node-wide WAL's counters (writes, appends, fsyncs): what `/varz` reports.
@@ -218,30 +323,58 @@ impl JetStream {
     }
 
     /// Starts the stream groups the meta state places on this node and it does not run yet,
-    /// stops and deletes those it no longer should run, and re-subscribes streams whose
+    /// stops and deletes those it should no longer run, and re-subscribes streams whose
     /// subjects changed.
     pub async fn reconcile(self: &Arc<Self>) {
         let _serialized = self.reconciling.lock().await;
-        let wanted: HashMap<String, StreamAssignment> = self.meta.read(|state| {
-            state
-                .streams()
-                .iter()
-                .filter(|(_, assignment)| assignment.replicas.contains(&self.node))
-                .map(|(name, assignment)| (name.clone(), assignment.clone()))
-                .collect()
-        });
+        let wanted: std::collections::BTreeMap<String, StreamAssignment> =
+            self.meta.read(|state| {
+                state
+                    .streams()
+                    .iter()
+                    .filter(|(_, assignment)| assignment.replicas.contains(&self.node))
+                    .map(|(name, assignment)| (name.clone(), assignment.clone()))
+                    .collect()
+            });
 
-        let gone: Vec<(String, u64)> = {
+        let gone: Vec<(String, u64, StorageType)> = {
             let running = self.streams.read();
             running
                 .iter()
                 .filter(|(name, stream)| {
                     wanted.get(*name).map(|a| a.group) != Some(stream.handle.group().id())
                 })
-                .map(|(name, stream)| (name.clone(), stream.handle.group().id()))
+                .map(|(name, stream)| {
+                    let storage = stream
+                        .handle
+                        .view()
+                        .read(|group| group.stream().config().storage);
+                    (name.clone(), stream.handle.group().id(), storage)
+                })
                 .collect()
         };
-        for (name, group) in gone {
+        let gone_offline: Vec<(String, OfflineStream)> = {
+            let mut offline = self.offline.write();
+            let names: Vec<String> = offline
+                .iter()
+                .filter(|(name, stream)| wanted.get(*name).map(|a| a.group) != Some(stream.group))
+                .map(|(name, _)| name.clone())
+                .collect();
+            names
+                .into_iter()
+                .filter_map(|name| offline.remove(&name).map(|s| (name, s)))
+                .collect()
+        };
+        for (name, stream) in gone_offline {
+            stream.close(self.router());
+            let group = stream.group;
+            // Dropping the group also clears the log's corruption mark.
+            if let Err(e) = self.registry_for(stream.storage).drop_group(group).await {
+                tracing::error!(stream = %name, group, "cannot delete offline stream group: {e}");
+            }
+            tracing::info!(stream = %name, group, "offline stream removed");
+        }
+        for (name, group, storage) in gone {
             let removed = self.streams.write().remove(&name);
             if let Some(mut stream) = removed {
                 stream.stop.cancel();
@@ -249,7 +382,8 @@ impl JetStream {
                     self.stop_leading(&name, leading);
                 }
             }
-            if let Err(e) = self.registry.drop_group(group).await {
+            self.delivery.detach_stream(&name);
+            if let Err(e) = self.registry_for(storage).drop_group(group).await {
                 tracing::error!(stream = %name, group, "cannot delete stream group: {e}");
             }
             tracing::info!(stream = %name, group, "stream removed");
@@ -263,7 +397,23 @@ impl JetStream {
                 Some(_) => self.resubscribe(&name, subjects),
                 None => {
                     if let Err(e) = self.start_stream(&name, &assignment).await {
-                        tracing::error!(stream = %name, "cannot start stream group: {e}");
+                        tracing::error!(
+                            stream = %name,
+                            group = assignment.group,
+                            "stream is offline: {e}"
+                        );
+                        if let Some(old) = self.offline.write().remove(&name) {
+                            old.close(self.router());
+                        }
+                        let offline = OfflineStream::new(
+                            &self.shared,
+                            &name,
+                            assignment.group,
+                            assignment.config.storage,
+                            e.to_string(),
+                            &subjects,
+                        );
+                        self.offline.write().insert(name.clone(), offline);
                     }
                 }
             }
@@ -275,19 +425,10 @@ impl JetStream {
         name: &str,
         assignment: &StreamAssignment,
     ) -> Result<(), JetStreamError> {
-        let (machine, view) = StreamMachine::new(assignment.config.clone());
-        let group = self
-            .registry
-            .start(
-                assignment.group,
-                voters(self.cluster.as_deref(), &assignment.replicas),
-                Box::new(machine),
-            )
-            .await
-            .map_err(|e| JetStreamError::Group {
-                group: assignment.group,
-                message: e.to_string(),
-            })?;
+        let (group, view) = self.start_group(assignment).await?;
+        if let Some(offline) = self.offline.write().remove(name) {
+            offline.close(self.router());
+        }
         let handle = Arc::new(StreamHandle::new(name.to_owned(), group.clone(), view));
         let stop = self.shared.shutdown.child_token();
         self.streams.write().insert(
@@ -299,184 +440,113 @@ impl JetStream {
                 leading: None,
             },
         );
-        // A single voter leads already: serve before the create reply goes out.
-        self.set_leading(name, group.leader() == Some(self.node));
-        self.shared.tasks.spawn(super::leadership::watch(
-            Arc::downgrade(self),
-            name.to_owned(),
-            group,
-            stop,
-        ));
+        self.watch_leadership(name, group, stop);
         tracing::info!(stream = %name, group = assignment.group, "stream group started");
         Ok(())
     }
 
-    /// Starts or stops serving stream `name` as its leader. Idempotent.
-    pub(crate) fn set_leading(self: &Arc<Self>, name: &str, leading: bool) {
-        let (handle, subjects) = {
-            let streams = self.streams.read();
-            let Some(stream) = streams.get(name) else {
-                return;
-            };
-            if stream.leading.is_some() == leading {
-                return;
-            }
-            (stream.handle.clone(), stream.subjects.clone())
-        };
-        if leading {
-            // Subscribing may re-enter the router; no lock of ours is held meanwhile.
-            let ingest = publish::attach(self, &handle, &subjects);
-            self.delivery.attach_stream(&handle);
-            let stop = self.shared.shutdown.child_token();
-            self.shared
-                .tasks
-                .spawn(super::expiry::run(handle.clone(), stop.clone()));
-            let mut streams = self.streams.write();
-            match streams.get_mut(name) {
-                Some(stream) if stream.leading.is_none() => {
-                    stream.leading = Some(Leading { ingest, stop });
-                    drop(streams);
-                    tracing::info!(stream = %name, "leading the stream");
-                }
-                _ => {
-                    drop(streams);
-                    self.stop_leading(name, Leading { ingest, stop });
-                }
-            }
-        } else {
-            let previous = self
-                .streams
-                .write()
-                .get_mut(name)
-                .and_then(|stream| stream.leading.take());
-            if let Some(previous) = previous {
-                self.stop_leading(name, previous);
-                tracing::info!(stream = %name, "no longer leading the stream");
-            }
-        }
-    }
-
-    fn stop_leading(&self, name: &str, leading: Leading) {
-        leading.stop.cancel();
-        for sub in &leading.ingest {
-            self.router().unsubscribe(sub);
-        }
-        self.delivery.detach_stream(name);
-    }
-
-    /// Whether this node serves stream `name` now (it runs the stream's group and leads it).
-    pub fn leads_stream(&self, name: &str) -> bool {
-        self.streams
-            .read()
-            .get(name)
-            .is_some_and(|stream| stream.leading.is_some())
-    }
-
-    /// Whether this node leads the meta group (and so answers account and stream-set requests).
-    pub fn is_meta_leader(&self) -> bool {
-        self.meta_group.leader() == Some(self.node)
-    }
-
-    /// The meta leader's name, empty while there is none.
-    pub fn meta_leader_name(&self) -> String {
-        match (self.meta_group.leader(), &self.cluster) {
-            (None, _) => String::new(),
-            (Some(_), None) => self.shared.identity.server_name.clone(),
-            (Some(id), Some(cluster)) => cluster.peer_name(id).unwrap_or_else(|| id.to_string()),
-        }
-    }
-
-    /// Every stream replica on this node with its local state (`/jsz`).
-    pub fn replica_states(&self) -> Vec<ReplicaState> {
-        let streams = self.streams.read();
-        let mut states: Vec<ReplicaState> = streams
-            .iter()
-            .map(|(name, stream)| {
-                let group = stream.handle.group();
-                let (messages, bytes, first_seq, last_seq) = stream.handle.view().read(|state| {
-                    let summary = state.stream().summary();
-                    (
-                        summary.messages,
-                        summary.bytes,
-                        summary.first_seq,
-                        summary.last_seq,
-                    )
-                });
-                ReplicaState {
-                    name: name.clone(),
-                    group: group.id(),
-                    leader: stream.leading.is_some(),
-                    applied_index: group
-                        .raft()
-                        .metrics()
-                        .borrow()
-                        .last_applied
-                        .map_or(0, |log| log.index),
-                    messages,
-                    bytes,
-                    first_seq,
-                    last_seq,
-                }
-            })
-            .collect();
-        states.sort_by(|a, b| a.name.cmp(&b.name));
-        states
-    }
-
-    /// This node's id in every group.
-    pub fn node_id(&self) -> NodeId {
-        self.node
-    }
-
-    /// The cluster this node belongs to, if any.
-    pub fn cluster(&self) -> Option<&Arc<ClusterNode>> {
-        self.cluster.as_ref()
-    }
-
-    /// The meta group (for leader stepdown and cluster info).
-    pub fn meta_group(&self) -> &Arc<RaftGroup> {
-        &self.meta_group
-    }
-
-    /// Number of nodes streams can be placed on.
-    pub fn cluster_size(&self) -> usize {
-        self.cluster
-            .as_ref()
-            .map_or(1, |cluster| cluster.peers().nodes.len())
-    }
-
-    /// The meta command creating `config`, placed on `num_replicas` nodes.
-    pub fn create_stream_command(
+    /// Starts (or restarts) a stream's group from its log and sled state. A group the log
+    /// marked corrupt is not started: its data cannot be trusted.
+    async fn start_group(
         &self,
-        config: crate::jsapi::StreamConfig,
-    ) -> Result<MetaCommand, ApiError> {
-        let Some(cluster) = &self.cluster else {
-            return Ok(create_stream_command(config));
+        assignment: &StreamAssignment,
+    ) -> Result<(Arc<RaftGroup>, super::stream_machine::StreamView), JetStreamError> {
+        let registry = self.registry_for(assignment.config.storage);
+        if registry.storage().log.is_corrupt(assignment.group) {
+            return Err(JetStreamError::Corrupt {
+                group: assignment.group,
+            });
+        }
+        let (machine, view) = StreamMachine::new(assignment.config.clone());
+        let group = registry
+            .start(
+                assignment.group,
+                voters(self.cluster.as_deref(), &assignment.replicas),
+                Box::new(machine),
+            )
+            .await
+            .map_err(|e| JetStreamError::Group {
+                group: assignment.group,
+                message: e.to_string(),
+            })?;
+        Ok((group, view))
+    }
+
+    /// One supervisor pass: restarts every running stream whose group stopped on a fatal
+    /// error.
+    async fn restart_stopped_groups(self: &Arc<Self>) {
+        let stopped: Vec<Arc<StreamHandle>> = self
+            .streams
+            .read()
+            .values()
+            .filter(|stream| stream.handle.is_stopped())
+            .map(|stream| stream.handle.clone())
+            .collect();
+        for handle in stopped {
+            self.restart_stream(&handle).await;
+        }
+    }
+
+    /// Tries again to start offline streams whose log is not corrupt (their start failed
+    /// for another reason, which may have passed).
+    async fn retry_offline_streams(self: &Arc<Self>) {
+        let retry = self.offline.read().values().any(|stream| {
+            !self
+                .registry_for(stream.storage)
+                .storage()
+                .log
+                .is_corrupt(stream.group)
+        });
+        if retry {
+            self.reconcile().await;
+        }
+    }
+
+    /// Restarts a stopped stream group in place: waiting pull requests get `409 Leadership
+    /// Change`, the group is re-opened from its log and sled state (what was acknowledged
+    /// is there; a failed write was rolled back) and swapped into the handle, and delivery
+    /// starts again. On failure the stopped group stays (publishes get 10008) and the next
+    /// pass retries.
+    async fn restart_stream(self: &Arc<Self>, handle: &Arc<StreamHandle>) {
+        let _serialized = self.reconciling.lock().await;
+        if self.shared.shutdown.is_cancelled() {
+            return; // groups stop on purpose now
+        }
+        let name = handle.name().to_owned();
+        let still_ours = self
+            .streams
+            .read()
+            .get(&name)
+            .is_some_and(|s| Arc::ptr_eq(&s.handle, handle));
+        let Some(assignment) = self.assignment(&name).filter(|_| still_ours) else {
+            return;
         };
-        let existing = self.assignment(&config.name);
-        let replicas = match existing {
-            // Idempotent create: same placement; a different config is refused by the meta
-            // machine anyway.
-            Some(existing) => existing.replicas,
-            None => {
-                let hosted = self.meta.read(|state| {
-                    let mut hosted = std::collections::BTreeMap::new();
-                    for assignment in state.streams().values() {
-                        for node in &assignment.replicas {
-                            *hosted.entry(*node).or_insert(0usize) += 1;
-                        }
-                    }
-                    hosted
-                });
-                let wanted = usize::try_from(config.num_replicas.max(1)).unwrap_or(usize::MAX);
-                super::placement::place(&cluster.peers().ids(), &hosted, wanted, &config.name)?
+        let group_id = handle.group().id();
+        let reason = handle
+            .group()
+            .raft()
+            .metrics()
+            .borrow()
+            .running_state
+            .clone()
+            .err()
+            .map(|fatal| fatal.to_string())
+            .unwrap_or_default();
+        self.delivery.leadership_lost(&name);
+        let registry = self.registry_for(assignment.config.storage);
+        if let Err(e) = registry.stop(group_id).await {
+            tracing::debug!(stream = %name, group = group_id, "stopped group did not shut down cleanly: {e}");
+        }
+        match self.start_group(&assignment).await {
+            Ok((group, view)) => {
+                handle.replace_group(group.clone(), view);
+                self.rewatch_leadership(&name, group);
+                tracing::warn!(stream = %name, group = group_id, "stream group restarted after: {reason}");
             }
-        };
-        Ok(MetaCommand::CreateStreamOn {
-            config: JsonValue(config),
-            created_nanos: super::now_nanos(),
-            replicas,
-        })
+            Err(e) => {
+                tracing::warn!(stream = %name, group = group_id, "stream group stopped ({reason}); restart failed, retrying: {e}");
+            }
+        }
     }
 
     fn resubscribe(self: &Arc<Self>, name: &str, subjects: Vec<String>) {
@@ -495,12 +565,22 @@ impl JetStream {
         }
     }
 
+    /// Before the connections close: waiting pull requests get `409 Server Shutdown`.
+    pub async fn signal_shutdown(&self) {
+        self.delivery
+            .signal_shutdown(std::time::Duration::from_secs(1))
+            .await;
+    }
+
     /// Stops serving the API and stops every group (their data stays).
     pub async fn shutdown(&self) {
         if let Some(sub) = self.api_subscription.lock().take() {
             self.router().unsubscribe(&sub);
         }
         self.delivery.shutdown();
+        for (_, offline) in self.offline.write().drain() {
+            offline.close(self.router());
+        }
         let streams: Vec<(String, RunningStream)> = self.streams.write().drain().collect();
         for (name, mut stream) in streams {
             stream.stop.cancel();
@@ -508,23 +588,27 @@ impl JetStream {
                 self.stop_leading(&name, leading);
             }
         }
+        self.memory_registry.shutdown_all().await;
         self.registry.shutdown_all().await;
         tracing::info!("JetStream stopped");
     }
 }
 
-/// One stream replica on this node as it holds it (`/jsz`).
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct ReplicaState {
-    pub name: String,
-    pub group: u64,
-    /// This replica leads the stream.
-    pub leader: bool,
-    pub applied_index: u64,
-    pub messages: u64,
-    pub bytes: u64,
-    pub first_seq: u64,
-    pub last_seq: u64,
+/// The supervisor: one per node, until shutdown (see the module doc).
+async fn supervise(js: std::sync::Weak<JetStream>, shutdown: tokio_util::sync::CancellationToken) {
+    let mut next_offline_retry = tokio::time::Instant::now() + RETRY_OFFLINE_EVERY;
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(SUPERVISE_EVERY) => {}
+        }
+        let Some(js) = js.upgrade() else { return };
+        js.restart_stopped_groups().await;
+        if tokio::time::Instant::now() >= next_offline_retry {
+            next_offline_retry = tokio::time::Instant::now() + RETRY_OFFLINE_EVERY;
+            js.retry_offline_streams().await;
+        }
+    }
 }
 
 /// The voters of a group placed on `nodes`: on a single node, itself; in a cluster, each node

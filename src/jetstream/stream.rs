@@ -1,7 +1,14 @@
 //! `StreamHandle`: the front's handle on one stream group — propose commands, read state.
-//! One per stream hosted on this node, held by `JetStream`.
+//! One per stream hosted on this node, held by `JetStream` and shared by the stream's
+//! ingest, delivery and expiry tasks.
+//!
+//! The group behind a handle can be replaced (`replace_group`): when a group stops on a
+//! fatal storage error, `JetStream`'s supervisor restarts it from its log and sled state and
+//! swaps it in, so every holder of the handle uses the restarted group without re-wiring.
 
 use std::sync::Arc;
+
+use parking_lot::RwLock;
 
 use crate::consensus::{ProposeError, RaftGroup};
 use crate::jsapi::{ApiError, ErrorKind};
@@ -12,34 +19,53 @@ use super::stream_machine::{StreamCommandWire, StreamView};
 
 pub struct StreamHandle {
     name: String,
-    group: Arc<RaftGroup>,
-    view: StreamView,
+    /// The running group and the view its state machine publishes to; replaced together.
+    current: RwLock<(Arc<RaftGroup>, StreamView)>,
 }
 
 impl std::fmt::Debug for StreamHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StreamHandle")
             .field("name", &self.name)
-            .field("group", &self.group.id())
+            .field("group", &self.group().id())
             .finish()
     }
 }
 
 impl StreamHandle {
     pub fn new(name: String, group: Arc<RaftGroup>, view: StreamView) -> Self {
-        StreamHandle { name, group, view }
+        StreamHandle {
+            name,
+            current: RwLock::new((group, view)),
+        }
     }
 
     pub fn name(&self) -> &str {
         &self.name
     }
 
-    pub fn group(&self) -> &Arc<RaftGroup> {
-        &self.group
+    pub fn group(&self) -> Arc<RaftGroup> {
+        self.current.read().0.clone()
     }
 
-    pub fn view(&self) -> &StreamView {
-        &self.view
+    pub fn view(&self) -> StreamView {
+        self.current.read().1.clone()
+    }
+
+    /// Installs a restarted group (same id) and its view.
+    pub fn replace_group(&self, group: Arc<RaftGroup>, view: StreamView) {
+        *self.current.write() = (group, view);
+    }
+
+    /// True once the group stopped for good (a fatal storage error): proposals fail until
+    /// the supervisor replaces it.
+    pub fn is_stopped(&self) -> bool {
+        self.group()
+            .raft()
+            .metrics()
+            .borrow()
+            .running_state
+            .is_err()
     }
 
     /// Proposes `commands` as one Raft entry; returns each command's outcome once the entry
@@ -56,7 +82,7 @@ impl StreamHandle {
             })
             .collect();
         let responses = self
-            .group
+            .group()
             .propose_all(commands)
             .await
             .map_err(propose_error)?;

@@ -34,6 +34,9 @@ pub enum GroupCommand {
     UpsertConsumer {
         name: String,
         config: ConsumerConfig,
+        /// When the API accepted the create (kept for ConsumerInfo `created`; an update
+        /// keeps the original).
+        created_nanos: i64,
     },
     DeleteConsumer {
         name: String,
@@ -129,7 +132,11 @@ impl StreamGroup {
                 let removed = self.stream.update_config(config, now_nanos);
                 self.after_removal(removed)
             }
-            GroupCommand::UpsertConsumer { name, config } => self.upsert_consumer(name, config),
+            GroupCommand::UpsertConsumer {
+                name,
+                config,
+                created_nanos,
+            } => self.upsert_consumer(name, config, created_nanos),
             GroupCommand::DeleteConsumer { name } => self.delete_consumer(&name),
             GroupCommand::Consumer { name, command } => self.consumer_command(&name, command),
         }
@@ -168,6 +175,7 @@ impl StreamGroup {
         &mut self,
         name: String,
         config: ConsumerConfig,
+        created_nanos: i64,
     ) -> Result<GroupOutcome, ApiError> {
         if self.stream.limits().retention == RetentionPolicy::WorkQueue {
             let others = self
@@ -183,7 +191,8 @@ impl StreamGroup {
                 Ok(GroupOutcome::ConsumerUpserted { created: false })
             }
             None => {
-                let consumer = ConsumerState::new(config, &self.stream);
+                let mut consumer = ConsumerState::new(config, &self.stream);
+                consumer.set_created_nanos(created_nanos);
                 self.consumers.insert(name, consumer);
                 Ok(GroupOutcome::ConsumerUpserted { created: true })
             }

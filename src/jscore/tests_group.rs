@@ -38,6 +38,7 @@ fn add_consumer(group: &mut StreamGroup, name: &str, filter: &str) -> Result<Gro
         .apply(GroupCommand::UpsertConsumer {
             name: name.into(),
             config,
+            created_nanos: 1,
         })
         .map_err(|error| error.err_code)
 }
@@ -111,6 +112,7 @@ fn work_queue_refuses_overlapping_consumers() {
     let refused = group.apply(GroupCommand::UpsertConsumer {
         name: "c".into(),
         config: ack_none,
+        created_nanos: 1,
     });
     assert_eq!(refused.unwrap_err().err_code, 10098);
 }

@@ -108,6 +108,7 @@ fn run(seed: u64, retention: RetentionPolicy) {
             .apply(GroupCommand::UpsertConsumer {
                 name: name.into(),
                 config,
+                created_nanos: 1,
             })
             .unwrap();
     }
@@ -198,6 +199,7 @@ fn replicas_applying_the_same_commands_agree() {
             .apply(GroupCommand::UpsertConsumer {
                 name: "c".into(),
                 config: consumer,
+                created_nanos: 1,
             })
             .unwrap();
         group

@@ -26,6 +26,7 @@ use crate::cluster::ClusterNode;
 use crate::config::Config;
 use crate::jetstream::JetStream;
 use crate::monitor;
+use crate::store::log::LogOptions;
 use identity::Identity;
 use router::Router;
 use stats::ServerStats;
@@ -61,6 +62,15 @@ pub struct Server;
 impl Server {
     /// Binds the listeners and starts serving. Fails only if a listener cannot be bound.
     pub async fn start(config: Config) -> std::io::Result<RunningServer> {
+        Self::start_with_log_options(config, LogOptions::default()).await
+    }
+
+    /// `start` with explicit options for the JetStream write-ahead log (tests inject storage
+    /// faults through them).
+    pub async fn start_with_log_options(
+        config: Config,
+        log_options: LogOptions,
+    ) -> std::io::Result<RunningServer> {
         let client_listener = TcpListener::bind(config.listen).await?;
         let client_addr = client_listener.local_addr()?;
         let http_listener = match config.http {
@@ -105,7 +115,7 @@ impl Server {
         }
         // JetStream subscribes its API before the first client can connect.
         let jetstream = if shared.config.jetstream {
-            let started = JetStream::start(shared.clone())
+            let started = JetStream::start(shared.clone(), log_options)
                 .await
                 .map_err(std::io::Error::other)?;
             let _ = shared.jetstream.set(Arc::downgrade(&started));
@@ -151,6 +161,10 @@ impl RunningServer {
     /// for every task to end.
     pub async fn shutdown(self) {
         tracing::info!("shutting down: draining client connections");
+        if let Some(jetstream) = &self.jetstream {
+            // Waiting pull requests learn why before their connections close.
+            jetstream.signal_shutdown().await;
+        }
         self.shared.shutdown.cancel();
         if let Some(jetstream) = &self.jetstream {
             jetstream.shutdown().await;

@@ -62,8 +62,7 @@ pub async fn handle(js: &JetStream, request: &ApiRequest, msg: &Message) -> Opti
 }
 
 fn stream_handle(js: &JetStream, stream: &str) -> Result<Arc<StreamHandle>, ApiError> {
-    js.stream(stream)
-        .ok_or_else(|| ApiError::new(ErrorKind::StreamNotFound))
+    js.running_stream(stream)
 }
 
 async fn create(
@@ -123,6 +122,7 @@ async fn create(
             .propose_one(GroupCommand::UpsertConsumer {
                 name: name.clone(),
                 config,
+                created_nanos: crate::jetstream::now_nanos(),
             })
             .await?;
     }

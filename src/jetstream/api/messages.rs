@@ -16,9 +16,7 @@ use super::super::service::JetStream;
 pub fn get(js: &JetStream, stream: &str, body: &[u8]) -> Result<Vec<u8>, ApiError> {
     let request: MsgGetRequest = parse_body(body)?;
     let selector = request.selector()?;
-    let handle = js
-        .stream(stream)
-        .ok_or_else(|| ApiError::new(ErrorKind::StreamNotFound))?;
+    let handle = js.running_stream(stream)?;
     let found = handle.view().read(|group| {
         let state = group.stream();
         let found = match &selector {
@@ -58,9 +56,7 @@ pub fn get(js: &JetStream, stream: &str, body: &[u8]) -> Result<Vec<u8>, ApiErro
 
 pub async fn delete(js: &Arc<JetStream>, stream: &str, body: &[u8]) -> Result<Vec<u8>, ApiError> {
     let request: MsgDeleteRequest = parse_body(body)?;
-    let handle = js
-        .stream(stream)
-        .ok_or_else(|| ApiError::new(ErrorKind::StreamNotFound))?;
+    let handle = js.running_stream(stream)?;
     handle
         .propose_one(GroupCommand::DeleteMsg { seq: request.seq })
         .await?;

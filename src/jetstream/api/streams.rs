@@ -64,9 +64,7 @@ pub async fn update(js: &Arc<JetStream>, stream: &str, body: &[u8]) -> Result<Ve
         .assignment(stream)
         .ok_or_else(|| ApiError::new(ErrorKind::StreamNotFound))?;
     config.validate_update(&current.config)?;
-    let handle = js
-        .stream(stream)
-        .ok_or_else(|| ApiError::new(ErrorKind::StreamNotFound))?;
+    let handle = js.running_stream(stream)?;
     // The stream group enforces the new limits on its messages; then the meta group records
     // the definition (and subjects) every node serves.
     handle
@@ -115,9 +113,7 @@ pub async fn delete(js: &Arc<JetStream>, stream: &str) -> Result<Vec<u8>, ApiErr
 pub async fn purge(js: &Arc<JetStream>, stream: &str, body: &[u8]) -> Result<Vec<u8>, ApiError> {
     let request: StreamPurgeRequest = parse_optional_body(body)?;
     request.validate()?;
-    let handle = js
-        .stream(stream)
-        .ok_or_else(|| ApiError::new(ErrorKind::StreamNotFound))?;
+    let handle = js.running_stream(stream)?;
     let filter = (!request.filter.is_empty()).then(|| request.filter.clone());
     let outcome = handle
         .propose_one(GroupCommand::Purge(PurgeRequest {
@@ -171,20 +167,23 @@ pub async fn list(js: &Arc<JetStream>, body: &[u8]) -> Result<Vec<u8>, ApiError>
     let (paged, page) = page(js.stream_names(), request.offset, LIST_PAGE_LIMIT);
     let mut streams = Vec::with_capacity(page.len());
     let mut missing = Vec::new();
+    let mut offline = js.offline_streams();
     let infos = futures::future::join_all(page.iter().map(|name| info_of(js, name))).await;
     for (name, info) in page.into_iter().zip(infos) {
         match info {
             Some(info) => streams.push(info),
+            None if offline.contains_key(&name) => {}
             None => missing.push(name),
         }
     }
+    offline.retain(|name, _| !streams.iter().any(|info| &info.config.name == name));
     Ok(encode_success(
         ResponseType::StreamList,
         &StreamListResponse {
             paged,
             streams,
             missing,
-            offline: Default::default(),
+            offline,
         },
     ))
 }
@@ -202,10 +201,8 @@ pub async fn info_of(js: &JetStream, name: &str) -> Option<StreamInfo> {
 
 /// `STREAM.LEADER.STEPDOWN`: hand the stream's leadership to another replica.
 pub async fn step_down(js: &Arc<JetStream>, stream: &str) -> Result<Vec<u8>, ApiError> {
-    let handle = js
-        .stream(stream)
-        .ok_or_else(|| ApiError::new(ErrorKind::StreamNotFound))?;
-    super::cluster::step_down(js, handle.group()).await?;
+    let handle = js.running_stream(stream)?;
+    super::cluster::step_down(js, &handle.group()).await?;
     Ok(encode_success(
         ResponseType::StreamLeaderStepdown,
         &SuccessResponse::OK,
@@ -244,9 +241,7 @@ pub fn stream_info(
     let assignment = js
         .assignment(stream)
         .ok_or_else(|| ApiError::new(ErrorKind::StreamNotFound))?;
-    let handle = js
-        .stream(stream)
-        .ok_or_else(|| ApiError::new(ErrorKind::StreamNotFound))?;
+    let handle = js.running_stream(stream)?;
     let state = handle.view().read(|group| {
         let summary = group.stream().summary();
         let mut state = StreamState {
@@ -276,7 +271,7 @@ pub fn stream_info(
         config,
         created: Timestamp::from_unix_nanos(assignment.created_nanos),
         state,
-        cluster: Some(super::cluster::cluster_info(js, handle.group())),
+        cluster: Some(super::cluster::cluster_info(js, &handle.group())),
         ts: Timestamp::now(),
         ..StreamInfo::default()
     })

@@ -63,10 +63,16 @@ impl ConsumerTask {
             for msg in &messages {
                 front.record_delivery(outbox::charged_size(msg), delivered_at);
             }
+            // nats-server tells a byte-budget request whose batch filled first what was left.
+            let completed = (front.batch_left <= 0 && front.pending_bytes() > 0)
+                .then(|| outbox::batch_completed(front.pending_bytes()));
             if front.is_done() {
                 self.waiting.pop_front();
             }
             self.outbox.deliver(&reply, &messages).await;
+            if let Some(status) = completed {
+                self.outbox.status(&reply, status);
+            }
         }
         Ok(())
     }

@@ -37,7 +37,7 @@ pub fn consumer_info(
         .get()
         .and_then(std::sync::Weak::upgrade)
         .filter(|js| js.cluster().is_some())
-        .map(|js| crate::jetstream::api::cluster::cluster_info(&js, handle.group()));
+        .map(|js| crate::jetstream::api::cluster::cluster_info(&js, &handle.group()));
     handle.view().read(|group| {
         let consumer = group.consumer(name)?;
         let progress = consumer.progress(group.stream());
@@ -48,7 +48,11 @@ pub fn consumer_info(
         Some(ConsumerInfo {
             stream_name: handle.name().to_owned(),
             name: name.to_owned(),
-            created: time_of(load(|a| a.created_nanos.load(Ordering::Relaxed))).unwrap_or(now),
+            // Replicated with the config; consumers created before it was kept fall back
+            // to when this node first saw them.
+            created: time_of(consumer.created_nanos())
+                .or_else(|| time_of(load(|a| a.created_nanos.load(Ordering::Relaxed))))
+                .unwrap_or(now),
             config: Some(config),
             delivered: sequence(
                 progress.delivered,

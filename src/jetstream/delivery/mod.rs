@@ -49,7 +49,8 @@ const ACK_SUBJECTS: &str = "$JS.ACK.>";
 const FLOW_CONTROL_SUBJECTS: &str = "$JS.FC.>";
 
 /// What this node knows about one consumer's activity (leader memory, not replicated):
-/// ConsumerInfo's `created`, `last_active` times, `num_waiting`, `push_bound`, and what
+/// `last_active` times, `num_waiting`, `push_bound`, when this node first saw it (ConsumerInfo
+/// `created` of consumers from before the creation time was replicated), and what
 /// inactivity cleanup measures. Shared between the registry, the consumer's task and the
 /// ack batcher.
 #[derive(Debug, Default)]
@@ -181,6 +182,40 @@ impl DeliveryRegistry {
         if let Some(entry) = removed {
             close_consumers(entry);
         }
+    }
+
+    /// The stream's group stopped (a fatal storage error) and is being restarted: waiting
+    /// pull requests get `409 Leadership Change` and the consumers' tasks end; attaching
+    /// the restarted handle starts new ones.
+    pub fn leadership_lost(&self, stream: &str) {
+        let removed = self.streams.lock().remove(stream);
+        if let Some(entry) = removed {
+            for consumer in entry.consumers.into_values() {
+                let _ = consumer.events.send(Event::LeadershipChange);
+            }
+        }
+    }
+
+    /// The server is about to stop: every waiting pull request gets `409 Server Shutdown`
+    /// (as nats-server sends for R1 consumers). Waits up to `wait` for the statuses to be
+    /// queued, so they go out before the connections close.
+    pub async fn signal_shutdown(&self, wait: std::time::Duration) {
+        let receipts: Vec<_> = {
+            let streams = self.streams.lock();
+            streams
+                .values()
+                .flat_map(|entry| entry.consumers.values())
+                .filter_map(|consumer| {
+                    let (done, receipt) = tokio::sync::oneshot::channel();
+                    consumer
+                        .events
+                        .send(Event::ServerShutdown(done))
+                        .is_ok()
+                        .then_some(receipt)
+                })
+                .collect()
+        };
+        let _ = tokio::time::timeout(wait, futures::future::join_all(receipts)).await;
     }
 
     /// A consumer was created or updated: start its task, or tell it to reload its config.

@@ -46,6 +46,29 @@ pub fn message_too_big(pending_messages: i64, pending_bytes: i64) -> Bytes {
     )
 }
 
+/// `409 Batch Completed`: a request with a byte budget got its whole batch while bytes
+/// were left (pending messages 0, the bytes it still allowed).
+pub fn batch_completed(pending_bytes: i64) -> Bytes {
+    with_pending(409, "Batch Completed", 0, pending_bytes)
+}
+
+/// `408 Requests Pending`: a `no_wait` request while the waiting requests already ask for
+/// more than the consumer has pending.
+pub fn requests_pending() -> Bytes {
+    status_block(408, Some("Requests Pending"), &[])
+}
+
+/// `409 Leadership Change`: the stream group this request waited on lost its leader (here:
+/// stopped and restarted); the client re-pulls.
+pub fn leadership_change() -> Bytes {
+    conflict("Leadership Change")
+}
+
+/// `409 Server Shutdown` with what the request still wanted.
+pub fn server_shutdown(pending_messages: i64, pending_bytes: i64) -> Bytes {
+    with_pending(409, "Server Shutdown", pending_messages, pending_bytes)
+}
+
 /// A `409` without headers: `Consumer Deleted`, `Consumer is push based`, `Exceeded
 /// MaxWaiting`, `Exceeded MaxRequestBatch of <n>`…
 pub fn conflict(description: &str) -> Bytes {

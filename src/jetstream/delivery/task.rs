@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::{sleep_until, Instant};
 
 use super::outbox::{self, Outbox};
@@ -44,7 +44,23 @@ pub(super) enum Event {
     },
     ConfigChanged,
     Deleted,
+    /// The stream group stopped under this task (it is restarted with a new handle and a
+    /// new task): waiting requests get `409 Leadership Change`.
+    LeadershipChange,
+    /// The server is stopping: waiting requests get `409 Server Shutdown`; the sender
+    /// learns when they were queued.
+    ServerShutdown(oneshot::Sender<()>),
     FlowControlReply(String),
+}
+
+/// Why a consumer's task ended, and so what its waiting requests are told.
+enum Ending {
+    /// Deleted (or its stream was): `409 Consumer Deleted`.
+    Deleted,
+    /// Its group stopped or was replaced: `409 Leadership Change`.
+    LeadershipChange,
+    /// Shutdown or inactivity: nothing more to say.
+    Quiet,
 }
 
 /// What the consumer's state says about delivering now.
@@ -107,33 +123,42 @@ pub(super) async fn run(
         next_sweep: now + SWEEP_EVERY,
     };
     let shutdown = task.outbox.shared().shutdown.clone();
-    let deleted = loop {
+    let ending = loop {
         if task.step().await.is_err() {
-            break true;
+            break Ending::Deleted;
         }
         if task.inactive() && task.delete_self().await {
-            break false;
+            break Ending::Quiet;
         }
         let deadline = task.next_wakeup();
         let watch_applied = task.wants_messages();
         tokio::select! {
-            _ = shutdown.cancelled() => break false,
+            // Events before the applied watch: a deletion announced by the registry wins
+            // over the group's watch closing after it.
+            biased;
+            _ = shutdown.cancelled() => break Ending::Quiet,
             event = events.recv() => match event {
-                None | Some(Event::Deleted) => break true,
+                None | Some(Event::Deleted) => break Ending::Deleted,
+                Some(Event::LeadershipChange) => break Ending::LeadershipChange,
                 Some(event) => task.on_event(event),
             },
             changed = task.applied.changed(), if watch_applied => {
                 if changed.is_err() {
-                    break true; // the stream group stopped
+                    // The stream group stopped without the stream being deleted.
+                    break Ending::LeadershipChange;
                 }
             }
             _ = sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {}
         }
     };
-    if deleted {
+    let final_status = match ending {
+        Ending::Deleted => Some(outbox::conflict("Consumer Deleted")),
+        Ending::LeadershipChange => Some(outbox::leadership_change()),
+        Ending::Quiet => None,
+    };
+    if let Some(status) = final_status {
         for request in task.waiting.drain() {
-            task.outbox
-                .status(&request.reply, outbox::conflict("Consumer Deleted"));
+            task.outbox.status(&request.reply, status.clone());
         }
     }
     task.activity.num_waiting.store(0, Ordering::Relaxed);
@@ -180,7 +205,15 @@ impl ConsumerTask {
                     push.flow_control_answered(&subject);
                 }
             }
-            Event::Deleted => {}
+            Event::ServerShutdown(done) => {
+                for request in self.waiting.drain() {
+                    let status =
+                        outbox::server_shutdown(request.batch_left, request.pending_bytes());
+                    self.outbox.status(&request.reply, status);
+                }
+                let _ = done.send(());
+            }
+            Event::Deleted | Event::LeadershipChange => {}
         }
     }
 
@@ -192,15 +225,41 @@ impl ConsumerTask {
                 return;
             }
         };
-        // nats-server answers a no_wait request at once when there is nothing to deliver.
+        if request.no_wait {
+            // nats-server answers a no_wait request at once when the requests already
+            // waiting ask for more than the consumer has pending…
+            let pending = self.messages_pending(now_nanos());
+            if pending > 0 && pending < self.waiting.batch_pending() {
+                self.outbox.status(&reply, outbox::requests_pending());
+                return;
+            }
+        }
+        // …and when there is nothing to deliver.
         if request.ends_when_dry() && matches!(self.peek(now_nanos()), Next::Nothing) {
             self.outbox.status(&reply, outbox::no_messages());
             return;
         }
-        if self.waiting.push(request).is_err() {
+        if self.waiting.is_full() {
+            // Make room from requests that expired since the last wake, as nats-server does.
+            self.expire_and_heartbeat(Instant::now());
+        }
+        let heartbeat = request.heartbeat.is_some();
+        // A request with idle heartbeats is refused silently: its client notices the missing
+        // heartbeats and retries later instead of re-pulling in a hot loop (nats-server).
+        if self.waiting.push(request).is_err() && !heartbeat {
             self.outbox
                 .status(&reply, outbox::conflict("Exceeded MaxWaiting"));
         }
+    }
+
+    /// Messages the consumer could still hand out: not yet delivered ones matching its
+    /// filter, plus redeliveries due now (nats-server's `numPending + len(rdq)`).
+    fn messages_pending(&self, now: i64) -> u64 {
+        self.stream.view().read(|group| {
+            group.consumer(&self.name).map_or(0, |consumer| {
+                consumer.num_pending(group.stream()) + consumer.pending().due(now).count() as u64
+            })
+        })
     }
 
     fn expire_and_heartbeat(&mut self, now: Instant) {

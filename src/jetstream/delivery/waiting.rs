@@ -114,11 +114,23 @@ impl WaitingQueue {
     /// Queues a request; gives it back when `max_waiting` requests are already waiting
     /// (the caller answers `409 Exceeded MaxWaiting`).
     pub fn push(&mut self, request: WaitingRequest) -> Result<(), WaitingRequest> {
-        if self.requests.len() >= self.max {
+        if self.is_full() {
             return Err(request);
         }
         self.requests.push_back(request);
         Ok(())
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.requests.len() >= self.max
+    }
+
+    /// Messages the waiting requests still want, together.
+    pub fn batch_pending(&self) -> u64 {
+        self.requests
+            .iter()
+            .map(|request| request.batch_left.max(0) as u64)
+            .sum()
     }
 
     pub fn front_mut(&mut self) -> Option<&mut WaitingRequest> {

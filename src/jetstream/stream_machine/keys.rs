@@ -11,8 +11,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::consensus::MachineError;
-use crate::jetstream::codec::JsonValue;
-use crate::jsapi::consumer_config::ConsumerConfig;
+use crate::jetstream::codec::{ConsumerDefinition, JsonValue};
 use crate::jscore::consumer::{ConsumerExport, LastPerSubjectPlan, PendingEntry, SequencePair};
 use crate::jscore::stream::{DedupRecord, StoredMsg, StreamScalars};
 
@@ -224,10 +223,10 @@ impl From<StoredMsgV1> for StoredMsg {
     }
 }
 
-/// `c/<name>c`: the consumer's config, as JSON inside the record.
+/// `c/<name>c`: the consumer's config and creation time, as JSON inside the record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConsumerConfigV1 {
-    pub config: JsonValue<ConsumerConfig>,
+    pub config: JsonValue<ConsumerDefinition>,
 }
 
 /// `c/<name>s`: a consumer's positions (everything but config and pending entries).

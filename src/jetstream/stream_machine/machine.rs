@@ -188,7 +188,9 @@ fn load_consumers(view: &MachineView) -> Result<LoadedConsumers, MachineError> {
                 "consumer {name} lacks its config or state key"
             )));
         };
-        let consumer = ConsumerState::import(config.config.0, state.into(), part.pending);
+        let definition = config.config.0;
+        let mut consumer = ConsumerState::import(definition.config, state.into(), part.pending);
+        consumer.set_created_nanos(definition.created_nanos);
         consumers.insert(name.clone(), consumer);
         records.insert(name, record);
     }

@@ -20,7 +20,7 @@
 //! | `s/state` | 1 ++ `StreamRecordV1`: first/last seq, last time, bytes, last msg id, first dedup ordinal |
 //! | `d/` ++ ordinal (u64 BE) | 1 ++ `DedupEntryV1`: one duplicate-window entry (time, msg id, seq) |
 //! | `m/` ++ seq (u64 BE) | 1 ++ `StoredMsgV1`: subject, headers, payload, time |
-//! | `c/` ++ name len (u32 BE) ++ name ++ `c` | 1 ++ `ConsumerConfigV1`: the config as JSON |
+//! | `c/` ++ name len (u32 BE) ++ name ++ `c` | 1 ++ `ConsumerConfigV1`: the config and creation time as JSON (`codec::ConsumerDefinition`) |
 //! | `c/` ++ … ++ `s` | 1 ++ `ConsumerStateV1`: positions, ack floor, exhausted, last-per-subject plan |
 //! | `c/` ++ … ++ `p` ++ seq (u64 BE) | 1 ++ `PendingV1`: one delivered, unacknowledged message |
 //!

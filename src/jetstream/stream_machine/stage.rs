@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use bytes::Bytes;
 
 use crate::consensus::{MachineError, MachineTxn};
-use crate::jetstream::codec::JsonValue;
+use crate::jetstream::codec::{ConsumerDefinition, JsonValue};
 use crate::jsapi::stream_config::StreamConfig;
 use crate::jsapi::ApiError;
 use crate::jscore::consumer::{AckOutcome, ConsumerCommand, ConsumerOutcome, ConsumerState};
@@ -238,7 +238,10 @@ fn stage_consumers(
     if let (GroupCommand::UpsertConsumer { name, .. }, Ok(_)) = (command, outcome) {
         if let Some(consumer) = group.consumer(name) {
             let config = ConsumerConfigV1 {
-                config: JsonValue(consumer.config().clone()),
+                config: JsonValue(ConsumerDefinition {
+                    config: consumer.config().clone(),
+                    created_nanos: consumer.created_nanos(),
+                }),
             };
             txn.insert(keys::consumer_config(name), keys::encode(&config));
         }

@@ -114,6 +114,7 @@ async fn outcomes_come_back_and_a_restart_restores_the_state() {
             .propose_one(GroupCommand::UpsertConsumer {
                 name: "worker".into(),
                 config,
+                created_nanos: 1,
             })
             .await
             .unwrap();

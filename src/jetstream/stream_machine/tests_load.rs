@@ -179,6 +179,7 @@ fn random_command(random: &mut XorShift, group: &StreamGroup, now: i64) -> Group
         }
         19..=20 => GroupCommand::UpsertConsumer {
             config: consumer_config(random, retention, &name),
+            created_nanos: 1,
             name,
         },
         21 => GroupCommand::DeleteConsumer { name },
@@ -272,6 +273,7 @@ fn an_ack_touches_a_constant_number_of_keys() {
     harness.apply(&[encode(GroupCommand::UpsertConsumer {
         name: "d".into(),
         config,
+        created_nanos: 1,
     })]);
     let consumer = |command| {
         encode(GroupCommand::Consumer {

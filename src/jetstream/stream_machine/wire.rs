@@ -15,8 +15,7 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use crate::jetstream::codec::JsonValue;
-use crate::jsapi::consumer_config::ConsumerConfig;
+use crate::jetstream::codec::{ConsumerDefinition, JsonValue};
 use crate::jsapi::stream_config::StreamConfig;
 use crate::jscore::consumer::ConsumerCommand;
 use crate::jscore::group::GroupCommand;
@@ -47,7 +46,9 @@ pub enum StreamCommandWire {
     },
     UpsertConsumer {
         name: String,
-        config: JsonValue<ConsumerConfig>,
+        /// The config with the creation time (JSON, so entries from before it was carried
+        /// still decode).
+        config: JsonValue<ConsumerDefinition>,
     },
     DeleteConsumer {
         name: String,
@@ -105,9 +106,16 @@ impl From<GroupCommand> for StreamCommandWire {
                 config: JsonValue(config),
                 now_nanos,
             },
-            GroupCommand::UpsertConsumer { name, config } => StreamCommandWire::UpsertConsumer {
+            GroupCommand::UpsertConsumer {
                 name,
-                config: JsonValue(config),
+                config,
+                created_nanos,
+            } => StreamCommandWire::UpsertConsumer {
+                name,
+                config: JsonValue(ConsumerDefinition {
+                    config,
+                    created_nanos,
+                }),
             },
             GroupCommand::DeleteConsumer { name } => StreamCommandWire::DeleteConsumer { name },
             GroupCommand::Consumer { name, command } => StreamCommandWire::Consumer {
@@ -143,7 +151,8 @@ impl From<StreamCommandWire> for GroupCommand {
             },
             StreamCommandWire::UpsertConsumer { name, config } => GroupCommand::UpsertConsumer {
                 name,
-                config: config.0,
+                config: config.0.config,
+                created_nanos: config.0.created_nanos,
             },
             StreamCommandWire::DeleteConsumer { name } => GroupCommand::DeleteConsumer { name },
             StreamCommandWire::Consumer { name, command } => GroupCommand::Consumer {
@@ -225,6 +234,7 @@ impl From<ConsumerCommandWire> for ConsumerCommand {
 mod tests {
     use super::*;
     use crate::jetstream::codec;
+    use crate::jsapi::consumer_config::ConsumerConfig;
 
     fn round_trip(command: GroupCommand) {
         let encoded = codec::command(
@@ -271,6 +281,7 @@ mod tests {
             GroupCommand::UpsertConsumer {
                 name: "d".into(),
                 config: consumer_config,
+                created_nanos: 7,
             },
             GroupCommand::DeleteConsumer { name: "d".into() },
             consumer(ConsumerCommand::DeliverNext {

@@ -3,7 +3,8 @@
 //! (`ConsumerExport`) and the pending entries, which are stored one key each so an ack
 //! rewrites one of them. The delivery policy is derived from the config again.
 //!
-//! No behaviour of the consumer depends on this file: `import(export(c)) == c`.
+//! No behaviour of the consumer depends on this file: `import(export(c)) == c`, except the
+//! creation time, which is stored with the config and set by the loader.
 
 use std::collections::BTreeMap;
 
@@ -60,6 +61,7 @@ impl ConsumerState {
             pending: set,
             exhausted: export.exhausted,
             last_per_subject: export.last_per_subject,
+            created_nanos: 0,
         }
     }
 }

@@ -48,6 +48,8 @@ pub struct ConsumerState {
     /// they count in `num_redelivered`. Value: delivery count.
     pub(super) exhausted: BTreeMap<u64, u64>,
     pub(super) last_per_subject: Option<LastPerSubjectPlan>,
+    /// When the consumer was created (ConsumerInfo `created`); 0 if not known.
+    pub(super) created_nanos: i64,
 }
 
 impl ConsumerState {
@@ -68,7 +70,16 @@ impl ConsumerState {
             pending: PendingSet::default(),
             exhausted: BTreeMap::new(),
             last_per_subject: start.last_per_subject,
+            created_nanos: 0,
         }
+    }
+
+    pub fn created_nanos(&self) -> i64 {
+        self.created_nanos
+    }
+
+    pub fn set_created_nanos(&mut self, nanos: i64) {
+        self.created_nanos = nanos;
     }
 
     pub fn config(&self) -> &ConsumerConfig {

@@ -210,6 +210,7 @@ impl LogEngine {
         let disk = Disk {
             dir: dir.to_path_buf(),
             fault: options.fault.clone(),
+            fsync: options.fsync,
             counters,
         };
         let writer = Writer::start(

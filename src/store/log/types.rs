@@ -83,6 +83,9 @@ pub struct LogOptions {
     pub compact_max_entries: usize,
     /// Fault injection for tests (disk full, failed fsync). `None` in production.
     pub fault: Option<Arc<FaultInjector>>,
+    /// `false`: never fsync (files and directory). Only for a log whose contents need not
+    /// survive a crash — the log of memory streams, wiped at every start.
+    pub fsync: bool,
 }
 
 impl Default for LogOptions {
@@ -93,6 +96,7 @@ impl Default for LogOptions {
             compact_after_segments: 16,
             compact_max_entries: 16 * 1024,
             fault: None,
+            fsync: true,
         }
     }
 }

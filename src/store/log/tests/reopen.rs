@@ -186,3 +186,21 @@ fn a_log_directory_is_opened_by_one_engine_at_a_time() {
     drop(engine);
     let (_engine, _) = open(dir.path());
 }
+
+/// `fsync: false` (the log of memory streams): the same format and reads, no fsync at all.
+#[test]
+fn a_log_without_fsync_never_syncs() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = crate::store::log::LogOptions {
+        fsync: false,
+        ..small_segments()
+    };
+    let (engine, _) = open_with(dir.path(), options);
+    for index in 1..=200 {
+        engine.write_blocking(appends(1, index..=index)).unwrap();
+    }
+    let stats = engine.stats();
+    assert!(stats.segments_created > 1, "{stats:?}");
+    assert_eq!(stats.fsyncs, 0);
+    assert_eq!(indices(&engine, 1), (1..=200).collect::<Vec<_>>());
+}
