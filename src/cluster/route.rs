@@ -417,11 +417,19 @@ impl Inbound {
             return;
         }
         let queues: Vec<Bytes> = routed.queues.into_iter().map(Bytes::from).collect();
+        let route = if routed.has_route {
+            Bytes::from(routed.route)
+        } else {
+            msg.subject.clone()
+        };
+        if !is_valid_subject(&route) {
+            return;
+        }
         let router = &self.routes.shared.router;
         let generation = router.generation();
         let matches = self
             .cache
-            .get_or_compute(generation, &msg.subject, || router.matches(&msg.subject));
+            .get_or_compute(generation, &route, || router.matches(&route));
         self.dispatch
             .route_forwarded(router, &matches, &msg, &queues);
     }
@@ -452,7 +460,8 @@ struct Outbound {
 enum Outgoing {
     Open(u64),
     Interest(Interest, bool),
-    Message(Message, Vec<Bytes>),
+    /// A message, the queue groups it is for, and the subject the receiver matches it by.
+    Message(Message, Vec<Bytes>, Option<Bytes>),
 }
 
 impl Outgoing {
@@ -464,7 +473,9 @@ impl Outgoing {
                     + interest.subject.len()
                     + interest.queue.as_ref().map_or(0, Bytes::len)
             }
-            Outgoing::Message(msg, queues) => message_cost(msg, queues),
+            Outgoing::Message(msg, queues, route) => {
+                message_cost(msg, queues) + route.as_ref().map_or(0, Bytes::len)
+            }
         }
     }
 
@@ -486,7 +497,9 @@ impl Outgoing {
                     Frame::Unsubscribe(interest)
                 }
             }
-            Outgoing::Message(msg, queues) => Frame::Message(proto::RoutedMessage {
+            Outgoing::Message(msg, queues, route) => Frame::Message(proto::RoutedMessage {
+                has_route: route.is_some(),
+                route: route.unwrap_or_default().into(),
                 subject: msg.subject.into(),
                 has_reply: msg.reply.is_some(),
                 reply: msg.reply.unwrap_or_default().into(),
@@ -591,8 +604,8 @@ impl RemoteSubscriber for PeerLink {
         self.peer
     }
 
-    fn forward(&self, msg: &Message, queues: &[Bytes]) -> Forwarded {
-        let cost = message_cost(msg, queues);
+    fn forward(&self, msg: &Message, queues: &[Bytes], route: Option<&Bytes>) -> Forwarded {
+        let cost = message_cost(msg, queues) + route.map_or(0, Bytes::len);
         let mut queue = self.queue.lock();
         if !queue.connected {
             return Forwarded::default();
@@ -609,7 +622,11 @@ impl RemoteSubscriber for PeerLink {
         queue.bytes += cost;
         queue
             .frames
-            .push_back(Outgoing::Message(msg.clone(), queues.to_vec()));
+            .push_back(Outgoing::Message(
+                msg.clone(),
+                queues.to_vec(),
+                route.cloned(),
+            ));
         Forwarded {
             delivered: true,
             wake,
@@ -675,7 +692,7 @@ mod tests {
     #[test]
     fn nothing_is_queued_while_the_route_is_down() {
         let link = PeerLink::new(2);
-        assert!(!link.forward(&msg("a"), &[]).delivered);
+        assert!(!link.forward(&msg("a"), &[], None).delivered);
         link.push_interest(&interest("a", None), true);
         assert!(link.take_batch().is_none());
     }
@@ -686,7 +703,7 @@ mod tests {
         link.push_interest(&interest("stale", None), true);
         let snapshot = [interest("a", None), interest("b", Some("q"))];
         link.open(1, &mut snapshot.iter());
-        let forwarded = link.forward(&msg("a"), &[]);
+        let forwarded = link.forward(&msg("a"), &[], None);
         assert!(forwarded.delivered);
         assert!(!forwarded.wake, "the queue already held the snapshot");
         link.push_interest(&interest("a", None), false);
@@ -697,7 +714,7 @@ mod tests {
         );
         assert!(link.take_batch().is_none());
         // An empty queue asks the publisher to wake the writer.
-        assert!(link.forward(&msg("b"), &[]).wake);
+        assert!(link.forward(&msg("b"), &[], None).wake);
     }
 
     #[test]
@@ -708,9 +725,9 @@ mod tests {
             Bytes::from_static(b"big"),
             Bytes::from(vec![0u8; MAX_QUEUED_BYTES / 2]),
         );
-        assert!(link.forward(&big, &[]).delivered);
+        assert!(link.forward(&big, &[], None).delivered);
         // Dropped, but still "delivered": the peer has interest, its route is just backed up.
-        assert!(link.forward(&big, &[]).delivered);
+        assert!(link.forward(&big, &[], None).delivered);
         assert_eq!(link.dropped.load(Ordering::Relaxed), 1);
         link.push_interest(&interest("x", None), true);
         let mut seen = Vec::new();
@@ -730,7 +747,7 @@ mod tests {
             Bytes::from(vec![0u8; BATCH_BYTES / 4]),
         );
         for _ in 0..10 {
-            link.forward(&chunk, &[]);
+            link.forward(&chunk, &[], None);
         }
         let first = link.take_batch().unwrap();
         assert!(first.frames.len() < 11, "{}", first.frames.len());
@@ -748,11 +765,19 @@ mod tests {
         let message = msg("s")
             .with_reply(Some(Bytes::from_static(b"r")))
             .with_headers(Some(Bytes::from_static(b"NATS/1.0\r\n\r\n")));
-        link.forward(&message, &[Bytes::from_static(b"q")]);
+        link.forward(&message, &[Bytes::from_static(b"q")], None);
+        let inbox = Bytes::from_static(b"_INBOX.x");
+        link.forward(&message, &[], Some(&inbox));
         let batch = link.take_batch().unwrap();
         let Some(Frame::Message(routed)) = batch.frames[1].frame.clone() else {
             panic!("not a message");
         };
+        let Some(Frame::Message(delivery)) = batch.frames[2].frame.clone() else {
+            panic!("not a message");
+        };
+        assert!(!routed.has_route, "matched by its own subject");
+        assert!(delivery.has_route && &delivery.route[..] == b"_INBOX.x");
+        assert_eq!(&delivery.subject[..], b"s");
         assert!(routed.has_reply && routed.has_headers);
         assert_eq!(&routed.reply[..], b"r");
         assert_eq!(&routed.headers[..], b"NATS/1.0\r\n\r\n");

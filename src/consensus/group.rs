@@ -145,6 +145,8 @@ pub struct RaftGroup {
     batcher: ProposalBatcher,
     /// For forwarding proposals to the leader.
     transport: Arc<dyn PeerTransport>,
+    /// This start initialized the group's membership (it had no log yet).
+    new: bool,
 }
 
 /// How often a proposal may be forwarded before it fails: a leader change in the middle is
@@ -178,11 +180,12 @@ impl RaftGroup {
         let raft = Raft::new(node, config, network, log.clone(), state_machine)
             .await
             .map_err(|e| StartError::Raft(e.to_string()))?;
-        let started = RaftGroup {
+        let mut started = RaftGroup {
             group,
             node,
             batcher: ProposalBatcher::start(raft.clone()),
             transport,
+            new: false,
             raft,
             log,
             view,
@@ -194,6 +197,7 @@ impl RaftGroup {
             .await
             .map_err(|e| StartError::Raft(e.to_string()))?;
         if !initialized {
+            started.new = true;
             match started.raft.initialize(voters).await {
                 Ok(()) => {}
                 // Another voter initialized first: fine.
@@ -213,6 +217,11 @@ impl RaftGroup {
             started.wait_for_leader(options.leader_wait).await?;
         }
         Ok(started)
+    }
+
+    /// True if this start created the group (on this node): it had no log before.
+    pub fn is_new(&self) -> bool {
+        self.new
     }
 
     pub fn id(&self) -> GroupId {

@@ -469,6 +469,16 @@ impl JetStream {
                 group: assignment.group,
                 message: e.to_string(),
             })?;
+        // A new replicated group elects the first replica of its placement at once, instead
+        // of after an election timeout; placement spreads first replicas, so leaders spread.
+        if group.is_new()
+            && assignment.replicas.len() > 1
+            && assignment.replicas.first() == Some(&self.node)
+        {
+            if let Err(e) = group.raft().trigger().elect().await {
+                tracing::warn!(group = assignment.group, "could not start an election: {e}");
+            }
+        }
         Ok((group, view))
     }
 

@@ -45,9 +45,19 @@ pub struct Dispatch {
     /// update per batch instead of two per message).
     out_msgs: u64,
     out_bytes: u64,
+    /// The subject messages are matched by when it differs from their own (see
+    /// [`Dispatch::routing_by`]); forwarded with them so the receiving node matches the same.
+    route_subject: Option<Bytes>,
 }
 
 impl Dispatch {
+    /// Messages routed from now on were matched by `route` rather than by their own subject
+    /// (JetStream deliveries: matched by the pull request's inbox, carrying the stored
+    /// subject).
+    pub fn routing_by(&mut self, route: Option<Bytes>) {
+        self.route_subject = route;
+    }
+
     /// Delivers `msg` to `matches`, skipping subscriptions of client `skip_client` (a
     /// publisher with echo off). Returns whether anyone received it.
     pub fn route(
@@ -167,7 +177,9 @@ impl Dispatch {
     fn forward_noted(&mut self, msg: &Message) -> bool {
         let mut delivered = false;
         for target in self.remote.drain(..) {
-            let forwarded = target.link.forward(msg, &target.queues);
+            let forwarded = target
+                .link
+                .forward(msg, &target.queues, self.route_subject.as_ref());
             delivered |= forwarded.delivered;
             if forwarded.wake {
                 self.remote_wake.push(target.link);
@@ -209,7 +221,7 @@ impl Dispatch {
             Subscriber::Internal(handler) => handler.receive(msg),
             Subscriber::Remote(link) => {
                 let queues = sub.queue.as_slice();
-                let forwarded = link.forward(msg, queues);
+                let forwarded = link.forward(msg, queues, self.route_subject.as_ref());
                 if forwarded.wake {
                     self.remote_wake.push(link.clone());
                 }
@@ -283,7 +295,7 @@ mod tests {
         fn peer(&self) -> u64 {
             self.id
         }
-        fn forward(&self, _: &Message, queues: &[Bytes]) -> Forwarded {
+        fn forward(&self, _: &Message, queues: &[Bytes], _: Option<&Bytes>) -> Forwarded {
             let mut sent = self.sent.lock();
             let queues = queues
                 .iter()

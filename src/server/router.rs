@@ -274,7 +274,12 @@ mod tests {
         fn peer(&self) -> u64 {
             7
         }
-        fn forward(&self, _: &Message, _: &[Bytes]) -> super::super::subscription::Forwarded {
+        fn forward(
+            &self,
+            _: &Message,
+            _: &[Bytes],
+            _: Option<&Bytes>,
+        ) -> super::super::subscription::Forwarded {
             Default::default()
         }
         fn wake(&self) {}

@@ -26,8 +26,9 @@ pub trait RemoteSubscriber: Send + Sync + fmt::Debug {
     /// The node the messages go to.
     fn peer(&self) -> u64;
     /// Queues `msg` for the peer, which delivers it to its local plain subscriptions and to
-    /// one local member of each of `queues`. Runs on the publisher's task: never blocks.
-    fn forward(&self, msg: &Message, queues: &[Bytes]) -> Forwarded;
+    /// one local member of each of `queues` — matching them by `route` if given, else by the
+    /// message's subject. Runs on the publisher's task: never blocks.
+    fn forward(&self, msg: &Message, queues: &[Bytes], route: Option<&Bytes>) -> Forwarded;
     /// Wakes the route's writer after `forward` asked for it (once per batch).
     fn wake(&self);
 }

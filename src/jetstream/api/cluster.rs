@@ -87,11 +87,19 @@ pub async fn internal_request(
 
 /// The info of stream `name` as its leader reports it; `None` if no leader answered in time.
 pub async fn remote_stream_info(js: &JetStream, name: &str) -> Option<StreamInfo> {
+    remote_stream_info_within(js, name, INTERNAL_REQUEST_TIMEOUT).await
+}
+
+async fn remote_stream_info_within(
+    js: &JetStream,
+    name: &str,
+    timeout: Duration,
+) -> Option<StreamInfo> {
     let reply = internal_request(
         js,
         format!("$JS.API.STREAM.INFO.{name}"),
         Bytes::new(),
-        INTERNAL_REQUEST_TIMEOUT,
+        timeout,
     )
     .await?;
     let value: serde_json::Value = serde_json::from_slice(&reply.payload).ok()?;
@@ -113,14 +121,24 @@ pub async fn stream_info_anywhere(
         if js.leads_stream(name) {
             return super::streams::stream_info(js, name, &Default::default());
         }
-        if let Some(info) = remote_stream_info(js, name).await {
-            return Ok(info);
-        }
-        if tokio::time::Instant::now() >= deadline {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
             return Err(ApiError::new(ErrorKind::ClusterNotAvail));
         }
-        let mut applied = js.meta().applied();
-        let _ = tokio::time::timeout(Duration::from_millis(100), applied.changed()).await;
+        // A local replica learns when its group has a leader; ask only then.
+        if let Some(handle) = js.stream(name) {
+            let group = handle.group();
+            if group.wait_for_leader(left).await.ok() == Some(js.node_id()) {
+                // This node leads: serving starts with the next metrics change.
+                let mut metrics = group.raft().metrics();
+                let _ = tokio::time::timeout(Duration::from_millis(50), metrics.changed()).await;
+                continue;
+            }
+        }
+        let ask = left.min(Duration::from_millis(500));
+        if let Some(info) = remote_stream_info_within(js, name, ask).await {
+            return Ok(info);
+        }
     }
 }
 

@@ -240,6 +240,7 @@ impl Outbox {
         let router = &self.shared.router;
         let matches = router.matches(route);
         let mut dispatch = Dispatch::default();
+        dispatch.routing_by(Some(route.clone()));
         let taken = messages
             .iter()
             .filter(|msg| dispatch.route(router, &matches, msg, None))
