@@ -12,6 +12,10 @@ use common::cluster::TestCluster;
 use futures::StreamExt;
 
 const STREAM: &str = "ORDERS";
+const RETRY_PACE: Duration = Duration::from_millis(100);
+
+/// Each test runs three jetraft processes; on a small machine they run one at a time.
+static ONE_CLUSTER_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 async fn client(url: String) -> jetstream::Context {
     let client = async_nats::ConnectOptions::new()
@@ -43,7 +47,7 @@ async fn create_r3(js: &jetstream::Context) {
 /// Publishes `id` until it is acknowledged (the same `Nats-Msg-Id` each time, so a retry of a
 /// publish whose ack was lost is a duplicate, not a second message). Bounded.
 async fn publish_until_acked(js: &jetstream::Context, id: u64) -> u64 {
-    for _attempt in 0..60 {
+    for _attempt in 0..100 {
         let publish = Publish::build()
             .message_id(format!("msg-{id}"))
             .payload(format!("order {id}").into());
@@ -53,7 +57,9 @@ async fn publish_until_acked(js: &jetstream::Context, id: u64) -> u64 {
         };
         match acked {
             Ok(ack) => return ack.sequence,
-            Err(_) => tokio::task::yield_now().await,
+            // Retry pacing, as a client would (a failover answers "no responders" at once
+            // until the new leader serves): bounded by the attempt count.
+            Err(_) => tokio::time::sleep(RETRY_PACE).await,
         }
     }
     panic!("message {id} was never acknowledged");
@@ -90,6 +96,7 @@ async fn read_all(js: &jetstream::Context, expected: usize) -> Vec<u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn r3_stream_survives_kill_9_of_its_leader() {
+    let _one = ONE_CLUSTER_AT_A_TIME.lock().await;
     let mut cluster = TestCluster::start(3);
     let admin = client(cluster.url(0)).await;
     create_r3(&admin).await;
@@ -168,6 +175,7 @@ async fn r3_stream_survives_kill_9_of_its_leader() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_quorum_writes_are_refused_and_nothing_is_lost() {
+    let _one = ONE_CLUSTER_AT_A_TIME.lock().await;
     let mut cluster = TestCluster::start(3);
     let admin = client(cluster.url(0)).await;
     create_r3(&admin).await;
@@ -199,6 +207,7 @@ async fn without_quorum_writes_are_refused_and_nothing_is_lost() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follower_behind_a_compacted_log_catches_up_by_snapshot() {
+    let _one = ONE_CLUSTER_AT_A_TIME.lock().await;
     // Snapshot every 50 entries and purge the log behind it.
     let mut cluster = TestCluster::start_with(3, &["--raft_compact_every", "50"]);
     let admin = client(cluster.url(0)).await;
@@ -225,6 +234,7 @@ async fn a_follower_behind_a_compacted_log_catches_up_by_snapshot() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_isolated_leader_stops_acknowledging_and_the_majority_goes_on() {
+    let _one = ONE_CLUSTER_AT_A_TIME.lock().await;
     let cluster = TestCluster::start_partitionable(3).await;
     let admin = client(cluster.url(0)).await;
     create_r3(&admin).await;

@@ -620,13 +620,11 @@ impl RemoteSubscriber for PeerLink {
         }
         let wake = queue.frames.is_empty();
         queue.bytes += cost;
-        queue
-            .frames
-            .push_back(Outgoing::Message(
-                msg.clone(),
-                queues.to_vec(),
-                route.cloned(),
-            ));
+        queue.frames.push_back(Outgoing::Message(
+            msg.clone(),
+            queues.to_vec(),
+            route.cloned(),
+        ));
         Forwarded {
             delivered: true,
             wake,

@@ -266,15 +266,13 @@ impl RaftGroup {
     /// [`batcher`](super::batcher)); each still gets its own response.
     /// On a follower the command is forwarded to the leader.
     pub async fn propose(&self, command: Command) -> Result<Response, ProposeError> {
-        match self.batcher.propose(command.clone()).await {
-            Err(error) => {
-                let mut responses = self.forward(error, vec![command], 0).await?;
-                responses
-                    .pop()
-                    .ok_or_else(|| ProposeError::Rejected("no response from the leader".into()))
-            }
-            applied => applied,
+        if let Some((leader, node)) = self.other_leader() {
+            let mut responses = self.forward_to(leader, node, vec![command], 0).await?;
+            return responses
+                .pop()
+                .ok_or_else(|| ProposeError::Rejected("no response from the leader".into()));
         }
+        self.batcher.propose(command).await
     }
 
     /// Propose several commands as one Raft entry of their own (applied together, in order);
@@ -285,43 +283,52 @@ impl RaftGroup {
     }
 
     /// [`propose_all`](Self::propose_all) for a proposal that was forwarded `hops` times.
+    ///
+    /// Only a proposal this replica never appended is forwarded: if leadership is lost while
+    /// the entry waits for its commit, the error is returned instead, because the entry may
+    /// still be committed by the next leader and forwarding it would apply it twice.
     pub async fn propose_all_forwarded(
         &self,
         commands: Vec<Command>,
         hops: u32,
     ) -> Result<Vec<Response>, ProposeError> {
-        let proposal = Proposal { commands };
-        match self.raft.client_write(proposal.clone()).await {
-            Ok(written) => Ok(written.data.responses),
-            Err(error) => self.forward(error.into(), proposal.commands, hops).await,
+        if let Some((leader, node)) = self.other_leader() {
+            return self.forward_to(leader, node, commands, hops).await;
         }
+        let written = self.raft.client_write(Proposal { commands }).await?;
+        Ok(written.data.responses)
     }
 
-    /// Forwards to the known leader if `error` says this replica is not it; otherwise (or past
-    /// the hop bound) returns the error.
-    async fn forward(
+    /// The leader, when it is known and another node.
+    fn other_leader(&self) -> Option<(NodeId, Node)> {
+        let metrics = self.raft.metrics().borrow().clone();
+        let leader = metrics
+            .current_leader
+            .filter(|leader| *leader != self.node)?;
+        let node = metrics
+            .membership_config
+            .membership()
+            .get_node(&leader)?
+            .clone();
+        Some((leader, node))
+    }
+
+    async fn forward_to(
         &self,
-        error: ProposeError,
+        leader: NodeId,
+        node: Node,
         commands: Vec<Command>,
         hops: u32,
     ) -> Result<Vec<Response>, ProposeError> {
-        match error {
-            ProposeError::NotLeader {
+        if hops >= MAX_FORWARD_HOPS {
+            return Err(ProposeError::NotLeader {
                 leader: Some(leader),
-                leader_node: Some(leader_node),
-            } if leader != self.node && hops < MAX_FORWARD_HOPS => {
-                self.transport
-                    .forward_proposal(
-                        self.group,
-                        leader,
-                        leader_node,
-                        Proposal { commands },
-                        hops + 1,
-                    )
-                    .await
-            }
-            error => Err(error),
+                leader_node: Some(node),
+            });
         }
+        self.transport
+            .forward_proposal(self.group, leader, node, Proposal { commands }, hops + 1)
+            .await
     }
 
     /// Stop the group (its data stays). Persists the committed index for a quick restart.

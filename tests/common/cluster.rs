@@ -84,6 +84,21 @@ impl TestCluster {
         for i in 0..self.size() {
             self.wait_ready(i);
         }
+        self.wait_for_meta_leader();
+    }
+
+    /// Waits until every running node knows the meta leader (the JetStream API answers).
+    pub fn wait_for_meta_leader(&self) {
+        self.wait_for("every node to know the meta leader", || {
+            (0..self.size())
+                .filter(|&i| self.is_running(i))
+                .all(|i| {
+                    self.jsz(i)["meta_leader"]
+                        .as_str()
+                        .is_some_and(|l| !l.is_empty())
+                })
+                .then_some(())
+        });
     }
 
     fn prepare(size: usize, extra_args: &[&str]) -> TestCluster {
