@@ -18,8 +18,11 @@ use crate::jscore::stream::{DedupRecord, StoredMsg, StreamScalars};
 
 /// Key holding the layout version of all the others.
 pub const LAYOUT: &[u8] = b"v";
-/// The only layout so far.
+/// Layout 1: one `m/` key per message.
 pub const LAYOUT_V1: u8 = 1;
+/// Layout 2: messages in `b/` blocks with `x/` tombstones; `m/` keys left by layout 1 are
+/// still read, and deleted as their messages go.
+pub const LAYOUT_V2: u8 = 2;
 /// Version byte of every value written by this code.
 pub const VALUE_V1: u8 = 1;
 
@@ -27,6 +30,8 @@ pub const STREAM_CONFIG: &[u8] = b"s/config";
 pub const STREAM_STATE: &[u8] = b"s/state";
 pub const DEDUP_PREFIX: &[u8] = b"d/";
 pub const MESSAGE_PREFIX: &[u8] = b"m/";
+pub const BLOCK_PREFIX: &[u8] = b"b/";
+pub const TOMBSTONE_PREFIX: &[u8] = b"x/";
 pub const CONSUMER_PREFIX: &[u8] = b"c/";
 
 /// What follows a consumer's prefix.
@@ -44,6 +49,16 @@ fn with_u64(prefix: &[u8], value: u64) -> Vec<u8> {
 /// `m/` ++ sequence (big endian, so keys sort by sequence).
 pub fn message(seq: u64) -> Vec<u8> {
     with_u64(MESSAGE_PREFIX, seq)
+}
+
+/// `b/` ++ first sequence of the block (big endian).
+pub fn block(first_seq: u64) -> Vec<u8> {
+    with_u64(BLOCK_PREFIX, first_seq)
+}
+
+/// `x/` ++ sequence: a message deleted from a block that is still stored.
+pub fn tombstone(seq: u64) -> Vec<u8> {
+    with_u64(TOMBSTONE_PREFIX, seq)
 }
 
 /// `d/` ++ ordinal: duplicate-window entries in recording order.
@@ -224,6 +239,80 @@ impl From<StoredMsgV1> for StoredMsg {
     }
 }
 
+/// One message inside a `b/` block value, as written: borrowed from the stored message, so
+/// encoding a block copies each message once, into the block.
+#[derive(Serialize)]
+struct BlockMsgRef<'a> {
+    seq: u64,
+    subject: &'a str,
+    headers: Option<RawBytes<'a>>,
+    payload: RawBytes<'a>,
+    ts_nanos: i64,
+}
+
+/// One message inside a `b/` block value, as read: borrowed from the value.
+#[derive(Deserialize)]
+struct BlockMsgV1<'a> {
+    seq: u64,
+    subject: &'a str,
+    headers: Option<&'a [u8]>,
+    payload: &'a [u8],
+    ts_nanos: i64,
+}
+
+/// A byte string for serde (postcard: length ++ bytes, the same encoding `Bytes` has), not
+/// a sequence of `u8`s.
+struct RawBytes<'a>(&'a [u8]);
+
+impl Serialize for RawBytes<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_bytes(self.0)
+    }
+}
+
+/// `b/<first seq>`: `VALUE_V1` ++ postcard of the block's messages in sequence order, each
+/// (seq, subject, headers, payload, time). Sequences are increasing but may have gaps
+/// (messages removed before the block was written).
+pub fn encode_block<'a>(messages: impl IntoIterator<Item = (u64, &'a StoredMsg)>) -> Bytes {
+    let messages: Vec<BlockMsgRef<'a>> = messages
+        .into_iter()
+        .map(|(seq, msg)| BlockMsgRef {
+            seq,
+            subject: &msg.subject,
+            headers: msg.headers.as_deref().map(RawBytes),
+            payload: RawBytes(&msg.payload),
+            ts_nanos: msg.ts_nanos,
+        })
+        .collect();
+    let capacity: usize = messages
+        .iter()
+        .map(|m| m.subject.len() + m.payload.0.len() + m.headers.as_ref().map_or(0, |h| h.0.len()) + 24)
+        .sum();
+    encode_with_capacity(&messages, capacity + 8)
+}
+
+/// The messages of a `b/` value, in sequence order.
+pub fn decode_block(value: &[u8]) -> Result<Vec<(u64, StoredMsg)>, MachineError> {
+    let corrupt = |e: &dyn std::fmt::Display| MachineError::Corrupt(format!("message block: {e}"));
+    let body = match value.split_first() {
+        Some((&VALUE_V1, body)) => body,
+        _ => return Err(corrupt(&"unknown value version")),
+    };
+    let messages: Vec<BlockMsgV1<'_>> = postcard::from_bytes(body).map_err(|e| corrupt(&e))?;
+    Ok(messages
+        .into_iter()
+        .map(|msg| {
+            let stored = StoredMsg {
+                subject: msg.subject.to_owned(),
+                headers: msg.headers.map(Bytes::copy_from_slice),
+                payload: Bytes::copy_from_slice(msg.payload),
+                ts_nanos: msg.ts_nanos,
+            };
+            (msg.seq, stored)
+        })
+        .collect())
+}
+
 /// `c/<name>c`: the consumer's config, as JSON inside the record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConsumerConfigV1 {
@@ -332,6 +421,39 @@ mod tests {
         assert!(parse_consumer_key(b"c/\0\0\0\x05ab").is_err());
         assert!(message(1) < message(256), "sequences sort numerically");
         assert_eq!(parse_u64_key(MESSAGE_PREFIX, &message(77)).unwrap(), 77);
+    }
+
+    #[test]
+    fn blocks_round_trip() {
+        let msgs = [
+            (
+                3,
+                StoredMsg {
+                    subject: "s.a".into(),
+                    headers: Some(Bytes::from_static(b"NATS/1.0\r\n\r\n")),
+                    payload: Bytes::from_static(b"payload"),
+                    ts_nanos: -5,
+                },
+            ),
+            (
+                9,
+                StoredMsg {
+                    subject: "s.b".into(),
+                    headers: None,
+                    payload: Bytes::new(),
+                    ts_nanos: 7,
+                },
+            ),
+        ];
+        let value = encode_block(msgs.iter().map(|(seq, msg)| (*seq, msg)));
+        assert_eq!(value[0], VALUE_V1);
+        assert_eq!(decode_block(&value).unwrap(), msgs.to_vec());
+        // A message in a block is encoded as a `StoredMsgV1` after its sequence.
+        let single = encode_block([(3, &msgs[0].1)]);
+        let alone = encode(&StoredMsgV1::from(&msgs[0].1));
+        assert_eq!(&single[3..], &alone[1..]);
+        assert!(decode_block(&value[..value.len() - 1]).is_err());
+        assert!(block(1) < block(256) && tombstone(1) < tombstone(256));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! (`stage.rs`); `load` rebuilds the `StreamGroup` from the group's keys (`keys.rs`).
 //! One per stream group on every replica, owned by the group's state-machine task.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::consensus::machine::ApplyPosition;
 use crate::consensus::{Command, GroupMachine, MachineError, MachineTxn, MachineView, Response};
@@ -14,7 +14,7 @@ use crate::jscore::group::{GroupCommand, StreamGroup};
 use crate::jscore::stream::{DedupRecord, StoredMsg, StreamState};
 
 use super::keys::{self, ConsumerConfigV1, ConsumerKey, ConsumerStateV1, DedupEntryV1};
-use super::stage::{self, Before, Persisted};
+use super::stage::{self, Before, BlockInfo, Persisted};
 use super::view::{StreamView, StreamViewWriter};
 use super::wire::StreamCommandWire;
 
@@ -61,7 +61,8 @@ impl GroupMachine for StreamMachine {
                 let group = StreamGroup::new(self.initial_config.clone());
                 (group, Persisted::default())
             }
-            Some(layout) if layout.as_ref() == [keys::LAYOUT_V1] => load_v1(view)?,
+            Some(layout) if layout.as_ref() == [keys::LAYOUT_V1] => load_keys(view, keys::LAYOUT_V1)?,
+            Some(layout) if layout.as_ref() == [keys::LAYOUT_V2] => load_keys(view, keys::LAYOUT_V2)?,
             Some(layout) => {
                 return Err(MachineError::Corrupt(format!(
                     "unknown stream key layout {layout:?}"
@@ -92,10 +93,16 @@ impl GroupMachine for StreamMachine {
         self.writer.mark_applied(at.index);
         Ok(codec::response(&outcome))
     }
+
+    fn finish(&mut self, txn: &mut MachineTxn<'_>) -> Result<(), MachineError> {
+        let persisted = &mut self.persisted;
+        self.writer.read(|group| stage::finish(persisted, group, txn))
+    }
 }
 
-/// Rebuilds the group and what is known to be in sled from layout-1 keys.
-fn load_v1(view: &MachineView) -> Result<(StreamGroup, Persisted), MachineError> {
+/// Rebuilds the group and what is known to be in sled from layout-1 or layout-2 keys (a
+/// layout-1 store has only `m/` message keys; layout 2 adds `b/` blocks and `x/` tombstones).
+fn load_keys(view: &MachineView, layout: u8) -> Result<(StreamGroup, Persisted), MachineError> {
     let missing = |what: &str| MachineError::Corrupt(format!("stream keys lack {what}"));
     let config_value = view
         .get(keys::STREAM_CONFIG)?
@@ -125,11 +132,45 @@ fn load_v1(view: &MachineView) -> Result<(StreamGroup, Persisted), MachineError>
     }
 
     let mut messages: Vec<(u64, StoredMsg)> = Vec::new();
+    let mut legacy = BTreeSet::new();
     for item in view.scan_prefix(keys::MESSAGE_PREFIX) {
         let (key, value) = item?;
         let seq = keys::parse_u64_key(keys::MESSAGE_PREFIX, &key)?;
         let msg: keys::StoredMsgV1 = keys::decode("message", &value)?;
         messages.push((seq, msg.into()));
+        legacy.insert(seq);
+    }
+    let mut tombstones = BTreeSet::new();
+    for item in view.scan_prefix(keys::TOMBSTONE_PREFIX) {
+        let (key, _) = item?;
+        tombstones.insert(keys::parse_u64_key(keys::TOMBSTONE_PREFIX, &key)?);
+    }
+    // Block messages below the first sequence, or tombstoned, were removed (see
+    // `stage::settle_removed`).
+    let mut blocks = BTreeMap::new();
+    for item in view.scan_prefix(keys::BLOCK_PREFIX) {
+        let (key, value) = item?;
+        let first = keys::parse_u64_key(keys::BLOCK_PREFIX, &key)?;
+        let block = keys::decode_block(&value)?;
+        let last_seq = block.last().map_or(first, |(seq, _)| *seq);
+        if block.first().map(|(seq, _)| *seq) != Some(first) {
+            return Err(MachineError::Corrupt(format!(
+                "message block {first} does not start at its key"
+            )));
+        }
+        let before = messages.len();
+        messages.extend(
+            block
+                .into_iter()
+                .filter(|(seq, _)| *seq >= record.first_seq && !tombstones.contains(seq)),
+        );
+        let live = (messages.len() - before) as u64;
+        blocks.insert(first, BlockInfo { last_seq, live });
+    }
+    // Layout-1 keys sort before the blocks, which came later: the list is in order, but
+    // sort anyway rather than trust the interleaving.
+    if !legacy.is_empty() {
+        messages.sort_by_key(|(seq, _)| *seq);
     }
 
     let persisted_config = config.clone();
@@ -141,6 +182,12 @@ fn load_v1(view: &MachineView) -> Result<(StreamGroup, Persisted), MachineError>
         stream_record: Some(keys::encode(&record)),
         dedup_first,
         consumers: records,
+        layout: Some(layout),
+        blocks,
+        tombstones,
+        legacy,
+        unflushed: Vec::new(),
+        removed: Vec::new(),
     };
     Ok((StreamGroup::from_parts(stream, consumers), persisted))
 }

@@ -20,7 +20,7 @@ use crate::jscore::consumer::{AckOutcome, ConsumerCommand, ConsumerOutcome, Cons
 use crate::jscore::group::{GroupCommand, GroupOutcome, StreamGroup};
 use crate::jscore::stream::AppendOutcome;
 
-use super::keys::{self, ConsumerConfigV1, ConsumerStateV1, DedupEntryV1, StoredMsgV1};
+use super::keys::{self, ConsumerConfigV1, ConsumerStateV1, DedupEntryV1};
 
 /// What sled holds (with the writes staged so far), as far as staging needs to know without
 /// reading it: kept by the machine, rebuilt by `load`, updated as writes are staged. If a
@@ -36,7 +36,32 @@ pub struct Persisted {
     pub dedup_first: u64,
     /// Last written `c/<name>s` value per consumer in sled.
     pub consumers: BTreeMap<String, Bytes>,
+    /// The layout version written to `v` (`None` while the stream has no keys).
+    pub layout: Option<u8>,
+    /// The `b/` blocks by first sequence.
+    pub blocks: BTreeMap<u64, BlockInfo>,
+    /// Sequences with an `x/` key.
+    pub tombstones: BTreeSet<u64>,
+    /// Sequences still in `m/` keys of layout 1.
+    pub legacy: BTreeSet<u64>,
+    /// Stored by this apply call, not yet in a block: `finish` writes them.
+    pub unflushed: Vec<u64>,
+    /// Removed by this apply call from a block written before it: `finish` settles them.
+    pub removed: Vec<u64>,
 }
+
+/// What is known about one `b/` block without reading it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockInfo {
+    pub last_seq: u64,
+    /// Its messages still in the stream. Exact (load counts the same thing), so replicas
+    /// and restarts drop a block at the same apply.
+    pub live: u64,
+}
+
+/// Largest block value: beyond it a new block starts. Small enough that sled keeps blocks
+/// inline in its log (it moves values above a quarter of its 512 KiB segment to blob files).
+const BLOCK_BYTES: usize = 64 << 10;
 
 /// State captured before applying a command: only what its outcome will not tell.
 pub struct Before {
@@ -101,14 +126,101 @@ pub fn stage(
     outcome: &Result<GroupOutcome, ApiError>,
     txn: &mut MachineTxn<'_>,
 ) -> Result<(), MachineError> {
-    let removed = stage_messages(group, before, outcome, txn);
+    let removed = stage_messages(persisted, group, before, outcome, txn);
     stage_dedup(persisted, group, before, txn)?;
-    stage_stream_record(persisted, group, txn);
     stage_consumers(persisted, group, before, command, outcome, &removed, txn)
 }
 
-/// Message keys; returns the removed sequences.
+/// Once per apply call, after its last command: the messages it stored as new blocks, the
+/// blocks and tombstones its removals settled, and the stream record.
+pub fn finish(
+    persisted: &mut Persisted,
+    group: &StreamGroup,
+    txn: &mut MachineTxn<'_>,
+) -> Result<(), MachineError> {
+    let stream = group.stream();
+    settle_removed(persisted, stream.first_seq(), txn);
+    let stored: Vec<u64> = std::mem::take(&mut persisted.unflushed)
+        .into_iter()
+        .filter(|seq| stream.contains(*seq))
+        .collect();
+    let mut rest = stored.as_slice();
+    while !rest.is_empty() {
+        let mut bytes = 0;
+        let take = rest
+            .iter()
+            .take_while(|seq| {
+                let fits = bytes < BLOCK_BYTES;
+                bytes += stream.get(**seq).map_or(0, |msg| {
+                    msg.subject.len() + msg.headers_len() + msg.payload.len() + 24
+                });
+                fits
+            })
+            .count();
+        let (block, after) = rest.split_at(take);
+        rest = after;
+        let value = keys::encode_block(
+            block
+                .iter()
+                .filter_map(|seq| stream.get(*seq).map(|msg| (*seq, msg))),
+        );
+        let (first, last) = (block[0], block[block.len() - 1]);
+        txn.insert(keys::block(first), value);
+        persisted.blocks.insert(
+            first,
+            BlockInfo {
+                last_seq: last,
+                live: block.len() as u64,
+            },
+        );
+    }
+    stage_stream_record(persisted, group, txn);
+    Ok(())
+}
+
+/// Messages removed from written blocks: a block none of whose messages is left goes (with
+/// its tombstones); otherwise a removed message at or above the stream's first sequence
+/// gets a tombstone (below it, `load` skips it anyway: the first sequence never goes back).
+fn settle_removed(persisted: &mut Persisted, first_seq: u64, txn: &mut MachineTxn<'_>) {
+    let mut emptied = Vec::new();
+    for seq in std::mem::take(&mut persisted.removed) {
+        let Some((&first, block)) = persisted.blocks.range_mut(..=seq).next_back() else {
+            continue;
+        };
+        if seq > block.last_seq {
+            continue;
+        }
+        block.live = block.live.saturating_sub(1);
+        if seq >= first_seq {
+            txn.insert(keys::tombstone(seq), Bytes::new());
+            persisted.tombstones.insert(seq);
+        }
+        if block.live == 0 {
+            emptied.push(first);
+        }
+    }
+    for first in emptied {
+        let Some(block) = persisted.blocks.remove(&first) else {
+            continue;
+        };
+        txn.remove(keys::block(first));
+        let inside: Vec<u64> = persisted
+            .tombstones
+            .range(first..=block.last_seq)
+            .copied()
+            .collect();
+        for seq in inside {
+            txn.remove(keys::tombstone(seq));
+            persisted.tombstones.remove(&seq);
+        }
+    }
+}
+
+/// Message keys; returns the removed sequences. A stored message waits for `finish` to be
+/// written in a block; a removed one is settled there too, unless it never reached sled
+/// (stored by this same call) or sits in a layout-1 `m/` key (deleted at once).
 fn stage_messages(
+    persisted: &mut Persisted,
     group: &StreamGroup,
     before: &Before,
     outcome: &Result<GroupOutcome, ApiError>,
@@ -122,20 +234,23 @@ fn stage_messages(
             .filter(|s| !stream.contains(*s))
             .collect(),
         (Ok(GroupOutcome::Appended(AppendOutcome::Stored { seq, removed })), None) => {
-            // Inserted before the removals: a limit may drop the message just stored.
-            if let Some(msg) = stream.get(*seq) {
-                let capacity = msg.subject.len() + msg.headers_len() + msg.payload.len() + 32;
-                let value = keys::encode_with_capacity(&StoredMsgV1::from(msg), capacity);
-                txn.insert(keys::message(*seq), value);
-            }
+            persisted.unflushed.push(*seq);
             removed.clone()
         }
         (Ok(GroupOutcome::Removed { seqs }), None) => seqs.clone(),
         (Ok(GroupOutcome::Consumer { removed, .. }), None) => removed.clone(),
         _ => Vec::new(),
     };
-    for seq in &removed {
-        txn.remove(keys::message(*seq));
+    let unflushed_from = persisted.unflushed.first().copied().unwrap_or(u64::MAX);
+    for &seq in &removed {
+        if seq >= unflushed_from {
+            continue;
+        }
+        if persisted.legacy.remove(&seq) {
+            txn.remove(keys::message(seq));
+        } else {
+            persisted.removed.push(seq);
+        }
     }
     removed
 }
@@ -185,10 +300,11 @@ fn stage_dedup(
 /// Layout, stream config and `s/state`, each only when it changed.
 fn stage_stream_record(persisted: &mut Persisted, group: &StreamGroup, txn: &mut MachineTxn<'_>) {
     let stream = group.stream();
+    if persisted.layout != Some(keys::LAYOUT_V2) {
+        txn.insert(keys::LAYOUT, vec![keys::LAYOUT_V2]);
+        persisted.layout = Some(keys::LAYOUT_V2);
+    }
     if persisted.config.as_ref() != Some(stream.config()) {
-        if persisted.config.is_none() {
-            txn.insert(keys::LAYOUT, vec![keys::LAYOUT_V1]);
-        }
         let json = serde_json::to_vec(stream.config()).expect("config serializes");
         let mut value = vec![keys::VALUE_V1];
         value.extend_from_slice(&json);

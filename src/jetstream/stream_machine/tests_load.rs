@@ -14,6 +14,7 @@ use crate::jscore::consumer::ConsumerCommand;
 use crate::jscore::group::{GroupCommand, GroupOutcome, StreamGroup};
 use crate::jscore::stream::{AppendRequest, PurgeRequest};
 
+use super::keys;
 use super::{StreamCommandWire, StreamMachine, StreamView};
 
 struct XorShift(u64);
@@ -73,6 +74,7 @@ impl Harness {
                 codec::decode_response::<GroupOutcome>(&response).unwrap()
             })
             .collect();
+        self.machine.finish(&mut txn).unwrap();
         let mut batch = sled::Batch::default();
         txn.into_batch(&mut batch);
         self.tree.apply_batch(batch).unwrap();
@@ -215,7 +217,13 @@ fn run(seed: u64, retention: RetentionPolicy) {
     let mut now = 1_000i64;
     for step in 0..300 {
         let mut batch = Vec::new();
-        for _ in 0..1 + random.below(4) {
+        // Mostly a few commands per apply call; every fifth call a big one, so blocks hold
+        // many messages and deletes land inside them.
+        let size = match step % 5 {
+            0 => 1 + random.below(24),
+            _ => 1 + random.below(4),
+        };
+        for _ in 0..size {
             now += random.below(6) as i64;
             // Generated against the model, which runs ahead of the machine within a batch.
             let command = random_command(&mut random, &model, now);
@@ -251,6 +259,134 @@ fn load_restores_exactly_what_apply_built() {
             run(seed * 7919, retention);
         }
     }
+}
+
+fn append_cmd(subject: &str, now_nanos: i64) -> Command {
+    encode(GroupCommand::Append(AppendRequest {
+        subject: subject.into(),
+        headers: None,
+        payload: Bytes::from(format!("payload at {now_nanos}")),
+        now_nanos,
+    }))
+}
+
+impl Harness {
+    /// The group's sled keys under `prefix` (the machine's own key space).
+    fn keys_under(&self, prefix: &[u8]) -> Vec<Vec<u8>> {
+        self.view
+            .scan_prefix(prefix)
+            .map(|item| item.unwrap().0)
+            .collect()
+    }
+
+    fn check_reload(&self, what: &str) {
+        assert_eq!(self.reloaded(), self.state(), "{what}: load restores it");
+    }
+}
+
+#[test]
+fn blocks_settle_deletes_purges_and_expiry() {
+    let mut config = StreamConfig::new("S", &["s.>"]);
+    config.max_age = 1_000;
+    let mut harness = Harness::new(config);
+    // Three apply calls of 40 messages: three blocks, one key each.
+    for call in 0..3 {
+        let commands: Vec<Command> = (0..40)
+            .map(|i| append_cmd(["s.a", "s.b"][i % 2], call * 100 + i as i64))
+            .collect();
+        harness.apply(&commands);
+    }
+    assert_eq!(harness.keys_under(keys::BLOCK_PREFIX).len(), 3);
+    assert!(harness.keys_under(keys::MESSAGE_PREFIX).is_empty());
+    harness.check_reload("three blocks");
+
+    // Deletes inside the first block: tombstones; the first message moves the first
+    // sequence, so it needs none.
+    harness.apply(&[
+        encode(GroupCommand::DeleteMsg { seq: 1 }),
+        encode(GroupCommand::DeleteMsg { seq: 5 }),
+        encode(GroupCommand::DeleteMsg { seq: 7 }),
+    ]);
+    assert_eq!(
+        harness.keys_under(keys::TOMBSTONE_PREFIX),
+        vec![keys::tombstone(5), keys::tombstone(7)]
+    );
+    harness.check_reload("deletes inside a block");
+
+    // Deleting the rest of the first block drops it and its tombstones.
+    let rest: Vec<Command> = (2..=40)
+        .filter(|seq| *seq != 5 && *seq != 7)
+        .map(|seq| encode(GroupCommand::DeleteMsg { seq }))
+        .collect();
+    harness.apply(&rest);
+    assert_eq!(harness.keys_under(keys::BLOCK_PREFIX).len(), 2);
+    assert!(harness.keys_under(keys::TOMBSTONE_PREFIX).is_empty());
+    harness.check_reload("an emptied block");
+
+    // A filtered purge leaves holes in both remaining blocks.
+    harness.apply(&[encode(GroupCommand::Purge(PurgeRequest {
+        filter: Some("s.a".into()),
+        seq: 0,
+        keep: 0,
+    }))]);
+    assert!(!harness.keys_under(keys::TOMBSTONE_PREFIX).is_empty());
+    harness.check_reload("a filtered purge");
+
+    // Stored and removed by the same call (a delete right after the append) never
+    // reaches a block.
+    harness.apply(&[
+        append_cmd("s.c", 300),
+        encode(GroupCommand::DeleteMsg { seq: 121 }),
+        append_cmd("s.c", 301),
+    ]);
+    assert_eq!(harness.keys_under(keys::BLOCK_PREFIX).len(), 3);
+    harness.check_reload("stored and removed in one call");
+
+    // Expiry takes the two older blocks; keep-purge then empties the stream.
+    harness.apply(&[encode(GroupCommand::Expire { now_nanos: 1_250 })]);
+    assert_eq!(harness.keys_under(keys::BLOCK_PREFIX), vec![keys::block(122)]);
+    assert!(harness.keys_under(keys::TOMBSTONE_PREFIX).is_empty());
+    harness.check_reload("expiry");
+    harness.apply(&[encode(GroupCommand::Purge(PurgeRequest {
+        filter: None,
+        seq: 0,
+        keep: 0,
+    }))]);
+    assert!(harness.keys_under(keys::BLOCK_PREFIX).is_empty());
+    assert!(harness.keys_under(keys::TOMBSTONE_PREFIX).is_empty());
+    harness.check_reload("purge");
+    assert_eq!(harness.state().stream().last_seq(), 122);
+}
+
+#[test]
+fn layout_1_message_keys_still_load_and_go_when_deleted() {
+    let mut harness = Harness::new(StreamConfig::new("S", &["s.>"]));
+    harness.apply(&[append_cmd("s.a", 1), append_cmd("s.b", 2)]);
+    // Rewrite the stream as layout 1 wrote it: `m/` keys instead of the block.
+    let state = harness.state();
+    let mut batch = sled::Batch::default();
+    let full = |key: &[u8]| crate::consensus::state_db::key(9, crate::consensus::state_db::SPACE_DATA, key);
+    for seq in [1, 2] {
+        let msg = keys::StoredMsgV1::from(state.stream().get(seq).unwrap());
+        batch.insert(full(&keys::message(seq)), keys::encode(&msg).as_ref());
+    }
+    batch.remove(full(&keys::block(1)));
+    batch.insert(full(keys::LAYOUT), &[keys::LAYOUT_V1][..]);
+    harness.tree.apply_batch(batch).unwrap();
+    harness.check_reload("layout 1");
+
+    let (machine, stream) = StreamMachine::new(StreamConfig::new("S", &["s.>"]));
+    harness.machine = machine;
+    harness.stream = stream;
+    harness.machine.load(&harness.view).unwrap();
+    harness.apply(&[
+        encode(GroupCommand::DeleteMsg { seq: 1 }),
+        append_cmd("s.c", 3),
+    ]);
+    assert_eq!(harness.keys_under(keys::MESSAGE_PREFIX), vec![keys::message(2)]);
+    assert_eq!(harness.keys_under(keys::BLOCK_PREFIX), vec![keys::block(3)]);
+    assert_eq!(harness.view.get(keys::LAYOUT).unwrap().unwrap().as_ref(), [keys::LAYOUT_V2]);
+    harness.check_reload("layout 1 keys beside layout 2 blocks");
 }
 
 #[test]
