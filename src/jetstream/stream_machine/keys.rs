@@ -38,6 +38,22 @@ pub const CONSUMER_PREFIX: &[u8] = b"c/";
 pub const CONSUMER_CONFIG: u8 = b'c';
 pub const CONSUMER_STATE: u8 = b's';
 pub const CONSUMER_PENDING: u8 = b'p';
+pub const CONSUMER_PENDING_CHUNK: u8 = b'q';
+
+/// A pending chunk holds the entries of stream sequences `chunk << PENDING_CHUNK_BITS` up
+/// to the next chunk.
+pub const PENDING_CHUNK_BITS: u32 = 10;
+
+/// The chunk a stream sequence's pending entry lives in.
+pub fn pending_chunk_of(stream_seq: u64) -> u64 {
+    stream_seq >> PENDING_CHUNK_BITS
+}
+
+/// The stream sequences of a chunk.
+pub fn pending_chunk_seqs(chunk: u64) -> std::ops::RangeInclusive<u64> {
+    let first = chunk << PENDING_CHUNK_BITS;
+    first..=first | ((1 << PENDING_CHUNK_BITS) - 1)
+}
 
 fn with_u64(prefix: &[u8], value: u64) -> Vec<u8> {
     let mut key = Vec::with_capacity(prefix.len() + 8);
@@ -94,12 +110,22 @@ pub fn pending(name: &str, stream_seq: u64) -> Vec<u8> {
     key
 }
 
+/// `c/<name>q<chunk>`: the consumer's pending entries of one chunk of stream sequences.
+pub fn pending_chunk(name: &str, chunk: u64) -> Vec<u8> {
+    let mut key = consumer_prefix(name);
+    key.push(CONSUMER_PENDING_CHUNK);
+    key.extend_from_slice(&chunk.to_be_bytes());
+    key
+}
+
 /// A key under `c/`, taken apart.
 #[derive(Debug, PartialEq, Eq)]
 pub enum ConsumerKey {
     Config(String),
     State(String),
+    /// Layout 1: one pending entry per key.
     Pending(String, u64),
+    PendingChunk(String, u64),
 }
 
 pub fn parse_consumer_key(key: &[u8]) -> Result<ConsumerKey, MachineError> {
@@ -118,6 +144,10 @@ pub fn parse_consumer_key(key: &[u8]) -> Result<ConsumerKey, MachineError> {
         [CONSUMER_PENDING, seq @ ..] => {
             let seq: [u8; 8] = seq.try_into().map_err(|_| corrupt())?;
             Ok(ConsumerKey::Pending(name, u64::from_be_bytes(seq)))
+        }
+        [CONSUMER_PENDING_CHUNK, chunk @ ..] => {
+            let chunk: [u8; 8] = chunk.try_into().map_err(|_| corrupt())?;
+            Ok(ConsumerKey::PendingChunk(name, u64::from_be_bytes(chunk)))
         }
         _ => Err(corrupt()),
     }
@@ -286,7 +316,9 @@ pub fn encode_block<'a>(messages: impl IntoIterator<Item = (u64, &'a StoredMsg)>
         .collect();
     let capacity: usize = messages
         .iter()
-        .map(|m| m.subject.len() + m.payload.0.len() + m.headers.as_ref().map_or(0, |h| h.0.len()) + 24)
+        .map(|m| {
+            m.subject.len() + m.payload.0.len() + m.headers.as_ref().map_or(0, |h| h.0.len()) + 24
+        })
         .sum();
     encode_with_capacity(&messages, capacity + 8)
 }
@@ -366,7 +398,25 @@ impl From<ConsumerStateV1> for ConsumerExport {
     }
 }
 
-/// `c/<name>p<seq>`: one pending (delivered, unacknowledged) message.
+/// `c/<name>q<chunk>`: `VALUE_V1` ++ postcard of (stream sequence, `PendingV1`) pairs, in
+/// sequence order: every pending entry of the chunk.
+pub fn encode_pending_chunk<'a>(entries: impl Iterator<Item = (u64, &'a PendingEntry)>) -> Bytes {
+    let entries: Vec<(u64, PendingV1)> = entries
+        .map(|(seq, entry)| (seq, PendingV1::from(entry)))
+        .collect();
+    encode_with_capacity(&entries, 8 + entries.len() * 24)
+}
+
+pub fn decode_pending_chunk(value: &[u8]) -> Result<Vec<(u64, PendingEntry)>, MachineError> {
+    let entries: Vec<(u64, PendingV1)> = decode("pending chunk", value)?;
+    Ok(entries
+        .into_iter()
+        .map(|(seq, entry)| (seq, entry.into()))
+        .collect())
+}
+
+/// `c/<name>p<seq>`: one pending (delivered, unacknowledged) message (layout 1; layout 2
+/// writes chunks).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PendingV1 {
     pub consumer_seq: u64,
@@ -417,6 +467,13 @@ mod tests {
                 ConsumerKey::Pending(name.into(), 42)
             );
         }
+        assert_eq!(
+            parse_consumer_key(&pending_chunk("ab", 3)).unwrap(),
+            ConsumerKey::PendingChunk("ab".into(), 3)
+        );
+        assert_eq!(pending_chunk_of(1023), 0);
+        assert_eq!(pending_chunk_of(1024), 1);
+        assert_eq!(pending_chunk_seqs(1), 1024..=2047);
         assert!(!pending("ab", 1).starts_with(&consumer_prefix("a")));
         assert!(parse_consumer_key(b"c/\0\0\0\x05ab").is_err());
         assert!(message(1) < message(256), "sequences sort numerically");

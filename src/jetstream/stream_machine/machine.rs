@@ -61,8 +61,12 @@ impl GroupMachine for StreamMachine {
                 let group = StreamGroup::new(self.initial_config.clone());
                 (group, Persisted::default())
             }
-            Some(layout) if layout.as_ref() == [keys::LAYOUT_V1] => load_keys(view, keys::LAYOUT_V1)?,
-            Some(layout) if layout.as_ref() == [keys::LAYOUT_V2] => load_keys(view, keys::LAYOUT_V2)?,
+            Some(layout) if layout.as_ref() == [keys::LAYOUT_V1] => {
+                load_keys(view, keys::LAYOUT_V1)?
+            }
+            Some(layout) if layout.as_ref() == [keys::LAYOUT_V2] => {
+                load_keys(view, keys::LAYOUT_V2)?
+            }
             Some(layout) => {
                 return Err(MachineError::Corrupt(format!(
                     "unknown stream key layout {layout:?}"
@@ -96,7 +100,8 @@ impl GroupMachine for StreamMachine {
 
     fn finish(&mut self, txn: &mut MachineTxn<'_>) -> Result<(), MachineError> {
         let persisted = &mut self.persisted;
-        self.writer.read(|group| stage::finish(persisted, group, txn))
+        self.writer
+            .read(|group| stage::finish(persisted, group, txn))
     }
 }
 
@@ -176,20 +181,21 @@ fn load_keys(view: &MachineView, layout: u8) -> Result<(StreamGroup, Persisted),
     let persisted_config = config.clone();
     let dedup_first = record.dedup_first;
     let stream = StreamState::restore(config, record.clone().scalars(), messages, dedup);
-    let (consumers, records) = load_consumers(view)?;
+    let loaded = load_consumers(view)?;
     let persisted = Persisted {
         config: Some(persisted_config),
         stream_record: Some(keys::encode(&record)),
         dedup_first,
-        consumers: records,
+        consumers: loaded.records,
         layout: Some(layout),
         blocks,
         tombstones,
         legacy,
-        unflushed: Vec::new(),
-        removed: Vec::new(),
+        pending_chunks: loaded.pending_chunks,
+        legacy_pending: loaded.legacy_pending,
+        ..Persisted::default()
     };
-    Ok((StreamGroup::from_parts(stream, consumers), persisted))
+    Ok((StreamGroup::from_parts(stream, loaded.consumers), persisted))
 }
 
 #[derive(Default)]
@@ -199,12 +205,17 @@ struct ConsumerParts {
     pending: Vec<(u64, PendingEntry)>,
 }
 
-type LoadedConsumers = (
-    BTreeMap<String, ConsumerState>,
-    BTreeMap<String, bytes::Bytes>,
-);
+/// The consumers and what `Persisted` needs to know about their keys.
+#[derive(Default)]
+struct LoadedConsumers {
+    consumers: BTreeMap<String, ConsumerState>,
+    records: BTreeMap<String, bytes::Bytes>,
+    pending_chunks: BTreeMap<String, BTreeSet<u64>>,
+    legacy_pending: BTreeMap<String, BTreeSet<u64>>,
+}
 
 fn load_consumers(view: &MachineView) -> Result<LoadedConsumers, MachineError> {
+    let mut loaded = LoadedConsumers::default();
     let mut parts: BTreeMap<String, ConsumerParts> = BTreeMap::new();
     for item in view.scan_prefix(keys::CONSUMER_PREFIX) {
         let (key, value) = item?;
@@ -219,16 +230,36 @@ fn load_consumers(view: &MachineView) -> Result<LoadedConsumers, MachineError> {
             }
             ConsumerKey::Pending(name, seq) => {
                 let entry: keys::PendingV1 = keys::decode("pending entry", &value)?;
+                loaded
+                    .legacy_pending
+                    .entry(name.clone())
+                    .or_default()
+                    .insert(seq);
                 parts
                     .entry(name)
                     .or_default()
                     .pending
                     .push((seq, entry.into()));
             }
+            ConsumerKey::PendingChunk(name, chunk) => {
+                let entries = keys::decode_pending_chunk(&value)?;
+                if entries
+                    .iter()
+                    .any(|(seq, _)| keys::pending_chunk_of(*seq) != chunk)
+                {
+                    return Err(MachineError::Corrupt(format!(
+                        "consumer {name}: pending chunk {chunk} holds a sequence of another chunk"
+                    )));
+                }
+                loaded
+                    .pending_chunks
+                    .entry(name.clone())
+                    .or_default()
+                    .insert(chunk);
+                parts.entry(name).or_default().pending.extend(entries);
+            }
         }
     }
-    let mut consumers = BTreeMap::new();
-    let mut records = BTreeMap::new();
     for (name, part) in parts {
         let (Some(config), Some((state, record))) = (part.config, part.state) else {
             return Err(MachineError::Corrupt(format!(
@@ -236,8 +267,8 @@ fn load_consumers(view: &MachineView) -> Result<LoadedConsumers, MachineError> {
             )));
         };
         let consumer = ConsumerState::import(config.config.0, state.into(), part.pending);
-        consumers.insert(name.clone(), consumer);
-        records.insert(name, record);
+        loaded.consumers.insert(name.clone(), consumer);
+        loaded.records.insert(name, record);
     }
-    Ok((consumers, records))
+    Ok(loaded)
 }

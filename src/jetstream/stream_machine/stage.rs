@@ -34,7 +34,8 @@ pub struct Persisted {
     pub stream_record: Option<Bytes>,
     /// Ordinal of the oldest `d/` key.
     pub dedup_first: u64,
-    /// Last written `c/<name>s` value per consumer in sled.
+    /// Last written `c/<name>s` value per consumer in sled (empty: config staged, state
+    /// record not written yet).
     pub consumers: BTreeMap<String, Bytes>,
     /// The layout version written to `v` (`None` while the stream has no keys).
     pub layout: Option<u8>,
@@ -48,6 +49,15 @@ pub struct Persisted {
     pub unflushed: Vec<u64>,
     /// Removed by this apply call from a block written before it: `finish` settles them.
     pub removed: Vec<u64>,
+    /// The `c/<name>q<chunk>` keys in sled, per consumer.
+    pub pending_chunks: BTreeMap<String, BTreeSet<u64>>,
+    /// Sequences still in layout-1 `c/<name>p<seq>` keys, per consumer.
+    pub legacy_pending: BTreeMap<String, BTreeSet<u64>>,
+    /// Chunks whose entries this apply call changed, per consumer: `finish` rewrites them.
+    pub dirty_chunks: BTreeMap<String, BTreeSet<u64>>,
+    /// Consumers whose state record this apply call may have changed (all of them when set).
+    pub dirty_states: BTreeSet<String>,
+    pub all_states_dirty: bool,
 }
 
 /// What is known about one `b/` block without reading it.
@@ -175,6 +185,7 @@ pub fn finish(
         );
     }
     stage_stream_record(persisted, group, txn);
+    finish_consumers(persisted, group, txn);
     Ok(())
 }
 
@@ -338,13 +349,11 @@ fn stage_consumers(
         .cloned()
         .collect();
     for name in gone {
-        let pending = before
-            .pending
-            .as_ref()
-            .and_then(|pending| pending.get(&name))
-            .ok_or_else(|| MachineError::Corrupt(format!("consumer {name} vanished")))?;
-        for seq in pending {
-            txn.remove(keys::pending(&name, *seq));
+        for chunk in persisted.pending_chunks.remove(&name).unwrap_or_default() {
+            txn.remove(keys::pending_chunk(&name, chunk));
+        }
+        for seq in persisted.legacy_pending.remove(&name).unwrap_or_default() {
+            txn.remove(keys::pending(&name, seq));
         }
         txn.remove(keys::consumer_config(&name));
         txn.remove(keys::consumer_state(&name));
@@ -357,10 +366,13 @@ fn stage_consumers(
                 config: JsonValue(consumer.config().clone()),
             };
             txn.insert(keys::consumer_config(name), keys::encode(&config));
+            // Known from now on, so a deletion later in this call removes the config key
+            // (the state record is only written by `finish`; empty = not written yet).
+            persisted.consumers.entry(name.clone()).or_default();
         }
     }
 
-    // Pending keys a removal of messages dropped, in every consumer.
+    // Pending entries a removal of messages dropped, in every consumer.
     for (name, consumer) in group.consumers() {
         match before
             .pending
@@ -368,50 +380,98 @@ fn stage_consumers(
             .and_then(|pending| pending.get(name))
         {
             Some(seqs) => {
-                for seq in seqs
+                let dropped = seqs
                     .iter()
-                    .filter(|seq| consumer.pending_entry(**seq).is_none())
-                {
-                    txn.remove(keys::pending(name, *seq));
-                }
+                    .copied()
+                    .filter(|seq| consumer.pending_entry(*seq).is_none());
+                persisted.mark_pending(name, dropped);
             }
             None => {
                 // A pending entry only exists for a delivered sequence.
                 let delivered = consumer.delivered().stream_seq;
-                for seq in removed.iter().filter(|seq| **seq <= delivered) {
-                    txn.remove(keys::pending(name, *seq));
-                }
+                let dropped = removed.iter().copied().filter(|seq| *seq <= delivered);
+                persisted.mark_pending(name, dropped);
             }
         }
     }
 
-    // The commanded consumer's touched entries, written as they are now.
+    // The commanded consumer's touched entries.
     if let (GroupCommand::Consumer { name, command }, Ok(GroupOutcome::Consumer { outcome, .. })) =
         (command, outcome)
     {
-        if let Some(consumer) = group.consumer(name) {
-            for seq in touched_pending(command, outcome, &before.due) {
-                match consumer.pending_entry(seq) {
-                    Some(entry) => txn.insert(
-                        keys::pending(name, seq),
-                        keys::encode(&keys::PendingV1::from(entry)),
-                    ),
-                    None => txn.remove(keys::pending(name, seq)),
-                }
-            }
+        if group.consumer(name).is_some() {
+            persisted.mark_pending(name, touched_pending(command, outcome, &before.due));
         }
     }
 
-    // State records of every consumer this command may have moved, when they changed.
-    let named = match command {
-        GroupCommand::Consumer { name, .. } | GroupCommand::UpsertConsumer { name, .. } => {
-            Some(name.as_str())
+    // State records of every consumer this command may have moved: written by `finish`.
+    if !removed.is_empty() || before.pending.is_some() {
+        persisted.all_states_dirty = true;
+    } else if let GroupCommand::Consumer { name, .. } | GroupCommand::UpsertConsumer { name, .. } =
+        command
+    {
+        if !persisted.dirty_states.contains(name) {
+            persisted.dirty_states.insert(name.clone());
         }
-        _ => None,
-    };
-    let all = !removed.is_empty() || before.pending.is_some();
+    }
+    Ok(())
+}
+
+impl Persisted {
+    /// Notes that the pending entries of `seqs` changed: their chunks are rewritten by
+    /// `finish`.
+    fn mark_pending(&mut self, name: &str, seqs: impl IntoIterator<Item = u64>) {
+        let mut seqs = seqs.into_iter().peekable();
+        if seqs.peek().is_none() {
+            return;
+        }
+        let chunks = match self.dirty_chunks.get_mut(name) {
+            Some(chunks) => chunks,
+            None => self.dirty_chunks.entry(name.to_owned()).or_default(),
+        };
+        chunks.extend(seqs.map(keys::pending_chunk_of));
+    }
+}
+
+/// Once per apply call: each consumer chunk whose entries changed, rewritten from the
+/// in-memory pending set (or deleted when it is empty), and each consumer state record
+/// that changed.
+fn finish_consumers(persisted: &mut Persisted, group: &StreamGroup, txn: &mut MachineTxn<'_>) {
+    for (name, chunks) in std::mem::take(&mut persisted.dirty_chunks) {
+        let Some(consumer) = group.consumer(&name) else {
+            continue; // deleted: `stage_consumers` removed its keys
+        };
+        let written = persisted.pending_chunks.entry(name.clone()).or_default();
+        let legacy = persisted.legacy_pending.get_mut(&name);
+        let mut legacy_in_chunks = Vec::new();
+        for chunk in chunks {
+            let seqs = keys::pending_chunk_seqs(chunk);
+            if let Some(legacy) = &legacy {
+                legacy_in_chunks.extend(legacy.range(seqs.clone()).copied());
+            }
+            let mut entries = consumer.pending().range(seqs).peekable();
+            if entries.peek().is_some() {
+                txn.insert(
+                    keys::pending_chunk(&name, chunk),
+                    keys::encode_pending_chunk(entries),
+                );
+                written.insert(chunk);
+            } else if written.remove(&chunk) {
+                txn.remove(keys::pending_chunk(&name, chunk));
+            }
+        }
+        // The chunk now holds what a layout-1 key of its range held.
+        if let Some(legacy) = legacy {
+            for seq in legacy_in_chunks {
+                legacy.remove(&seq);
+                txn.remove(keys::pending(&name, seq));
+            }
+        }
+    }
+    let all = std::mem::take(&mut persisted.all_states_dirty);
+    let named = std::mem::take(&mut persisted.dirty_states);
     for (name, consumer) in group.consumers() {
-        if !(all || named == Some(name)) {
+        if !(all || named.contains(name)) {
             continue;
         }
         let record = keys::encode(&ConsumerStateV1::from(consumer.export()));
@@ -420,7 +480,6 @@ fn stage_consumers(
             persisted.consumers.insert(name.to_string(), record);
         }
     }
-    Ok(())
 }
 
 /// Pending sequences a consumer command may have changed.

@@ -344,7 +344,10 @@ fn blocks_settle_deletes_purges_and_expiry() {
 
     // Expiry takes the two older blocks; keep-purge then empties the stream.
     harness.apply(&[encode(GroupCommand::Expire { now_nanos: 1_250 })]);
-    assert_eq!(harness.keys_under(keys::BLOCK_PREFIX), vec![keys::block(122)]);
+    assert_eq!(
+        harness.keys_under(keys::BLOCK_PREFIX),
+        vec![keys::block(122)]
+    );
     assert!(harness.keys_under(keys::TOMBSTONE_PREFIX).is_empty());
     harness.check_reload("expiry");
     harness.apply(&[encode(GroupCommand::Purge(PurgeRequest {
@@ -365,7 +368,9 @@ fn layout_1_message_keys_still_load_and_go_when_deleted() {
     // Rewrite the stream as layout 1 wrote it: `m/` keys instead of the block.
     let state = harness.state();
     let mut batch = sled::Batch::default();
-    let full = |key: &[u8]| crate::consensus::state_db::key(9, crate::consensus::state_db::SPACE_DATA, key);
+    let full = |key: &[u8]| {
+        crate::consensus::state_db::key(9, crate::consensus::state_db::SPACE_DATA, key)
+    };
     for seq in [1, 2] {
         let msg = keys::StoredMsgV1::from(state.stream().get(seq).unwrap());
         batch.insert(full(&keys::message(seq)), keys::encode(&msg).as_ref());
@@ -383,10 +388,95 @@ fn layout_1_message_keys_still_load_and_go_when_deleted() {
         encode(GroupCommand::DeleteMsg { seq: 1 }),
         append_cmd("s.c", 3),
     ]);
-    assert_eq!(harness.keys_under(keys::MESSAGE_PREFIX), vec![keys::message(2)]);
+    assert_eq!(
+        harness.keys_under(keys::MESSAGE_PREFIX),
+        vec![keys::message(2)]
+    );
     assert_eq!(harness.keys_under(keys::BLOCK_PREFIX), vec![keys::block(3)]);
-    assert_eq!(harness.view.get(keys::LAYOUT).unwrap().unwrap().as_ref(), [keys::LAYOUT_V2]);
+    assert_eq!(
+        harness.view.get(keys::LAYOUT).unwrap().unwrap().as_ref(),
+        [keys::LAYOUT_V2]
+    );
     harness.check_reload("layout 1 keys beside layout 2 blocks");
+}
+
+#[test]
+fn layout_1_pending_keys_still_load_and_move_into_chunks() {
+    let mut harness = Harness::new(StreamConfig::new("S", &["s.>"]));
+    let consumer = |command| {
+        encode(GroupCommand::Consumer {
+            name: "d".into(),
+            command,
+        })
+    };
+    let mut commands: Vec<Command> = (0..6).map(|i| append_cmd("s.a", i)).collect();
+    commands.push(encode(GroupCommand::UpsertConsumer {
+        name: "d".into(),
+        config: ConsumerConfig {
+            ack_policy: AckPolicy::Explicit,
+            ..Default::default()
+        },
+    }));
+    commands.push(consumer(ConsumerCommand::DeliverNext {
+        max_messages: 4,
+        now_nanos: 10,
+    }));
+    harness.apply(&commands);
+    assert_eq!(
+        harness
+            .keys_under(&keys::consumer_prefix("d"))
+            .iter()
+            .filter(|key| matches!(
+                keys::parse_consumer_key(key),
+                Ok(keys::ConsumerKey::PendingChunk(..))
+            ))
+            .count(),
+        1,
+        "one chunk key for the four deliveries"
+    );
+    // Rewrite the chunk as layout 1 wrote it: one `p` key per entry.
+    let state = harness.state();
+    let pending = state.consumer("d").unwrap().pending();
+    let full = |key: &[u8]| {
+        crate::consensus::state_db::key(9, crate::consensus::state_db::SPACE_DATA, key)
+    };
+    let mut batch = sled::Batch::default();
+    for (seq, entry) in pending.iter() {
+        let value = keys::encode(&keys::PendingV1::from(entry));
+        batch.insert(full(&keys::pending("d", seq)), value.as_ref());
+    }
+    batch.remove(full(&keys::pending_chunk("d", 0)));
+    harness.tree.apply_batch(batch).unwrap();
+    harness.check_reload("layout 1 pending keys");
+
+    let (machine, stream) = StreamMachine::new(StreamConfig::new("S", &["s.>"]));
+    harness.machine = machine;
+    harness.stream = stream;
+    harness.machine.load(&harness.view).unwrap();
+    harness.apply(&[consumer(ConsumerCommand::Ack { stream_seq: 2 })]);
+    let pending_keys: Vec<Vec<u8>> = harness
+        .keys_under(&keys::consumer_prefix("d"))
+        .into_iter()
+        .filter(|key| {
+            matches!(
+                keys::parse_consumer_key(key),
+                Ok(keys::ConsumerKey::Pending(..))
+            )
+        })
+        .collect();
+    assert!(
+        pending_keys.is_empty(),
+        "the chunk took over the layout-1 keys"
+    );
+    assert!(harness
+        .view
+        .get(&keys::pending_chunk("d", 0))
+        .unwrap()
+        .is_some());
+    harness.check_reload("layout 1 pending keys moved into a chunk");
+    harness.apply(&[encode(GroupCommand::DeleteConsumer { name: "d".into() })]);
+    assert!(harness.keys_under(&keys::consumer_prefix("d")).is_empty());
+    harness.check_reload("consumer deleted");
 }
 
 #[test]
@@ -432,7 +522,8 @@ fn an_ack_touches_a_constant_number_of_keys() {
             &mut txn,
         )
         .unwrap();
-    // The pending key and the consumer's state record; nothing else.
+    harness.machine.finish(&mut txn).unwrap();
+    // The pending entry's chunk and the consumer's state record; nothing else.
     assert_eq!(txn.len(), 2);
 }
 
