@@ -20,6 +20,10 @@ use crate::jsapi::ApiError;
 pub const STREAM_COMMAND_V1: u16 = 1;
 /// A meta group command (`meta::MetaCommand`), version 1.
 pub const META_COMMAND_V1: u16 = 2;
+/// A stream group `Append`, as raw fields rather than postcard (the publish hot path; see
+/// `stream_machine::wire::encode_append` for the layout). Same meaning as
+/// `STREAM_COMMAND_V1`'s `Append`.
+pub const STREAM_APPEND_V1: u16 = 3;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CodecError {

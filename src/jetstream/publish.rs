@@ -16,9 +16,10 @@ use tokio::sync::mpsc;
 
 use super::service::JetStream;
 use super::stream::StreamHandle;
+use super::stream_machine::wire;
 use crate::jsapi::{ApiError, PubAck, PubAckResponse};
-use crate::jscore::group::{GroupCommand, GroupOutcome};
-use crate::jscore::stream::{AppendOutcome, AppendRequest};
+use crate::jscore::group::GroupOutcome;
+use crate::jscore::stream::AppendOutcome;
 use crate::server::message::Message;
 use crate::server::subscription::{InternalSubscriber, Subscription};
 use crate::server::ServerShared;
@@ -105,16 +106,9 @@ async fn propose_batch(stream: Arc<StreamHandle>, batch: Vec<Message>) -> BatchR
     let now = super::now_nanos();
     let commands = batch
         .iter()
-        .map(|msg| {
-            GroupCommand::Append(AppendRequest {
-                subject: String::from_utf8_lossy(&msg.subject).into_owned(),
-                headers: msg.headers.clone(),
-                payload: msg.payload.clone(),
-                now_nanos: now,
-            })
-        })
+        .map(|msg| wire::encode_append(&msg.subject, msg.headers.as_deref(), &msg.payload, now))
         .collect();
-    let outcomes = stream.propose(commands).await;
+    let outcomes = stream.propose_encoded(commands).await;
     (batch, outcomes)
 }
 

@@ -10,13 +10,13 @@ use crate::consensus::{Command, GroupMachine, MachineError, MachineTxn, MachineV
 use crate::jetstream::codec;
 use crate::jsapi::stream_config::StreamConfig;
 use crate::jscore::consumer::{ConsumerState, PendingEntry};
-use crate::jscore::group::{GroupCommand, StreamGroup};
+use crate::jscore::group::StreamGroup;
 use crate::jscore::stream::{DedupRecord, StoredMsg, StreamState};
 
 use super::keys::{self, ConsumerConfigV1, ConsumerKey, ConsumerStateV1, DedupEntryV1};
 use super::stage::{self, Before, BlockInfo, Persisted};
 use super::view::{StreamView, StreamViewWriter};
-use super::wire::StreamCommandWire;
+use super::wire;
 
 pub struct StreamMachine {
     /// The config of a stream that has no keys yet (first start of a new stream); a stream
@@ -24,6 +24,8 @@ pub struct StreamMachine {
     initial_config: StreamConfig,
     writer: StreamViewWriter,
     persisted: Persisted,
+    /// Raft index of the last command applied, signalled to readers by `finish`.
+    last_applied: u64,
 }
 
 impl std::fmt::Debug for StreamMachine {
@@ -43,6 +45,7 @@ impl StreamMachine {
             initial_config: config,
             writer,
             persisted: Persisted::default(),
+            last_applied: 0,
         };
         (machine, view)
     }
@@ -84,9 +87,8 @@ impl GroupMachine for StreamMachine {
         command: &Command,
         txn: &mut MachineTxn<'_>,
     ) -> Result<Response, MachineError> {
-        let wire: StreamCommandWire = codec::decode_command(codec::STREAM_COMMAND_V1, command)
+        let command = wire::decode_command(command)
             .map_err(|e| MachineError::Corrupt(format!("stream command at {at:?}: {e}")))?;
-        let command = GroupCommand::from(wire);
         let persisted = &mut self.persisted;
         let outcome = self.writer.write(|group| {
             let before = Before::capture(group, &command);
@@ -94,14 +96,17 @@ impl GroupMachine for StreamMachine {
             stage::stage(persisted, group, &before, &command, &outcome, txn)?;
             Ok::<_, MachineError>(outcome)
         })?;
-        self.writer.mark_applied(at.index);
+        self.last_applied = at.index;
         Ok(codec::response(&outcome))
     }
 
     fn finish(&mut self, txn: &mut MachineTxn<'_>) -> Result<(), MachineError> {
         let persisted = &mut self.persisted;
         self.writer
-            .read(|group| stage::finish(persisted, group, txn))
+            .read(|group| stage::finish(persisted, group, txn))?;
+        // Readers waiting for new state wake once per apply call, not once per command.
+        self.writer.mark_applied(self.last_applied);
+        Ok(())
     }
 }
 

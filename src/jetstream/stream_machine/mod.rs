@@ -48,7 +48,7 @@ mod keys;
 mod machine;
 mod stage;
 mod view;
-mod wire;
+pub mod wire;
 
 #[cfg(test)]
 mod tests;

@@ -15,7 +15,7 @@ use crate::jscore::group::{GroupCommand, GroupOutcome, StreamGroup};
 use crate::jscore::stream::{AppendRequest, PurgeRequest};
 
 use super::keys;
-use super::{StreamCommandWire, StreamMachine, StreamView};
+use super::{StreamMachine, StreamView};
 
 struct XorShift(u64);
 
@@ -93,8 +93,9 @@ impl Harness {
     }
 }
 
+/// As the front encodes it: appends raw, everything else postcard.
 pub(super) fn encode(command: GroupCommand) -> Command {
-    codec::command(codec::STREAM_COMMAND_V1, &StreamCommandWire::from(command))
+    super::wire::encode_command(command)
 }
 
 fn headers(random: &mut XorShift, last_seq: u64) -> Option<Bytes> {
