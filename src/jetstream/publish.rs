@@ -8,6 +8,7 @@
 //! being fsynced); acks go out in proposal order.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
@@ -28,6 +29,10 @@ use crate::server::ServerShared;
 const MAX_BATCH: usize = 1024;
 /// Most entries being committed at once per stream.
 const MAX_IN_FLIGHT: usize = 4;
+/// A batch is closed once no message arrived for this long (see `gather`).
+const GATHER_IDLE: Duration = Duration::from_micros(100);
+/// Longest a batch gathers messages (see `gather`).
+const GATHER_MAX: Duration = Duration::from_millis(2);
 
 /// The internal subscriber on a stream's subjects.
 #[derive(Debug)]
@@ -76,6 +81,8 @@ async fn run(
     mut incoming: mpsc::UnboundedReceiver<Message>,
 ) {
     let mut in_flight: FuturesOrdered<BoxFuture<'static, BatchResult>> = FuturesOrdered::new();
+    // Whether the last batch had more than one message (see `gather`).
+    let mut bursty = false;
     loop {
         tokio::select! {
             biased;
@@ -85,12 +92,8 @@ async fn run(
             received = incoming.recv(), if in_flight.len() < MAX_IN_FLIGHT => {
                 let Some(first) = received else { break };
                 let mut batch = vec![first];
-                while batch.len() < MAX_BATCH {
-                    match incoming.try_recv() {
-                        Ok(msg) => batch.push(msg),
-                        Err(_) => break,
-                    }
-                }
+                gather(&mut incoming, &mut batch, bursty).await;
+                bursty = batch.len() > 1;
                 in_flight.push_back(Box::pin(propose_batch(stream.clone(), batch)));
             }
             _ = shared.shutdown.cancelled() => break,
@@ -99,6 +102,42 @@ async fn run(
     // Whatever was proposed still gets its answer if it completes.
     while let Some((messages, outcomes)) = in_flight.next().await {
         answer(&shared, stream.name(), &messages, outcomes);
+    }
+}
+
+/// Takes what is queued behind the first message and, when messages come in bursts (the
+/// previous batch had more than one, or more are already queued), keeps taking them while
+/// they arrive less than `GATHER_IDLE` apart (at most `GATHER_MAX`). A client's burst of
+/// async publishes reaches us over several reads, and openraft appends one entry of a group
+/// per log flush: a burst split over two entries waits for two fsyncs (milliseconds each)
+/// before its last PubAck, while gathering costs tens of microseconds. A lone publish
+/// (sync publishing) is proposed at once.
+async fn gather(
+    incoming: &mut mpsc::UnboundedReceiver<Message>,
+    batch: &mut Vec<Message>,
+    bursty: bool,
+) {
+    let started = Instant::now();
+    let mut rounds = 0;
+    loop {
+        let before = batch.len();
+        while batch.len() < MAX_BATCH {
+            match incoming.try_recv() {
+                Ok(msg) => batch.push(msg),
+                Err(_) => break,
+            }
+        }
+        let quiet = batch.len() == before && rounds > 0;
+        if quiet || batch.len() >= MAX_BATCH || started.elapsed() >= GATHER_MAX {
+            return;
+        }
+        if rounds == 0 && !bursty && batch.len() == 1 {
+            return;
+        }
+        rounds += 1;
+        // A short, precise pause that leaves the cores to the reader and the client
+        // (tokio's timers tick in milliseconds; spinning would take a core from them).
+        let _ = tokio::task::spawn_blocking(|| std::thread::sleep(GATHER_IDLE)).await;
     }
 }
 
