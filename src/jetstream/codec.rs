@@ -121,7 +121,9 @@ fn serde_bytes_vec<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<
 /// A machine's answer to one command: an outcome or the API error to report.
 pub fn response<T: Serialize>(outcome: &Result<T, ApiError>) -> Response {
     let wire: Result<&T, WireError> = outcome.as_ref().map_err(WireError::from);
-    Response::new(encode(&wire))
+    // Sized up front: one allocation per response (there is one per command).
+    let bytes = postcard::to_extend(&wire, Vec::with_capacity(32)).expect("in-memory encoding");
+    Response::new(bytes)
 }
 
 pub fn decode_response<T: DeserializeOwned>(

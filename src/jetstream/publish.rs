@@ -21,6 +21,7 @@ use super::stream_machine::wire;
 use crate::jsapi::{ApiError, PubAck, PubAckResponse};
 use crate::jscore::group::GroupOutcome;
 use crate::jscore::stream::AppendOutcome;
+use crate::server::dispatch::Dispatch;
 use crate::server::message::Message;
 use crate::server::subscription::{InternalSubscriber, Subscription};
 use crate::server::ServerShared;
@@ -162,6 +163,8 @@ fn answer(
         Ok(outcomes) => outcomes,
         Err(error) => vec![Err(error); messages.len()],
     };
+    // One dispatch for the whole batch: each client's writer is woken once, not per ack.
+    let mut dispatch = Dispatch::default();
     for (msg, outcome) in messages.iter().zip(outcomes) {
         let Some(reply) = &msg.reply else { continue };
         let response = match outcome {
@@ -178,6 +181,8 @@ fn answer(
             Err(error) => PubAckResponse::failure(stream, error),
         };
         let ack = Message::new(reply.clone(), Bytes::from(response.to_json()));
-        shared.router.publish(&ack);
+        let matches = shared.router.matches(&ack.subject);
+        dispatch.route(&shared.router, &matches, &ack, None);
     }
+    dispatch.wake_all(&shared.stats);
 }

@@ -10,8 +10,8 @@ use crate::consensus::{Command, GroupMachine, MachineError, MachineTxn, MachineV
 use crate::jetstream::codec;
 use crate::jsapi::stream_config::StreamConfig;
 use crate::jscore::consumer::{ConsumerState, PendingEntry};
-use crate::jscore::group::StreamGroup;
-use crate::jscore::stream::{DedupRecord, StoredMsg, StreamState};
+use crate::jscore::group::{GroupCommand, StreamGroup};
+use crate::jscore::stream::{AppendRequest, DedupRecord, StoredMsg, StreamState};
 
 use super::keys::{self, ConsumerConfigV1, ConsumerKey, ConsumerStateV1, DedupEntryV1};
 use super::stage::{self, Before, BlockInfo, Persisted};
@@ -92,8 +92,22 @@ impl GroupMachine for StreamMachine {
         let persisted = &mut self.persisted;
         let outcome = self.writer.write(|group| {
             let before = Before::capture(group, &command);
-            let outcome = group.apply(command.clone());
-            stage::stage(persisted, group, &before, &command, &outcome, txn)?;
+            // Staging reads no field of an append (its outcome says what it stored), so an
+            // append is not cloned for it: the hot path keeps one copy of each message.
+            let (applied, staged) = match command {
+                GroupCommand::Append(request) => {
+                    let stand_in = GroupCommand::Append(AppendRequest {
+                        subject: String::new(),
+                        headers: None,
+                        payload: bytes::Bytes::new(),
+                        now_nanos: request.now_nanos,
+                    });
+                    (GroupCommand::Append(request), stand_in)
+                }
+                other => (other.clone(), other),
+            };
+            let outcome = group.apply(applied);
+            stage::stage(persisted, group, &before, &staged, &outcome, txn)?;
             Ok::<_, MachineError>(outcome)
         })?;
         self.last_applied = at.index;
