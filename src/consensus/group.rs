@@ -23,7 +23,7 @@ use super::machine::{GroupMachine, MachineView};
 use super::network::{GroupNetworkFactory, PeerTransport};
 use super::node_storage::NodeStorage;
 use super::state_machine::GroupStateMachine;
-use super::types::{Command, GroupId, Node, NodeId, Proposal, Raft, Response, StorageError};
+use super::types::{Command, GroupId, Node, NodeId, Raft, Response, StorageError};
 
 /// Tunables of a group. The defaults suit a broker hosting many groups on small machines.
 #[derive(Clone, Debug)]
@@ -252,11 +252,11 @@ impl RaftGroup {
         self.batcher.propose(command).await
     }
 
-    /// Propose several commands as one Raft entry of their own (applied together, in order);
-    /// returns their responses once committed and applied.
+    /// Propose several commands to go into one Raft entry together (contiguous, in order; the
+    /// entry may carry other proposals' commands too, see `batcher.rs`); returns their
+    /// responses once committed and applied.
     pub async fn propose_all(&self, commands: Vec<Command>) -> Result<Vec<Response>, ProposeError> {
-        let written = self.raft.client_write(Proposal { commands }).await?;
-        Ok(written.data.responses)
+        self.batcher.propose_all(commands).await
     }
 
     /// Stop the group (its data stays). Persists the committed index for a quick restart.
