@@ -1,17 +1,22 @@
-//! [`ProposalBatcher`]: coalesces concurrent single-command proposals to one group into one Raft
-//! entry. One per [`RaftGroup`](super::RaftGroup) (a task plus the handle that feeds it).
+//! [`ProposalBatcher`]: coalesces concurrent proposals to one group into one Raft entry. One
+//! per [`RaftGroup`](super::RaftGroup) (a task plus the handle that feeds it).
 //!
-//! Why: openraft 0.9 appends, flushes and applies entries of one group one `client_write` at a
-//! time, and each entry costs a trip through RaftCore, the log engine and the state-machine
-//! task. Packing the commands that arrive while the previous batch is being written into one
-//! [`Proposal`] makes a busy group pay that cost once per batch instead of once per command,
-//! while an idle group still sends a lone command at once (no timer, no added latency).
+//! Why: openraft 0.9 appends, flushes and applies entries of one group one at a time — an
+//! entry submitted while the previous one is being flushed waits for that flush before its
+//! own append even starts — and each entry costs a trip through RaftCore, the log engine and
+//! the state-machine task. So while an entry is being committed, everything proposed to the
+//! group meanwhile (single commands and whole units from `propose_all`: a batch of publishes,
+//! a batch of acks, a consumer's `DeliverNext`) waits here and goes out as the next entry: one
+//! fsync for all of it instead of one each. An idle group still sends a lone proposal at once;
+//! while proposals come in bursts, an entry waits until the burst goes quiet (the commit delay,
+//! tens of microseconds against an fsync of milliseconds).
 //!
-//! Up to [`MAX_IN_FLIGHT`] batches are in openraft at a time, so a batch can be appended while
-//! the previous one is applied. Commands keep their order: a batch is taken from the queue in
-//! order, and openraft appends entries in `client_write` order.
+//! [`MAX_IN_FLIGHT`] entries are in openraft at a time. A unit is never split: its commands
+//! stay contiguous and in order in one entry. Units keep their order: they are taken from the
+//! queue in order, and openraft appends entries in `client_write` order.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
@@ -20,16 +25,28 @@ use openraft::error::RaftError;
 use super::group::ProposeError;
 use super::types::{Command, Proposal, Raft, Response};
 
-/// Batches of one group in openraft at the same time.
-pub const MAX_IN_FLIGHT: usize = 4;
+/// Entries of one group in openraft at the same time. One: openraft would only queue a second
+/// entry behind the first one's flush anyway, while here it keeps absorbing proposals.
+pub const MAX_IN_FLIGHT: usize = 1;
 /// Largest batch, in commands.
 pub const MAX_BATCH_COMMANDS: usize = 1024;
 /// A batch is closed once its payloads reach this many bytes.
 pub const MAX_BATCH_BYTES: usize = 1 << 20;
+/// Commit delay: a bursty entry is closed once no proposal arrived for this long.
+const GATHER_IDLE: Duration = Duration::from_micros(100);
+/// Commit delay: the longest an entry waits for more proposals.
+const GATHER_MAX: Duration = Duration::from_millis(2);
 
+/// One proposal: its commands go into one entry, contiguous and in order.
 struct Pending {
-    command: Command,
-    reply: oneshot::Sender<Result<Response, ProposeError>>,
+    commands: Vec<Command>,
+    reply: oneshot::Sender<Result<Vec<Response>, ProposeError>>,
+}
+
+impl Pending {
+    fn bytes(&self) -> usize {
+        self.commands.iter().map(|c| c.payload.len()).sum()
+    }
 }
 
 /// Handle to a group's batching task. Dropping it ends the task once queued proposals are
@@ -45,11 +62,20 @@ impl ProposalBatcher {
         ProposalBatcher { queue }
     }
 
-    /// Queue `command`; resolves when its batch was committed and applied.
+    /// Queue `command`; resolves when its entry was committed and applied.
     pub async fn propose(&self, command: Command) -> Result<Response, ProposeError> {
+        self.propose_all(vec![command])
+            .await?
+            .pop()
+            .ok_or_else(|| ProposeError::Rejected("state machine returned no response".into()))
+    }
+
+    /// Queue `commands` to go into one entry together; resolves with their responses when
+    /// the entry was committed and applied.
+    pub async fn propose_all(&self, commands: Vec<Command>) -> Result<Vec<Response>, ProposeError> {
         let (reply, response) = oneshot::channel();
         self.queue
-            .send(Pending { command, reply })
+            .send(Pending { commands, reply })
             .map_err(|_| ProposeError::Stopped("proposal batcher stopped".into()))?;
         response
             .await
@@ -59,26 +85,68 @@ impl ProposalBatcher {
 
 async fn run(raft: Raft, mut queue: mpsc::UnboundedReceiver<Pending>) {
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
-    while let Some(first) = queue.recv().await {
+    // A unit taken from the queue that did not fit the previous entry.
+    let mut held: Option<Pending> = None;
+    // Units in the last entry (see the commit delay below).
+    let mut last_units = 0;
+    loop {
+        let first = match held.take() {
+            Some(first) => first,
+            None => match queue.recv().await {
+                Some(first) => first,
+                None => return,
+            },
+        };
         let Ok(permit) = in_flight.clone().acquire_owned().await else {
             return;
         };
-        // Take everything that queued up while we waited for a slot.
-        let mut bytes = first.command.payload.len();
+        // Take everything that queued up while we waited for a slot (whole units only; a
+        // unit beyond the limits waits for the next entry, unless it is the first).
+        let mut bytes = first.bytes();
+        let mut count = first.commands.len();
         let mut batch = vec![first];
-        while batch.len() < MAX_BATCH_COMMANDS && bytes < MAX_BATCH_BYTES {
-            match queue.try_recv() {
-                Ok(next) => {
-                    bytes += next.command.payload.len();
-                    batch.push(next);
+        let started = Instant::now();
+        let mut pauses = 0;
+        'gather: loop {
+            let before = batch.len();
+            while count < MAX_BATCH_COMMANDS && bytes < MAX_BATCH_BYTES {
+                match queue.try_recv() {
+                    Ok(next) => {
+                        let (next_count, next_bytes) = (next.commands.len(), next.bytes());
+                        if count + next_count > MAX_BATCH_COMMANDS
+                            || bytes + next_bytes > MAX_BATCH_BYTES
+                        {
+                            held = Some(next);
+                            break 'gather;
+                        }
+                        bytes += next_bytes;
+                        count += next_count;
+                        batch.push(next);
+                    }
+                    Err(_) => break,
                 }
-                Err(_) => break,
             }
+            // Commit delay: while proposals come in bursts (this entry or the last one has
+            // several), wait for the burst to go quiet before paying for the fsync — the pull
+            // request that follows a consumer's acks, the rest of a client's publishes.
+            let bursty = batch.len() > 1 || last_units > 1;
+            let quiet = pauses > 0 && batch.len() == before;
+            let full = count >= MAX_BATCH_COMMANDS || bytes >= MAX_BATCH_BYTES;
+            if !bursty || quiet || full || started.elapsed() >= GATHER_MAX {
+                break;
+            }
+            pauses += 1;
+            // A short, precise pause that leaves the cores to others (tokio's timers tick in
+            // milliseconds; spinning would take a core from the clients being waited for).
+            let _ = tokio::task::spawn_blocking(|| std::thread::sleep(GATHER_IDLE)).await;
         }
-        let (commands, replies): (Vec<_>, Vec<_>) = batch
-            .into_iter()
-            .map(|pending| (pending.command, pending.reply))
-            .unzip();
+        last_units = batch.len();
+        let mut commands = Vec::with_capacity(count);
+        let mut replies = Vec::with_capacity(batch.len());
+        for pending in batch {
+            replies.push((pending.commands.len(), pending.reply));
+            commands.extend(pending.commands);
+        }
         // `client_write_ff` hands the entry to RaftCore before returning, so batches reach the
         // log in the order they were taken from the queue; only the wait is concurrent.
         let submitted = raft.client_write_ff(Proposal { commands }).await;
@@ -99,22 +167,27 @@ async fn run(raft: Raft, mut queue: mpsc::UnboundedReceiver<Pending>) {
     }
 }
 
-fn deliver(
-    replies: Vec<oneshot::Sender<Result<Response, ProposeError>>>,
-    outcome: Result<Vec<Response>, ProposeError>,
-) {
+type Reply = oneshot::Sender<Result<Vec<Response>, ProposeError>>;
+
+/// Hands each unit its share of the entry's responses, in order.
+fn deliver(replies: Vec<(usize, Reply)>, outcome: Result<Vec<Response>, ProposeError>) {
     match outcome {
         Ok(responses) => {
             let mut responses = responses.into_iter();
-            for reply in replies {
-                let response = responses.next().ok_or_else(|| {
-                    ProposeError::Rejected("state machine returned fewer responses".into())
-                });
-                let _ = reply.send(response);
+            for (count, reply) in replies {
+                let share: Vec<Response> = responses.by_ref().take(count).collect();
+                let result = if share.len() == count {
+                    Ok(share)
+                } else {
+                    Err(ProposeError::Rejected(
+                        "state machine returned fewer responses".into(),
+                    ))
+                };
+                let _ = reply.send(result);
             }
         }
         Err(error) => {
-            for reply in replies {
+            for (_, reply) in replies {
                 let _ = reply.send(Err(error.clone()));
             }
         }

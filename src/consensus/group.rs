@@ -275,9 +275,9 @@ impl RaftGroup {
         self.batcher.propose(command).await
     }
 
-    /// Propose several commands as one Raft entry of their own (applied together, in order);
-    /// returns their responses once committed and applied. On a follower they are forwarded to
-    /// the leader.
+    /// Propose several commands to go into one Raft entry together (contiguous, in order; the
+    /// entry may carry other proposals' commands too, see `batcher.rs`); returns their
+    /// responses once committed and applied. On a follower they are forwarded to the leader.
     pub async fn propose_all(&self, commands: Vec<Command>) -> Result<Vec<Response>, ProposeError> {
         self.propose_all_forwarded(commands, 0).await
     }
@@ -295,13 +295,13 @@ impl RaftGroup {
         if let Some((leader, node)) = self.other_leader() {
             return self.forward_to(leader, node, commands, hops).await;
         }
-        let written = self.raft.client_write(Proposal { commands }).await?;
-        Ok(written.data.responses)
+        self.batcher.propose_all(commands).await
     }
 
     /// The leader, when it is known and another node.
     fn other_leader(&self) -> Option<(NodeId, Node)> {
-        let metrics = self.raft.metrics().borrow().clone();
+        let metrics = self.raft.metrics();
+        let metrics = metrics.borrow();
         let leader = metrics
             .current_leader
             .filter(|leader| *leader != self.node)?;

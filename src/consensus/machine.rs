@@ -16,6 +16,8 @@
 //!   written in **one** sled batch, so on reopen sled is self-consistent: its applied index never
 //!   runs ahead of its data and vice versa. Reads through the txn see the txn's own staged
 //!   writes.
+//! - After the last command of the call, [`GroupMachine::finish`] may stage more writes into
+//!   the same txn (writes batched across commands), still before the one sled batch.
 //! - Apply must be deterministic: same keys + same command → same writes and response, on every
 //!   replica. Domain failures are [`Response`]s, never errors; [`MachineError`] is for storage
 //!   failures (sled I/O, a stored value that does not decode), which stop the group.
@@ -62,6 +64,14 @@ pub trait GroupMachine: Send + Sync + 'static {
         command: &Command,
         txn: &mut MachineTxn<'_>,
     ) -> Result<Response, MachineError>;
+
+    /// Called once after the last command of an `apply` call, before `txn` is committed:
+    /// lets a machine stage one write for many commands (a stream writes the messages of the
+    /// whole call as one block). Responses were already computed; this only stages writes.
+    fn finish(&mut self, txn: &mut MachineTxn<'_>) -> Result<(), MachineError> {
+        let _ = txn;
+        Ok(())
+    }
 }
 
 /// Read access to one group's keys as they are in sled (without any pending txn). Cheap to

@@ -4,7 +4,7 @@
 //! never run concurrently).
 //!
 //! - **Apply**: all entries of one openraft `apply` call go through the machine into one
-//!   [`MachineTxn`]; its writes, the last applied log id and the last membership are written in
+//!   [`MachineTxn`] (then `GroupMachine::finish` stages what the machine batched); its writes, the last applied log id and the last membership are written in
 //!   one atomic sled batch. sled is thus self-consistent on reopen: the applied index it
 //!   reports is exactly the state it holds, and openraft re-applies committed entries after it.
 //!   The batch is not fsynced (sled may lag the log; the log is the durable source).
@@ -184,9 +184,12 @@ impl GroupStateMachine {
             }
             last_applied = Some(log_id);
         }
-        if last_applied.is_none() {
+        let Some(last_log_id) = last_applied else {
             return Ok(replies);
-        }
+        };
+        self.machine
+            .finish(&mut txn)
+            .map_err(|e| StorageIOError::apply(last_log_id, AnyError::new(&e)))?;
         let mut batch = sled::Batch::default();
         txn.into_batch(&mut batch);
         batch.insert(

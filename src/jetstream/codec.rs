@@ -20,6 +20,10 @@ use crate::jsapi::ApiError;
 pub const STREAM_COMMAND_V1: u16 = 1;
 /// A meta group command (`meta::MetaCommand`), version 1.
 pub const META_COMMAND_V1: u16 = 2;
+/// A stream group `Append`, as raw fields rather than postcard (the publish hot path; see
+/// `stream_machine::wire::encode_append` for the layout). Same meaning as
+/// `STREAM_COMMAND_V1`'s `Append`.
+pub const STREAM_APPEND_V1: u16 = 3;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CodecError {
@@ -129,7 +133,9 @@ fn serde_bytes_vec<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<
 /// A machine's answer to one command: an outcome or the API error to report.
 pub fn response<T: Serialize>(outcome: &Result<T, ApiError>) -> Response {
     let wire: Result<&T, WireError> = outcome.as_ref().map_err(WireError::from);
-    Response::new(encode(&wire))
+    // Sized up front: one allocation per response (there is one per command).
+    let bytes = postcard::to_extend(&wire, Vec::with_capacity(32)).expect("in-memory encoding");
+    Response::new(bytes)
 }
 
 pub fn decode_response<T: DeserializeOwned>(

@@ -15,6 +15,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
@@ -23,9 +24,11 @@ use tokio::sync::mpsc;
 
 use super::service::JetStream;
 use super::stream::StreamHandle;
+use super::stream_machine::wire;
 use crate::jsapi::{ApiError, ErrorKind, PubAck, PubAckResponse};
-use crate::jscore::group::{GroupCommand, GroupOutcome};
-use crate::jscore::stream::{AppendOutcome, AppendRequest};
+use crate::jscore::group::GroupOutcome;
+use crate::jscore::stream::AppendOutcome;
+use crate::server::dispatch::Dispatch;
 use crate::server::message::Message;
 use crate::server::subscription::{InternalSubscriber, Subscription};
 use crate::server::ServerShared;
@@ -34,6 +37,10 @@ use crate::server::ServerShared;
 const MAX_BATCH: usize = 1024;
 /// Most entries being committed at once per stream.
 const MAX_IN_FLIGHT: usize = 4;
+/// A batch is closed once no message arrived for this long (see `gather`).
+const GATHER_IDLE: Duration = Duration::from_micros(100);
+/// Longest a batch gathers messages (see `gather`).
+const GATHER_MAX: Duration = Duration::from_millis(2);
 
 /// Most messages waiting for one stream's ingest task (nats-server's default).
 pub const MAX_QUEUED_MSGS: usize = 100_000;
@@ -162,6 +169,8 @@ async fn run(
     backlog: Arc<Backlog>,
 ) {
     let mut in_flight: FuturesOrdered<BoxFuture<'static, BatchResult>> = FuturesOrdered::new();
+    // Whether the last batch had more than one message (see `gather`).
+    let mut bursty = false;
     loop {
         tokio::select! {
             biased;
@@ -172,15 +181,8 @@ async fn run(
                 let Some(first) = received else { break };
                 backlog.taken(&first);
                 let mut batch = vec![first];
-                while batch.len() < MAX_BATCH {
-                    match incoming.try_recv() {
-                        Ok(msg) => {
-                            backlog.taken(&msg);
-                            batch.push(msg);
-                        }
-                        Err(_) => break,
-                    }
-                }
+                gather(&mut incoming, &backlog, &mut batch, bursty).await;
+                bursty = batch.len() > 1;
                 in_flight.push_back(Box::pin(propose_batch(stream.clone(), batch)));
             }
             _ = shared.shutdown.cancelled() => break,
@@ -192,20 +194,54 @@ async fn run(
     }
 }
 
+/// Takes what is queued behind the first message and, when messages come in bursts (the
+/// previous batch had more than one, or more are already queued), keeps taking them while
+/// they arrive less than `GATHER_IDLE` apart (at most `GATHER_MAX`). A client's burst of
+/// async publishes reaches us over several reads, and openraft appends one entry of a group
+/// per log flush: a burst split over two entries waits for two fsyncs (milliseconds each)
+/// before its last PubAck, while gathering costs tens of microseconds. A lone publish
+/// (sync publishing) is proposed at once. Every message taken leaves the ingest queue's
+/// backlog (see `Backlog`), so gathering frees room for publishers as it goes.
+async fn gather(
+    incoming: &mut mpsc::UnboundedReceiver<Message>,
+    backlog: &Backlog,
+    batch: &mut Vec<Message>,
+    bursty: bool,
+) {
+    let started = Instant::now();
+    let mut rounds = 0;
+    loop {
+        let before = batch.len();
+        while batch.len() < MAX_BATCH {
+            match incoming.try_recv() {
+                Ok(msg) => {
+                    backlog.taken(&msg);
+                    batch.push(msg);
+                }
+                Err(_) => break,
+            }
+        }
+        let quiet = batch.len() == before && rounds > 0;
+        if quiet || batch.len() >= MAX_BATCH || started.elapsed() >= GATHER_MAX {
+            return;
+        }
+        if rounds == 0 && !bursty && batch.len() == 1 {
+            return;
+        }
+        rounds += 1;
+        // A short, precise pause that leaves the cores to the reader and the client
+        // (tokio's timers tick in milliseconds; spinning would take a core from them).
+        let _ = tokio::task::spawn_blocking(|| std::thread::sleep(GATHER_IDLE)).await;
+    }
+}
+
 async fn propose_batch(stream: Arc<StreamHandle>, batch: Vec<Message>) -> BatchResult {
     let now = super::now_nanos();
     let commands = batch
         .iter()
-        .map(|msg| {
-            GroupCommand::Append(AppendRequest {
-                subject: String::from_utf8_lossy(&msg.subject).into_owned(),
-                headers: msg.headers.clone(),
-                payload: msg.payload.clone(),
-                now_nanos: now,
-            })
-        })
+        .map(|msg| wire::encode_append(&msg.subject, msg.headers.as_deref(), &msg.payload, now))
         .collect();
-    let outcomes = stream.propose(commands).await;
+    let outcomes = stream.propose_encoded(commands).await;
     (batch, outcomes)
 }
 
@@ -220,6 +256,8 @@ fn answer(
         Ok(outcomes) => outcomes,
         Err(error) => vec![Err(error); messages.len()],
     };
+    // One dispatch for the whole batch: each client's writer is woken once, not per ack.
+    let mut dispatch = Dispatch::default();
     for (msg, outcome) in messages.iter().zip(outcomes) {
         let Some(reply) = &msg.reply else { continue };
         let response = match outcome {
@@ -236,8 +274,10 @@ fn answer(
             Err(error) => PubAckResponse::failure(stream, error),
         };
         let ack = Message::new(reply.clone(), Bytes::from(response.to_json()));
-        shared.router.publish(&ack);
+        let matches = shared.router.matches(&ack.subject);
+        dispatch.route(&shared.router, &matches, &ack, None);
     }
+    dispatch.wake_all(&shared.stats);
 }
 
 #[cfg(test)]

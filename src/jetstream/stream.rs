@@ -10,12 +10,12 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
-use crate::consensus::{ProposeError, RaftGroup};
+use crate::consensus::{Command, ProposeError, RaftGroup};
 use crate::jsapi::{ApiError, ErrorKind};
 use crate::jscore::group::{GroupCommand, GroupOutcome};
 
 use super::codec;
-use super::stream_machine::{StreamCommandWire, StreamView};
+use super::stream_machine::{wire, StreamView};
 
 pub struct StreamHandle {
     name: String,
@@ -75,12 +75,15 @@ impl StreamHandle {
         &self,
         commands: Vec<GroupCommand>,
     ) -> Result<Vec<Result<GroupOutcome, ApiError>>, ApiError> {
-        let commands = commands
-            .into_iter()
-            .map(|command| {
-                codec::command(codec::STREAM_COMMAND_V1, &StreamCommandWire::from(command))
-            })
-            .collect();
+        let commands = commands.into_iter().map(wire::encode_command).collect();
+        self.propose_encoded(commands).await
+    }
+
+    /// [`StreamHandle::propose`] for commands already encoded (`stream_machine::wire`).
+    pub async fn propose_encoded(
+        &self,
+        commands: Vec<Command>,
+    ) -> Result<Vec<Result<GroupOutcome, ApiError>>, ApiError> {
         let responses = self
             .group()
             .propose_all(commands)

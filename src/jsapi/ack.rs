@@ -51,8 +51,17 @@ impl AckReply {
         if !subject.starts_with(ACK_PREFIX) {
             return Err(AckSubjectError::NotAck);
         }
-        let tokens: Vec<&str> = subject.split('.').collect();
-        let (domain, account_hash, rest) = match tokens.len() {
+        // The first 11 tokens and how many there are, without collecting them (an ack is
+        // parsed for every acknowledged message).
+        let mut tokens = [""; 11];
+        let mut count = 0;
+        for token in subject.split('.') {
+            if count < tokens.len() {
+                tokens[count] = token;
+            }
+            count += 1;
+        }
+        let (domain, account_hash, rest) = match count {
             9 => (None, None, &tokens[2..9]),
             n if n >= 11 => {
                 let domain = (tokens[2] != "_").then(|| tokens[2].to_string());
@@ -78,6 +87,34 @@ impl AckReply {
                 .map_err(|_| AckSubjectError::BadNumber("timestamp"))?,
             num_pending: number(6, "pending")?,
         })
+    }
+
+    /// The v1 subject text for a delivery, written directly (the same text as
+    /// `AckReply::v1(...).to_string()`; this runs for every delivered message).
+    pub fn v1_subject(
+        stream: &str,
+        consumer: &str,
+        num_delivered: u64,
+        stream_seq: u64,
+        consumer_seq: u64,
+        timestamp: i64,
+        num_pending: u64,
+    ) -> String {
+        let mut out = String::with_capacity(ACK_PREFIX.len() + stream.len() + consumer.len() + 64);
+        out.push_str(ACK_PREFIX);
+        out.push_str(stream);
+        out.push('.');
+        out.push_str(consumer);
+        let mut number = itoa::Buffer::new();
+        for value in [num_delivered, stream_seq, consumer_seq] {
+            out.push('.');
+            out.push_str(number.format(value));
+        }
+        out.push('.');
+        out.push_str(number.format(timestamp));
+        out.push('.');
+        out.push_str(number.format(num_pending));
+        out
     }
 
     /// The v1 subject for a delivery (what jetraft sends).
@@ -208,6 +245,22 @@ mod tests {
             )
         );
         assert_eq!(ack.to_string(), subject);
+        assert_eq!(
+            AckReply::v1_subject(
+                "ORDERS",
+                "order-processor",
+                1,
+                1,
+                1,
+                1_755_770_400_000_000_000,
+                0
+            ),
+            subject
+        );
+        assert_eq!(
+            AckReply::v1_subject("S", "C", 7, u64::MAX, 3, -5, 9),
+            AckReply::v1("S", "C", 7, u64::MAX, 3, -5, 9).to_string()
+        );
     }
 
     #[test]

@@ -49,10 +49,60 @@ impl PubAckResponse {
         }
     }
 
-    /// JSON bytes for the reply.
+    /// JSON bytes for the reply. The success form (every publish of a busy stream) is
+    /// written by hand, byte for byte what serde would write; failures go through serde.
     pub fn to_json(&self) -> Vec<u8> {
-        serde_json::to_vec(self).expect("PubAck serializes")
+        match &self.error {
+            None => self.ack.to_json(),
+            Some(_) => serde_json::to_vec(self).expect("PubAck serializes"),
+        }
     }
+}
+
+impl PubAck {
+    /// `{"stream":…,"seq":…}` plus `"domain"` and `"duplicate":true` when set: the same
+    /// bytes as `serde_json::to_vec`, without serde's machinery on the publish hot path.
+    pub fn to_json(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(32 + self.stream.len() + self.domain.len());
+        out.extend_from_slice(br#"{"stream":"#);
+        write_json_string(&mut out, &self.stream);
+        out.extend_from_slice(br#","seq":"#);
+        out.extend_from_slice(itoa::Buffer::new().format(self.seq).as_bytes());
+        if !self.domain.is_empty() {
+            out.extend_from_slice(br#","domain":"#);
+            write_json_string(&mut out, &self.domain);
+        }
+        if self.duplicate {
+            out.extend_from_slice(br#","duplicate":true"#);
+        }
+        out.push(b'}');
+        out
+    }
+}
+
+/// A JSON string literal as serde_json writes it (quotes, `\"`, `\\`, the short escapes,
+/// `\u00XX` for other control characters; everything else verbatim).
+fn write_json_string(out: &mut Vec<u8>, value: &str) {
+    out.push(b'"');
+    for &byte in value.as_bytes() {
+        match byte {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            0x0c => out.extend_from_slice(b"\\f"),
+            0..=0x1f => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                out.extend_from_slice(b"\\u00");
+                out.push(HEX[(byte >> 4) as usize]);
+                out.push(HEX[(byte & 0xf) as usize]);
+            }
+            _ => out.push(byte),
+        }
+    }
+    out.push(b'"');
 }
 
 #[cfg(test)]
@@ -78,6 +128,27 @@ mod tests {
             dup.to_json(),
             br#"{"stream":"ORDERS","seq":17,"domain":"hub","duplicate":true}"#
         );
+    }
+
+    #[test]
+    fn hand_written_json_is_what_serde_writes() {
+        for (stream, domain) in [
+            ("ORDERS", ""),
+            ("S", "hub"),
+            ("we\"ird\\na\u{1}me\n\t\r\u{8}\u{c}é", "d\"o"),
+        ] {
+            for (seq, duplicate) in [(0, false), (1, true), (u64::MAX, false)] {
+                let ack = PubAck {
+                    stream: stream.into(),
+                    seq,
+                    domain: domain.into(),
+                    duplicate,
+                };
+                let response = PubAckResponse::success(ack.clone());
+                assert_eq!(ack.to_json(), serde_json::to_vec(&response).unwrap());
+                assert_eq!(response.to_json(), serde_json::to_vec(&response).unwrap());
+            }
+        }
     }
 
     #[test]

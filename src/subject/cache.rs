@@ -6,6 +6,7 @@
 //! result is never stale. One per connection: no lock on the hot path.
 
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -15,7 +16,15 @@ pub struct MatchCache<R> {
     entries: HashMap<Bytes, Arc<R>>,
     generation: u64,
     capacity: usize,
+    /// Hashes of recently missed subjects (direct-mapped): a subject is cached on its second
+    /// miss only. Subjects used once — every ack reply `$JS.ACK.<…>.<seq>.…`, every inbox
+    /// token — would otherwise churn the map (insert, then a full clear at capacity) for
+    /// nothing.
+    seen: Box<[u64; SEEN_SLOTS]>,
 }
+
+/// Slots of the recently-missed table.
+const SEEN_SLOTS: usize = 256;
 
 impl<R> MatchCache<R> {
     pub fn new(capacity: usize) -> Self {
@@ -23,6 +32,7 @@ impl<R> MatchCache<R> {
             entries: HashMap::new(),
             generation: 0,
             capacity,
+            seen: Box::new([0; SEEN_SLOTS]),
         }
     }
 
@@ -39,6 +49,12 @@ impl<R> MatchCache<R> {
         }
         if let Some(hit) = self.entries.get(subject) {
             return hit.clone();
+        }
+        let hash = self.entries.hasher().hash_one(subject) | 1;
+        let slot = &mut self.seen[hash as usize % SEEN_SLOTS];
+        if *slot != hash {
+            *slot = hash;
+            return Arc::new(compute());
         }
         if self.entries.len() >= self.capacity {
             // Bounded memory; a cheap reset beats LRU bookkeeping on the hot path.
@@ -59,25 +75,27 @@ mod tests {
         let mut cache = MatchCache::new(8);
         let subject = Bytes::from_static(b"a");
         let mut computed = 0;
-        for _ in 0..3 {
+        for _ in 0..4 {
             cache.get_or_compute(1, &subject, || {
                 computed += 1;
                 computed
             });
         }
-        assert_eq!(computed, 1);
+        assert_eq!(computed, 2, "cached on its second miss");
         let result = cache.get_or_compute(2, &subject, || {
             computed += 1;
             computed
         });
-        assert_eq!(*result, 2);
+        assert_eq!(*result, 3);
     }
 
     #[test]
     fn stays_within_capacity() {
         let mut cache = MatchCache::new(2);
         for i in 0..10u8 {
-            cache.get_or_compute(0, &Bytes::from(vec![i]), || i);
+            for _ in 0..2 {
+                cache.get_or_compute(0, &Bytes::from(vec![i]), || i);
+            }
             assert!(cache.entries.len() <= 2);
         }
     }

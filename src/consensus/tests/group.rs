@@ -69,3 +69,41 @@ async fn restarted_group_keeps_its_state_and_continues_with_higher_indexes() {
     assert_eq!(group.leader(), Some(1), "the single voter leads again");
     group.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_units_share_entries_and_keep_their_own_responses() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = open_storage(dir.path());
+    let group =
+        std::sync::Arc::new(start_single(&storage, 9, Counters::default(), test_options()).await);
+    let before = storage.log.stats();
+    const UNITS: usize = 40;
+    let tasks: Vec<_> = (0..UNITS)
+        .map(|unit| {
+            let group = group.clone();
+            tokio::spawn(async move {
+                let key = format!("u{unit}");
+                let units = vec![increment(&key), increment(&key), increment(&key)];
+                group.propose_all(units).await.unwrap()
+            })
+        })
+        .collect();
+    for task in tasks {
+        let responses = task.await.unwrap();
+        let values: Vec<u64> = responses.iter().map(value_of).collect();
+        assert_eq!(
+            values,
+            vec![1, 2, 3],
+            "a unit's commands stay together, in order"
+        );
+    }
+    let entries = storage.log.stats().appends - before.appends;
+    assert!(
+        entries < UNITS as u64,
+        "units proposed while an entry is committed share the next one: {entries} entries"
+    );
+    for unit in 0..UNITS {
+        assert_eq!(stored_counter(&group.view(), &format!("u{unit}")), Some(3));
+    }
+    group.shutdown().await.unwrap();
+}

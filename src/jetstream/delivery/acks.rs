@@ -1,7 +1,8 @@
 //! Acknowledgements: the internal subscriber on `$JS.ACK.>` (and `$JS.FC.>` flow-control
 //! replies), and one ack batcher per stream that turns every ack waiting at that moment
 //! into one proposal — many `GroupCommand::Consumer` commands in one Raft entry, one fsync
-//! (group commit) — while the previous batch is being committed.
+//! (group commit) — with up to `MAX_IN_FLIGHT` proposals on their way (the group's proposal
+//! batcher merges them with whatever else the group is proposing).
 //!
 //! After the entry is applied: a double-ack (an ack published with a reply subject, nats.go
 //! `AckSync`/`DoubleAck`) gets an empty message on that reply; `+NXT` becomes a pull request
@@ -13,13 +14,15 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::stream::{FuturesOrdered, StreamExt};
 use tokio::sync::mpsc;
 
 use super::outbox::{self, Outbox};
 use super::DeliveryRegistry;
 use crate::jetstream::now_nanos;
 use crate::jetstream::stream::StreamHandle;
-use crate::jsapi::{AckKind, AckReply};
+use crate::jsapi::{AckKind, AckReply, ApiError};
 use crate::jscore::consumer::{AckOutcome, ConsumerCommand, ConsumerOutcome};
 use crate::jscore::group::{GroupCommand, GroupOutcome};
 use crate::server::message::Message;
@@ -27,6 +30,8 @@ use crate::server::subscription::InternalSubscriber;
 
 /// Most acks in one proposal.
 const MAX_BATCH: usize = 4096;
+/// Most ack proposals of one stream on their way at once.
+const MAX_IN_FLIGHT: usize = 4;
 
 /// One ack on its way to the stream's batcher.
 #[derive(Debug)]
@@ -124,55 +129,91 @@ pub(super) async fn run(
     outbox: Outbox,
 ) {
     let shutdown = outbox.shared().shutdown.clone();
+    // Proposals on their way, answered in order. Several at once, so acks reach the group's
+    // proposal batcher as they arrive and share an entry (one fsync) with whatever else is
+    // proposed meanwhile — typically the consumer's next `DeliverNext`.
+    let mut in_flight: FuturesOrdered<BoxFuture<'static, ProposedAcks>> = FuturesOrdered::new();
     loop {
-        let first = tokio::select! {
+        tokio::select! {
+            biased;
+            Some(proposed) = in_flight.next(), if !in_flight.is_empty() => {
+                if !settle(&registry, &handle, &outbox, proposed) {
+                    return;
+                }
+            }
+            item = incoming.recv(), if in_flight.len() < MAX_IN_FLIGHT => {
+                let Some(first) = item else { break };
+                let mut batch = vec![first];
+                while batch.len() < MAX_BATCH {
+                    match incoming.try_recv() {
+                        Ok(item) => batch.push(item),
+                        Err(_) => break,
+                    }
+                }
+                let now = now_nanos();
+                let commands = batch.iter().map(|item| command(item, now)).collect();
+                let handle = handle.clone();
+                in_flight.push_back(Box::pin(async move {
+                    let outcomes = handle.propose(commands).await;
+                    (batch, now, outcomes)
+                }));
+            }
             _ = shutdown.cancelled() => return,
-            item = incoming.recv() => match item {
-                Some(item) => item,
-                None => return,
-            },
-        };
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match incoming.try_recv() {
-                Ok(item) => batch.push(item),
-                Err(_) => break,
-            }
-        }
-        let now = now_nanos();
-        let commands = batch.iter().map(|item| command(item, now)).collect();
-        let outcomes = match handle.propose(commands).await {
-            Ok(outcomes) => outcomes,
-            Err(error) => {
-                tracing::warn!(stream = %handle.name(), acks = batch.len(), "acks dropped: {error}");
-                continue;
-            }
-        };
-        let Some(registry) = registry.upgrade() else {
-            return;
-        };
-        let mut touched = HashSet::new();
-        for (item, outcome) in batch.into_iter().zip(outcomes) {
-            let Ok(outcome) = outcome else {
-                continue; // consumer gone
-            };
-            if touched.insert(item.consumer.clone()) {
-                if let Some(activity) = registry.activity(&handle, &item.consumer) {
-                    activity.last_acked_nanos.store(now, Ordering::Relaxed);
-                    activity.touch(now);
-                }
-            }
-            match (item.kind, item.reply) {
-                (AckKind::Next(request), Some(reply)) => {
-                    registry.pull(&handle, &item.consumer, reply, request);
-                }
-                (_, Some(reply)) if earns_reply(&outcome) => {
-                    outbox.publish(&Message::new(reply, Bytes::new()));
-                }
-                _ => {}
-            }
         }
     }
+    while let Some(proposed) = in_flight.next().await {
+        if !settle(&registry, &handle, &outbox, proposed) {
+            return;
+        }
+    }
+}
+
+type ProposedAcks = (
+    Vec<AckItem>,
+    i64,
+    Result<Vec<Result<GroupOutcome, ApiError>>, ApiError>,
+);
+
+/// After a batch of acks was applied: activity times, double-ack replies, `+NXT` pull
+/// requests. False once the registry is gone.
+fn settle(
+    registry: &Weak<DeliveryRegistry>,
+    handle: &Arc<StreamHandle>,
+    outbox: &Outbox,
+    (batch, now, outcomes): ProposedAcks,
+) -> bool {
+    let outcomes = match outcomes {
+        Ok(outcomes) => outcomes,
+        Err(error) => {
+            tracing::warn!(stream = %handle.name(), acks = batch.len(), "acks dropped: {error}");
+            return true;
+        }
+    };
+    let Some(registry) = registry.upgrade() else {
+        return false;
+    };
+    let mut touched = HashSet::new();
+    for (item, outcome) in batch.into_iter().zip(outcomes) {
+        let Ok(outcome) = outcome else {
+            continue; // consumer gone
+        };
+        if touched.insert(item.consumer.clone()) {
+            if let Some(activity) = registry.activity(handle, &item.consumer) {
+                activity.last_acked_nanos.store(now, Ordering::Relaxed);
+                activity.touch(now);
+            }
+        }
+        match (item.kind, item.reply) {
+            (AckKind::Next(request), Some(reply)) => {
+                registry.pull(handle, &item.consumer, reply, request);
+            }
+            (_, Some(reply)) if earns_reply(&outcome) => {
+                outbox.publish(&Message::new(reply, Bytes::new()));
+            }
+            _ => {}
+        }
+    }
+    true
 }
 
 #[cfg(test)]

@@ -121,7 +121,7 @@ fn with_pending(status: u16, description: &str, messages: i64, bytes: i64) -> By
 
 /// The ack reply subject of one delivery (v1 form, as nats-server sends by default).
 pub fn ack_subject(stream: &str, consumer: &str, delivery: &Delivery, ts_nanos: i64) -> String {
-    AckReply::v1(
+    AckReply::v1_subject(
         stream,
         consumer,
         delivery.deliveries,
@@ -130,7 +130,6 @@ pub fn ack_subject(stream: &str, consumer: &str, delivery: &Delivery, ts_nanos: 
         ts_nanos,
         delivery.pending_count,
     )
-    .to_string()
 }
 
 /// Prefix of flow-control reply subjects: `$JS.FC.<stream>.<consumer>.<random>`.

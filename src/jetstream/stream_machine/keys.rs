@@ -17,8 +17,11 @@ use crate::jscore::stream::{DedupRecord, StoredMsg, StreamScalars};
 
 /// Key holding the layout version of all the others.
 pub const LAYOUT: &[u8] = b"v";
-/// The only layout so far.
+/// Layout 1: one `m/` key per message.
 pub const LAYOUT_V1: u8 = 1;
+/// Layout 2: messages in `b/` blocks with `x/` tombstones; `m/` keys left by layout 1 are
+/// still read, and deleted as their messages go.
+pub const LAYOUT_V2: u8 = 2;
 /// Version byte of every value written by this code.
 pub const VALUE_V1: u8 = 1;
 
@@ -26,12 +29,30 @@ pub const STREAM_CONFIG: &[u8] = b"s/config";
 pub const STREAM_STATE: &[u8] = b"s/state";
 pub const DEDUP_PREFIX: &[u8] = b"d/";
 pub const MESSAGE_PREFIX: &[u8] = b"m/";
+pub const BLOCK_PREFIX: &[u8] = b"b/";
+pub const TOMBSTONE_PREFIX: &[u8] = b"x/";
 pub const CONSUMER_PREFIX: &[u8] = b"c/";
 
 /// What follows a consumer's prefix.
 pub const CONSUMER_CONFIG: u8 = b'c';
 pub const CONSUMER_STATE: u8 = b's';
 pub const CONSUMER_PENDING: u8 = b'p';
+pub const CONSUMER_PENDING_CHUNK: u8 = b'q';
+
+/// A pending chunk holds the entries of stream sequences `chunk << PENDING_CHUNK_BITS` up
+/// to the next chunk.
+pub const PENDING_CHUNK_BITS: u32 = 10;
+
+/// The chunk a stream sequence's pending entry lives in.
+pub fn pending_chunk_of(stream_seq: u64) -> u64 {
+    stream_seq >> PENDING_CHUNK_BITS
+}
+
+/// The stream sequences of a chunk.
+pub fn pending_chunk_seqs(chunk: u64) -> std::ops::RangeInclusive<u64> {
+    let first = chunk << PENDING_CHUNK_BITS;
+    first..=first | ((1 << PENDING_CHUNK_BITS) - 1)
+}
 
 fn with_u64(prefix: &[u8], value: u64) -> Vec<u8> {
     let mut key = Vec::with_capacity(prefix.len() + 8);
@@ -43,6 +64,16 @@ fn with_u64(prefix: &[u8], value: u64) -> Vec<u8> {
 /// `m/` ++ sequence (big endian, so keys sort by sequence).
 pub fn message(seq: u64) -> Vec<u8> {
     with_u64(MESSAGE_PREFIX, seq)
+}
+
+/// `b/` ++ first sequence of the block (big endian).
+pub fn block(first_seq: u64) -> Vec<u8> {
+    with_u64(BLOCK_PREFIX, first_seq)
+}
+
+/// `x/` ++ sequence: a message deleted from a block that is still stored.
+pub fn tombstone(seq: u64) -> Vec<u8> {
+    with_u64(TOMBSTONE_PREFIX, seq)
 }
 
 /// `d/` ++ ordinal: duplicate-window entries in recording order.
@@ -78,12 +109,22 @@ pub fn pending(name: &str, stream_seq: u64) -> Vec<u8> {
     key
 }
 
+/// `c/<name>q<chunk>`: the consumer's pending entries of one chunk of stream sequences.
+pub fn pending_chunk(name: &str, chunk: u64) -> Vec<u8> {
+    let mut key = consumer_prefix(name);
+    key.push(CONSUMER_PENDING_CHUNK);
+    key.extend_from_slice(&chunk.to_be_bytes());
+    key
+}
+
 /// A key under `c/`, taken apart.
 #[derive(Debug, PartialEq, Eq)]
 pub enum ConsumerKey {
     Config(String),
     State(String),
+    /// Layout 1: one pending entry per key.
     Pending(String, u64),
+    PendingChunk(String, u64),
 }
 
 pub fn parse_consumer_key(key: &[u8]) -> Result<ConsumerKey, MachineError> {
@@ -102,6 +143,10 @@ pub fn parse_consumer_key(key: &[u8]) -> Result<ConsumerKey, MachineError> {
         [CONSUMER_PENDING, seq @ ..] => {
             let seq: [u8; 8] = seq.try_into().map_err(|_| corrupt())?;
             Ok(ConsumerKey::Pending(name, u64::from_be_bytes(seq)))
+        }
+        [CONSUMER_PENDING_CHUNK, chunk @ ..] => {
+            let chunk: [u8; 8] = chunk.try_into().map_err(|_| corrupt())?;
+            Ok(ConsumerKey::PendingChunk(name, u64::from_be_bytes(chunk)))
         }
         _ => Err(corrupt()),
     }
@@ -223,6 +268,82 @@ impl From<StoredMsgV1> for StoredMsg {
     }
 }
 
+/// One message inside a `b/` block value, as written: borrowed from the stored message, so
+/// encoding a block copies each message once, into the block.
+#[derive(Serialize)]
+struct BlockMsgRef<'a> {
+    seq: u64,
+    subject: &'a str,
+    headers: Option<RawBytes<'a>>,
+    payload: RawBytes<'a>,
+    ts_nanos: i64,
+}
+
+/// One message inside a `b/` block value, as read: borrowed from the value.
+#[derive(Deserialize)]
+struct BlockMsgV1<'a> {
+    seq: u64,
+    subject: &'a str,
+    headers: Option<&'a [u8]>,
+    payload: &'a [u8],
+    ts_nanos: i64,
+}
+
+/// A byte string for serde (postcard: length ++ bytes, the same encoding `Bytes` has), not
+/// a sequence of `u8`s.
+struct RawBytes<'a>(&'a [u8]);
+
+impl Serialize for RawBytes<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_bytes(self.0)
+    }
+}
+
+/// `b/<first seq>`: `VALUE_V1` ++ postcard of the block's messages in sequence order, each
+/// (seq, subject, headers, payload, time). Sequences are increasing but may have gaps
+/// (messages removed before the block was written).
+pub fn encode_block<'a>(messages: impl IntoIterator<Item = (u64, &'a StoredMsg)>) -> Bytes {
+    let messages: Vec<BlockMsgRef<'a>> = messages
+        .into_iter()
+        .map(|(seq, msg)| BlockMsgRef {
+            seq,
+            subject: &msg.subject,
+            headers: msg.headers.as_deref().map(RawBytes),
+            payload: RawBytes(&msg.payload),
+            ts_nanos: msg.ts_nanos,
+        })
+        .collect();
+    let capacity: usize = messages
+        .iter()
+        .map(|m| {
+            m.subject.len() + m.payload.0.len() + m.headers.as_ref().map_or(0, |h| h.0.len()) + 24
+        })
+        .sum();
+    encode_with_capacity(&messages, capacity + 8)
+}
+
+/// The messages of a `b/` value, in sequence order.
+pub fn decode_block(value: &[u8]) -> Result<Vec<(u64, StoredMsg)>, MachineError> {
+    let corrupt = |e: &dyn std::fmt::Display| MachineError::Corrupt(format!("message block: {e}"));
+    let body = match value.split_first() {
+        Some((&VALUE_V1, body)) => body,
+        _ => return Err(corrupt(&"unknown value version")),
+    };
+    let messages: Vec<BlockMsgV1<'_>> = postcard::from_bytes(body).map_err(|e| corrupt(&e))?;
+    Ok(messages
+        .into_iter()
+        .map(|msg| {
+            let stored = StoredMsg {
+                subject: msg.subject.to_owned(),
+                headers: msg.headers.map(Bytes::copy_from_slice),
+                payload: Bytes::copy_from_slice(msg.payload),
+                ts_nanos: msg.ts_nanos,
+            };
+            (msg.seq, stored)
+        })
+        .collect())
+}
+
 /// `c/<name>c`: the consumer's config and creation time, as JSON inside the record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConsumerConfigV1 {
@@ -276,7 +397,25 @@ impl From<ConsumerStateV1> for ConsumerExport {
     }
 }
 
-/// `c/<name>p<seq>`: one pending (delivered, unacknowledged) message.
+/// `c/<name>q<chunk>`: `VALUE_V1` ++ postcard of (stream sequence, `PendingV1`) pairs, in
+/// sequence order: every pending entry of the chunk.
+pub fn encode_pending_chunk<'a>(entries: impl Iterator<Item = (u64, &'a PendingEntry)>) -> Bytes {
+    let entries: Vec<(u64, PendingV1)> = entries
+        .map(|(seq, entry)| (seq, PendingV1::from(entry)))
+        .collect();
+    encode_with_capacity(&entries, 8 + entries.len() * 24)
+}
+
+pub fn decode_pending_chunk(value: &[u8]) -> Result<Vec<(u64, PendingEntry)>, MachineError> {
+    let entries: Vec<(u64, PendingV1)> = decode("pending chunk", value)?;
+    Ok(entries
+        .into_iter()
+        .map(|(seq, entry)| (seq, entry.into()))
+        .collect())
+}
+
+/// `c/<name>p<seq>`: one pending (delivered, unacknowledged) message (layout 1; layout 2
+/// writes chunks).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PendingV1 {
     pub consumer_seq: u64,
@@ -327,10 +466,50 @@ mod tests {
                 ConsumerKey::Pending(name.into(), 42)
             );
         }
+        assert_eq!(
+            parse_consumer_key(&pending_chunk("ab", 3)).unwrap(),
+            ConsumerKey::PendingChunk("ab".into(), 3)
+        );
+        assert_eq!(pending_chunk_of(1023), 0);
+        assert_eq!(pending_chunk_of(1024), 1);
+        assert_eq!(pending_chunk_seqs(1), 1024..=2047);
         assert!(!pending("ab", 1).starts_with(&consumer_prefix("a")));
         assert!(parse_consumer_key(b"c/\0\0\0\x05ab").is_err());
         assert!(message(1) < message(256), "sequences sort numerically");
         assert_eq!(parse_u64_key(MESSAGE_PREFIX, &message(77)).unwrap(), 77);
+    }
+
+    #[test]
+    fn blocks_round_trip() {
+        let msgs = [
+            (
+                3,
+                StoredMsg {
+                    subject: "s.a".into(),
+                    headers: Some(Bytes::from_static(b"NATS/1.0\r\n\r\n")),
+                    payload: Bytes::from_static(b"payload"),
+                    ts_nanos: -5,
+                },
+            ),
+            (
+                9,
+                StoredMsg {
+                    subject: "s.b".into(),
+                    headers: None,
+                    payload: Bytes::new(),
+                    ts_nanos: 7,
+                },
+            ),
+        ];
+        let value = encode_block(msgs.iter().map(|(seq, msg)| (*seq, msg)));
+        assert_eq!(value[0], VALUE_V1);
+        assert_eq!(decode_block(&value).unwrap(), msgs.to_vec());
+        // A message in a block is encoded as a `StoredMsgV1` after its sequence.
+        let single = encode_block([(3, &msgs[0].1)]);
+        let alone = encode(&StoredMsgV1::from(&msgs[0].1));
+        assert_eq!(&single[3..], &alone[1..]);
+        assert!(decode_block(&value[..value.len() - 1]).is_err());
+        assert!(block(1) < block(256) && tombstone(1) < tombstone(256));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! (`stage.rs`); `load` rebuilds the `StreamGroup` from the group's keys (`keys.rs`).
 //! One per stream group on every replica, owned by the group's state-machine task.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::consensus::machine::ApplyPosition;
 use crate::consensus::{Command, GroupMachine, MachineError, MachineTxn, MachineView, Response};
@@ -11,12 +11,12 @@ use crate::jetstream::codec;
 use crate::jsapi::stream_config::StreamConfig;
 use crate::jscore::consumer::{ConsumerState, PendingEntry};
 use crate::jscore::group::{GroupCommand, StreamGroup};
-use crate::jscore::stream::{DedupRecord, StoredMsg, StreamState};
+use crate::jscore::stream::{AppendRequest, DedupRecord, StoredMsg, StreamState};
 
 use super::keys::{self, ConsumerConfigV1, ConsumerKey, ConsumerStateV1, DedupEntryV1};
-use super::stage::{self, Before, Persisted};
+use super::stage::{self, Before, BlockInfo, Persisted};
 use super::view::{StreamView, StreamViewWriter};
-use super::wire::StreamCommandWire;
+use super::wire;
 
 pub struct StreamMachine {
     /// The config of a stream that has no keys yet (first start of a new stream); a stream
@@ -24,6 +24,8 @@ pub struct StreamMachine {
     initial_config: StreamConfig,
     writer: StreamViewWriter,
     persisted: Persisted,
+    /// Raft index of the last command applied, signalled to readers by `finish`.
+    last_applied: u64,
 }
 
 impl std::fmt::Debug for StreamMachine {
@@ -43,6 +45,7 @@ impl StreamMachine {
             initial_config: config,
             writer,
             persisted: Persisted::default(),
+            last_applied: 0,
         };
         (machine, view)
     }
@@ -61,7 +64,12 @@ impl GroupMachine for StreamMachine {
                 let group = StreamGroup::new(self.initial_config.clone());
                 (group, Persisted::default())
             }
-            Some(layout) if layout.as_ref() == [keys::LAYOUT_V1] => load_v1(view)?,
+            Some(layout) if layout.as_ref() == [keys::LAYOUT_V1] => {
+                load_keys(view, keys::LAYOUT_V1)?
+            }
+            Some(layout) if layout.as_ref() == [keys::LAYOUT_V2] => {
+                load_keys(view, keys::LAYOUT_V2)?
+            }
             Some(layout) => {
                 return Err(MachineError::Corrupt(format!(
                     "unknown stream key layout {layout:?}"
@@ -79,23 +87,46 @@ impl GroupMachine for StreamMachine {
         command: &Command,
         txn: &mut MachineTxn<'_>,
     ) -> Result<Response, MachineError> {
-        let wire: StreamCommandWire = codec::decode_command(codec::STREAM_COMMAND_V1, command)
+        let command = wire::decode_command(command)
             .map_err(|e| MachineError::Corrupt(format!("stream command at {at:?}: {e}")))?;
-        let command = GroupCommand::from(wire);
         let persisted = &mut self.persisted;
         let outcome = self.writer.write(|group| {
             let before = Before::capture(group, &command);
-            let outcome = group.apply(command.clone());
-            stage::stage(persisted, group, &before, &command, &outcome, txn)?;
+            // Staging reads no field of an append (its outcome says what it stored), so an
+            // append is not cloned for it: the hot path keeps one copy of each message.
+            let (applied, staged) = match command {
+                GroupCommand::Append(request) => {
+                    let stand_in = GroupCommand::Append(AppendRequest {
+                        subject: String::new(),
+                        headers: None,
+                        payload: bytes::Bytes::new(),
+                        now_nanos: request.now_nanos,
+                    });
+                    (GroupCommand::Append(request), stand_in)
+                }
+                other => (other.clone(), other),
+            };
+            let outcome = group.apply(applied);
+            stage::stage(persisted, group, &before, &staged, &outcome, txn)?;
             Ok::<_, MachineError>(outcome)
         })?;
-        self.writer.mark_applied(at.index);
+        self.last_applied = at.index;
         Ok(codec::response(&outcome))
+    }
+
+    fn finish(&mut self, txn: &mut MachineTxn<'_>) -> Result<(), MachineError> {
+        let persisted = &mut self.persisted;
+        self.writer
+            .read(|group| stage::finish(persisted, group, txn))?;
+        // Readers waiting for new state wake once per apply call, not once per command.
+        self.writer.mark_applied(self.last_applied);
+        Ok(())
     }
 }
 
-/// Rebuilds the group and what is known to be in sled from layout-1 keys.
-fn load_v1(view: &MachineView) -> Result<(StreamGroup, Persisted), MachineError> {
+/// Rebuilds the group and what is known to be in sled from layout-1 or layout-2 keys (a
+/// layout-1 store has only `m/` message keys; layout 2 adds `b/` blocks and `x/` tombstones).
+fn load_keys(view: &MachineView, layout: u8) -> Result<(StreamGroup, Persisted), MachineError> {
     let missing = |what: &str| MachineError::Corrupt(format!("stream keys lack {what}"));
     let config_value = view
         .get(keys::STREAM_CONFIG)?
@@ -125,24 +156,65 @@ fn load_v1(view: &MachineView) -> Result<(StreamGroup, Persisted), MachineError>
     }
 
     let mut messages: Vec<(u64, StoredMsg)> = Vec::new();
+    let mut legacy = BTreeSet::new();
     for item in view.scan_prefix(keys::MESSAGE_PREFIX) {
         let (key, value) = item?;
         let seq = keys::parse_u64_key(keys::MESSAGE_PREFIX, &key)?;
         let msg: keys::StoredMsgV1 = keys::decode("message", &value)?;
         messages.push((seq, msg.into()));
+        legacy.insert(seq);
+    }
+    let mut tombstones = BTreeSet::new();
+    for item in view.scan_prefix(keys::TOMBSTONE_PREFIX) {
+        let (key, _) = item?;
+        tombstones.insert(keys::parse_u64_key(keys::TOMBSTONE_PREFIX, &key)?);
+    }
+    // Block messages below the first sequence, or tombstoned, were removed (see
+    // `stage::settle_removed`).
+    let mut blocks = BTreeMap::new();
+    for item in view.scan_prefix(keys::BLOCK_PREFIX) {
+        let (key, value) = item?;
+        let first = keys::parse_u64_key(keys::BLOCK_PREFIX, &key)?;
+        let block = keys::decode_block(&value)?;
+        let last_seq = block.last().map_or(first, |(seq, _)| *seq);
+        if block.first().map(|(seq, _)| *seq) != Some(first) {
+            return Err(MachineError::Corrupt(format!(
+                "message block {first} does not start at its key"
+            )));
+        }
+        let before = messages.len();
+        messages.extend(
+            block
+                .into_iter()
+                .filter(|(seq, _)| *seq >= record.first_seq && !tombstones.contains(seq)),
+        );
+        let live = (messages.len() - before) as u64;
+        blocks.insert(first, BlockInfo { last_seq, live });
+    }
+    // Layout-1 keys sort before the blocks, which came later: the list is in order, but
+    // sort anyway rather than trust the interleaving.
+    if !legacy.is_empty() {
+        messages.sort_by_key(|(seq, _)| *seq);
     }
 
     let persisted_config = config.clone();
     let dedup_first = record.dedup_first;
     let stream = StreamState::restore(config, record.clone().scalars(), messages, dedup);
-    let (consumers, records) = load_consumers(view)?;
+    let loaded = load_consumers(view)?;
     let persisted = Persisted {
         config: Some(persisted_config),
         stream_record: Some(keys::encode(&record)),
         dedup_first,
-        consumers: records,
+        consumers: loaded.records,
+        layout: Some(layout),
+        blocks,
+        tombstones,
+        legacy,
+        pending_chunks: loaded.pending_chunks,
+        legacy_pending: loaded.legacy_pending,
+        ..Persisted::default()
     };
-    Ok((StreamGroup::from_parts(stream, consumers), persisted))
+    Ok((StreamGroup::from_parts(stream, loaded.consumers), persisted))
 }
 
 #[derive(Default)]
@@ -152,12 +224,17 @@ struct ConsumerParts {
     pending: Vec<(u64, PendingEntry)>,
 }
 
-type LoadedConsumers = (
-    BTreeMap<String, ConsumerState>,
-    BTreeMap<String, bytes::Bytes>,
-);
+/// The consumers and what `Persisted` needs to know about their keys.
+#[derive(Default)]
+struct LoadedConsumers {
+    consumers: BTreeMap<String, ConsumerState>,
+    records: BTreeMap<String, bytes::Bytes>,
+    pending_chunks: BTreeMap<String, BTreeSet<u64>>,
+    legacy_pending: BTreeMap<String, BTreeSet<u64>>,
+}
 
 fn load_consumers(view: &MachineView) -> Result<LoadedConsumers, MachineError> {
+    let mut loaded = LoadedConsumers::default();
     let mut parts: BTreeMap<String, ConsumerParts> = BTreeMap::new();
     for item in view.scan_prefix(keys::CONSUMER_PREFIX) {
         let (key, value) = item?;
@@ -172,16 +249,36 @@ fn load_consumers(view: &MachineView) -> Result<LoadedConsumers, MachineError> {
             }
             ConsumerKey::Pending(name, seq) => {
                 let entry: keys::PendingV1 = keys::decode("pending entry", &value)?;
+                loaded
+                    .legacy_pending
+                    .entry(name.clone())
+                    .or_default()
+                    .insert(seq);
                 parts
                     .entry(name)
                     .or_default()
                     .pending
                     .push((seq, entry.into()));
             }
+            ConsumerKey::PendingChunk(name, chunk) => {
+                let entries = keys::decode_pending_chunk(&value)?;
+                if entries
+                    .iter()
+                    .any(|(seq, _)| keys::pending_chunk_of(*seq) != chunk)
+                {
+                    return Err(MachineError::Corrupt(format!(
+                        "consumer {name}: pending chunk {chunk} holds a sequence of another chunk"
+                    )));
+                }
+                loaded
+                    .pending_chunks
+                    .entry(name.clone())
+                    .or_default()
+                    .insert(chunk);
+                parts.entry(name).or_default().pending.extend(entries);
+            }
         }
     }
-    let mut consumers = BTreeMap::new();
-    let mut records = BTreeMap::new();
     for (name, part) in parts {
         let (Some(config), Some((state, record))) = (part.config, part.state) else {
             return Err(MachineError::Corrupt(format!(
@@ -191,8 +288,8 @@ fn load_consumers(view: &MachineView) -> Result<LoadedConsumers, MachineError> {
         let definition = config.config.0;
         let mut consumer = ConsumerState::import(definition.config, state.into(), part.pending);
         consumer.set_created_nanos(definition.created_nanos);
-        consumers.insert(name.clone(), consumer);
-        records.insert(name, record);
+        loaded.consumers.insert(name.clone(), consumer);
+        loaded.records.insert(name, record);
     }
-    Ok((consumers, records))
+    Ok(loaded)
 }

@@ -1,28 +1,35 @@
 //! A stream group's state machine: `jscore::group::StreamGroup` applied to committed
 //! entries, persisted in the group's sled keys, shared with the front through `StreamView`.
 //!
-//! - `wire.rs`: [`StreamCommandWire`], the Raft-entry form of a `GroupCommand`.
-//! - `machine.rs`: [`StreamMachine`], the `consensus::GroupMachine` (apply, load).
-//! - `stage.rs`: which keys an applied command changed, staged into the `MachineTxn`.
+//! - `wire.rs`: [`StreamCommandWire`], the Raft-entry form of a `GroupCommand` (appends in a
+//!   raw form of their own, `wire::encode_append`).
+//! - `machine.rs`: [`StreamMachine`], the `consensus::GroupMachine` (apply, finish, load).
+//! - `stage.rs`: which keys an applied command changed, staged into the `MachineTxn`; what is
+//!   batched per apply call (message blocks, pending chunks, state records) is written by
+//!   `finish`.
 //! - `keys.rs`: the key layout and the records stored under it.
 //! - `view.rs`: [`StreamView`], the in-memory state the front reads.
 //!
 //! ## Persistence
 //!
 //! The in-memory `StreamGroup` is the working state; sled holds enough to rebuild it
-//! exactly (`load`), and each apply rewrites only the keys it changed, so a large stream is
-//! never rewritten and an ack touches O(1) keys. Keys (consensus strips the group prefix):
+//! exactly (`load`), and each apply call (one or more Raft entries, many commands) rewrites
+//! only the keys it changed, so a large stream is never rewritten and sled sees a few keys per
+//! call rather than per message. Keys (consensus strips the group prefix):
 //!
 //! | key | value |
 //! |---|---|
-//! | `v` | layout version: `[1]` |
+//! | `v` | layout version: `[2]` (`[1]`: written before blocks and chunks, still loaded) |
 //! | `s/config` | 1 ++ the stream config as JSON |
 //! | `s/state` | 1 ++ `StreamRecordV1`: first/last seq, last time, bytes, last msg id, first dedup ordinal |
 //! | `d/` ++ ordinal (u64 BE) | 1 ++ `DedupEntryV1`: one duplicate-window entry (time, msg id, seq) |
-//! | `m/` ++ seq (u64 BE) | 1 ++ `StoredMsgV1`: subject, headers, payload, time |
+//! | `b/` ++ first seq (u64 BE) | 1 ++ a message block: postcard list of (seq, subject, headers, payload, time) |
+//! | `x/` ++ seq (u64 BE) | empty: a tombstone, the message was removed from its block |
+//! | `m/` ++ seq (u64 BE) | layout 1 only: 1 ++ `StoredMsgV1`: subject, headers, payload, time |
 //! | `c/` ++ name len (u32 BE) ++ name ++ `c` | 1 ++ `ConsumerConfigV1`: the config and creation time as JSON (`codec::ConsumerDefinition`) |
 //! | `c/` ++ … ++ `s` | 1 ++ `ConsumerStateV1`: positions, ack floor, exhausted, last-per-subject plan |
-//! | `c/` ++ … ++ `p` ++ seq (u64 BE) | 1 ++ `PendingV1`: one delivered, unacknowledged message |
+//! | `c/` ++ … ++ `q` ++ chunk (u64 BE) | 1 ++ postcard list of (stream seq, `PendingV1`): the pending entries of stream seqs `chunk << 10 ..= chunk << 10 \| 1023` |
+//! | `c/` ++ … ++ `p` ++ seq (u64 BE) | layout 1 only: 1 ++ `PendingV1`: one delivered, unacknowledged message |
 //!
 //! Values are postcard after a version byte; configs JSON (postcard cannot honour their
 //! JSON-tuned serde attributes). Both are append-only formats: a changed record is a new
@@ -31,13 +38,28 @@
 //! delivery policy (from the consumer config) and the redelivery queue (from the pending
 //! entries).
 //!
-//! Costs per apply: an append writes its message, `s/state`, and a `d/` key when it had a
-//! msg id (plus deletes for whatever limits removed and the ids that aged out); an ack
-//! writes or deletes one pending key and the consumer's state record; a delivery writes one
-//! pending key per delivered message. Purge, consumer deletion, expiry and config updates
-//! compare each consumer's pending set before and after (they are rare). A
-//! `last_per_subject` plan sits in the consumer's state record and is rewritten with it
-//! until its messages were delivered once.
+//! **Message blocks.** The messages an apply call stored go into one block value (a new one
+//! every 64 KiB, so sled keeps them inline), keyed by the first sequence; messages removed by
+//! the same call never reach a block. A message later removed from a written block is
+//! settled by `finish`: if its block has no message left the block key goes (with its
+//! tombstones); otherwise, if it is at or above the stream's first sequence, it gets an `x/`
+//! tombstone. Load skips block messages below `s/state`'s first sequence (which never goes
+//! back) and tombstoned ones, so limits and expiry, which remove from the front, write no
+//! tombstones. Each block's live count is exact (load counts the same), so every replica
+//! drops a block at the same apply. Layout-1 `m/` keys are still read, and deleted when their
+//! message goes.
+//!
+//! **Pending chunks.** A consumer's pending entries live in chunks of 1024 stream sequences;
+//! an apply call rewrites (or deletes, when empty) each chunk whose entries it changed, from
+//! the in-memory pending set. A delivery of a batch and the acks of a batch thus write a chunk
+//! or two per call. Layout-1 `p` keys are read, and dropped once their chunk is written.
+//!
+//! Costs per apply call: the stored messages' blocks, `s/state` once, a `d/` key per new msg
+//! id (plus deletes for the ids that aged out), tombstones for interior removals, each changed
+//! pending chunk and each changed consumer state record once. Purge, consumer deletion,
+//! expiry and config updates compare each consumer's pending set before and after (they are
+//! rare). A `last_per_subject` plan sits in the consumer's state record and is rewritten with
+//! it until its messages were delivered once.
 //!
 //! The duplicate window is a queue (expiry at the front, new ids at the back), stored one
 //! entry per ordinal so an apply only deletes the expired ordinals and adds the new one.
@@ -48,7 +70,7 @@ mod keys;
 mod machine;
 mod stage;
 mod view;
-mod wire;
+pub mod wire;
 
 #[cfg(test)]
 mod tests;

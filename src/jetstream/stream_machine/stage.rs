@@ -20,7 +20,7 @@ use crate::jscore::consumer::{AckOutcome, ConsumerCommand, ConsumerOutcome, Cons
 use crate::jscore::group::{GroupCommand, GroupOutcome, StreamGroup};
 use crate::jscore::stream::AppendOutcome;
 
-use super::keys::{self, ConsumerConfigV1, ConsumerStateV1, DedupEntryV1, StoredMsgV1};
+use super::keys::{self, ConsumerConfigV1, ConsumerStateV1, DedupEntryV1};
 
 /// What sled holds (with the writes staged so far), as far as staging needs to know without
 /// reading it: kept by the machine, rebuilt by `load`, updated as writes are staged. If a
@@ -34,9 +34,44 @@ pub struct Persisted {
     pub stream_record: Option<Bytes>,
     /// Ordinal of the oldest `d/` key.
     pub dedup_first: u64,
-    /// Last written `c/<name>s` value per consumer in sled.
+    /// Last written `c/<name>s` value per consumer in sled (empty: config staged, state
+    /// record not written yet).
     pub consumers: BTreeMap<String, Bytes>,
+    /// The layout version written to `v` (`None` while the stream has no keys).
+    pub layout: Option<u8>,
+    /// The `b/` blocks by first sequence.
+    pub blocks: BTreeMap<u64, BlockInfo>,
+    /// Sequences with an `x/` key.
+    pub tombstones: BTreeSet<u64>,
+    /// Sequences still in `m/` keys of layout 1.
+    pub legacy: BTreeSet<u64>,
+    /// Stored by this apply call, not yet in a block: `finish` writes them.
+    pub unflushed: Vec<u64>,
+    /// Removed by this apply call from a block written before it: `finish` settles them.
+    pub removed: Vec<u64>,
+    /// The `c/<name>q<chunk>` keys in sled, per consumer.
+    pub pending_chunks: BTreeMap<String, BTreeSet<u64>>,
+    /// Sequences still in layout-1 `c/<name>p<seq>` keys, per consumer.
+    pub legacy_pending: BTreeMap<String, BTreeSet<u64>>,
+    /// Chunks whose entries this apply call changed, per consumer: `finish` rewrites them.
+    pub dirty_chunks: BTreeMap<String, BTreeSet<u64>>,
+    /// Consumers whose state record this apply call may have changed (all of them when set).
+    pub dirty_states: BTreeSet<String>,
+    pub all_states_dirty: bool,
 }
+
+/// What is known about one `b/` block without reading it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockInfo {
+    pub last_seq: u64,
+    /// Its messages still in the stream. Exact (load counts the same thing), so replicas
+    /// and restarts drop a block at the same apply.
+    pub live: u64,
+}
+
+/// Largest block value: beyond it a new block starts. Small enough that sled keeps blocks
+/// inline in its log (it moves values above a quarter of its 512 KiB segment to blob files).
+const BLOCK_BYTES: usize = 64 << 10;
 
 /// State captured before applying a command: only what its outcome will not tell.
 pub struct Before {
@@ -101,14 +136,102 @@ pub fn stage(
     outcome: &Result<GroupOutcome, ApiError>,
     txn: &mut MachineTxn<'_>,
 ) -> Result<(), MachineError> {
-    let removed = stage_messages(group, before, outcome, txn);
+    let removed = stage_messages(persisted, group, before, outcome, txn);
     stage_dedup(persisted, group, before, txn)?;
-    stage_stream_record(persisted, group, txn);
     stage_consumers(persisted, group, before, command, outcome, &removed, txn)
 }
 
-/// Message keys; returns the removed sequences.
+/// Once per apply call, after its last command: the messages it stored as new blocks, the
+/// blocks and tombstones its removals settled, and the stream record.
+pub fn finish(
+    persisted: &mut Persisted,
+    group: &StreamGroup,
+    txn: &mut MachineTxn<'_>,
+) -> Result<(), MachineError> {
+    let stream = group.stream();
+    settle_removed(persisted, stream.first_seq(), txn);
+    let stored: Vec<u64> = std::mem::take(&mut persisted.unflushed)
+        .into_iter()
+        .filter(|seq| stream.contains(*seq))
+        .collect();
+    let mut rest = stored.as_slice();
+    while !rest.is_empty() {
+        let mut bytes = 0;
+        let take = rest
+            .iter()
+            .take_while(|seq| {
+                let fits = bytes < BLOCK_BYTES;
+                bytes += stream.get(**seq).map_or(0, |msg| {
+                    msg.subject.len() + msg.headers_len() + msg.payload.len() + 24
+                });
+                fits
+            })
+            .count();
+        let (block, after) = rest.split_at(take);
+        rest = after;
+        let value = keys::encode_block(
+            block
+                .iter()
+                .filter_map(|seq| stream.get(*seq).map(|msg| (*seq, msg))),
+        );
+        let (first, last) = (block[0], block[block.len() - 1]);
+        txn.insert(keys::block(first), value);
+        persisted.blocks.insert(
+            first,
+            BlockInfo {
+                last_seq: last,
+                live: block.len() as u64,
+            },
+        );
+    }
+    stage_stream_record(persisted, group, txn);
+    finish_consumers(persisted, group, txn);
+    Ok(())
+}
+
+/// Messages removed from written blocks: a block none of whose messages is left goes (with
+/// its tombstones); otherwise a removed message at or above the stream's first sequence
+/// gets a tombstone (below it, `load` skips it anyway: the first sequence never goes back).
+fn settle_removed(persisted: &mut Persisted, first_seq: u64, txn: &mut MachineTxn<'_>) {
+    let mut emptied = Vec::new();
+    for seq in std::mem::take(&mut persisted.removed) {
+        let Some((&first, block)) = persisted.blocks.range_mut(..=seq).next_back() else {
+            continue;
+        };
+        if seq > block.last_seq {
+            continue;
+        }
+        block.live = block.live.saturating_sub(1);
+        if seq >= first_seq {
+            txn.insert(keys::tombstone(seq), Bytes::new());
+            persisted.tombstones.insert(seq);
+        }
+        if block.live == 0 {
+            emptied.push(first);
+        }
+    }
+    for first in emptied {
+        let Some(block) = persisted.blocks.remove(&first) else {
+            continue;
+        };
+        txn.remove(keys::block(first));
+        let inside: Vec<u64> = persisted
+            .tombstones
+            .range(first..=block.last_seq)
+            .copied()
+            .collect();
+        for seq in inside {
+            txn.remove(keys::tombstone(seq));
+            persisted.tombstones.remove(&seq);
+        }
+    }
+}
+
+/// Message keys; returns the removed sequences. A stored message waits for `finish` to be
+/// written in a block; a removed one is settled there too, unless it never reached sled
+/// (stored by this same call) or sits in a layout-1 `m/` key (deleted at once).
 fn stage_messages(
+    persisted: &mut Persisted,
     group: &StreamGroup,
     before: &Before,
     outcome: &Result<GroupOutcome, ApiError>,
@@ -122,20 +245,23 @@ fn stage_messages(
             .filter(|s| !stream.contains(*s))
             .collect(),
         (Ok(GroupOutcome::Appended(AppendOutcome::Stored { seq, removed })), None) => {
-            // Inserted before the removals: a limit may drop the message just stored.
-            if let Some(msg) = stream.get(*seq) {
-                let capacity = msg.subject.len() + msg.headers_len() + msg.payload.len() + 32;
-                let value = keys::encode_with_capacity(&StoredMsgV1::from(msg), capacity);
-                txn.insert(keys::message(*seq), value);
-            }
+            persisted.unflushed.push(*seq);
             removed.clone()
         }
         (Ok(GroupOutcome::Removed { seqs }), None) => seqs.clone(),
         (Ok(GroupOutcome::Consumer { removed, .. }), None) => removed.clone(),
         _ => Vec::new(),
     };
-    for seq in &removed {
-        txn.remove(keys::message(*seq));
+    let unflushed_from = persisted.unflushed.first().copied().unwrap_or(u64::MAX);
+    for &seq in &removed {
+        if seq >= unflushed_from {
+            continue;
+        }
+        if persisted.legacy.remove(&seq) {
+            txn.remove(keys::message(seq));
+        } else {
+            persisted.removed.push(seq);
+        }
     }
     removed
 }
@@ -185,10 +311,11 @@ fn stage_dedup(
 /// Layout, stream config and `s/state`, each only when it changed.
 fn stage_stream_record(persisted: &mut Persisted, group: &StreamGroup, txn: &mut MachineTxn<'_>) {
     let stream = group.stream();
+    if persisted.layout != Some(keys::LAYOUT_V2) {
+        txn.insert(keys::LAYOUT, vec![keys::LAYOUT_V2]);
+        persisted.layout = Some(keys::LAYOUT_V2);
+    }
     if persisted.config.as_ref() != Some(stream.config()) {
-        if persisted.config.is_none() {
-            txn.insert(keys::LAYOUT, vec![keys::LAYOUT_V1]);
-        }
         let json = serde_json::to_vec(stream.config()).expect("config serializes");
         let mut value = vec![keys::VALUE_V1];
         value.extend_from_slice(&json);
@@ -222,13 +349,11 @@ fn stage_consumers(
         .cloned()
         .collect();
     for name in gone {
-        let pending = before
-            .pending
-            .as_ref()
-            .and_then(|pending| pending.get(&name))
-            .ok_or_else(|| MachineError::Corrupt(format!("consumer {name} vanished")))?;
-        for seq in pending {
-            txn.remove(keys::pending(&name, *seq));
+        for chunk in persisted.pending_chunks.remove(&name).unwrap_or_default() {
+            txn.remove(keys::pending_chunk(&name, chunk));
+        }
+        for seq in persisted.legacy_pending.remove(&name).unwrap_or_default() {
+            txn.remove(keys::pending(&name, seq));
         }
         txn.remove(keys::consumer_config(&name));
         txn.remove(keys::consumer_state(&name));
@@ -244,10 +369,13 @@ fn stage_consumers(
                 }),
             };
             txn.insert(keys::consumer_config(name), keys::encode(&config));
+            // Known from now on, so a deletion later in this call removes the config key
+            // (the state record is only written by `finish`; empty = not written yet).
+            persisted.consumers.entry(name.clone()).or_default();
         }
     }
 
-    // Pending keys a removal of messages dropped, in every consumer.
+    // Pending entries a removal of messages dropped, in every consumer.
     for (name, consumer) in group.consumers() {
         match before
             .pending
@@ -255,50 +383,98 @@ fn stage_consumers(
             .and_then(|pending| pending.get(name))
         {
             Some(seqs) => {
-                for seq in seqs
+                let dropped = seqs
                     .iter()
-                    .filter(|seq| consumer.pending_entry(**seq).is_none())
-                {
-                    txn.remove(keys::pending(name, *seq));
-                }
+                    .copied()
+                    .filter(|seq| consumer.pending_entry(*seq).is_none());
+                persisted.mark_pending(name, dropped);
             }
             None => {
                 // A pending entry only exists for a delivered sequence.
                 let delivered = consumer.delivered().stream_seq;
-                for seq in removed.iter().filter(|seq| **seq <= delivered) {
-                    txn.remove(keys::pending(name, *seq));
-                }
+                let dropped = removed.iter().copied().filter(|seq| *seq <= delivered);
+                persisted.mark_pending(name, dropped);
             }
         }
     }
 
-    // The commanded consumer's touched entries, written as they are now.
+    // The commanded consumer's touched entries.
     if let (GroupCommand::Consumer { name, command }, Ok(GroupOutcome::Consumer { outcome, .. })) =
         (command, outcome)
     {
-        if let Some(consumer) = group.consumer(name) {
-            for seq in touched_pending(command, outcome, &before.due) {
-                match consumer.pending_entry(seq) {
-                    Some(entry) => txn.insert(
-                        keys::pending(name, seq),
-                        keys::encode(&keys::PendingV1::from(entry)),
-                    ),
-                    None => txn.remove(keys::pending(name, seq)),
-                }
-            }
+        if group.consumer(name).is_some() {
+            persisted.mark_pending(name, touched_pending(command, outcome, &before.due));
         }
     }
 
-    // State records of every consumer this command may have moved, when they changed.
-    let named = match command {
-        GroupCommand::Consumer { name, .. } | GroupCommand::UpsertConsumer { name, .. } => {
-            Some(name.as_str())
+    // State records of every consumer this command may have moved: written by `finish`.
+    if !removed.is_empty() || before.pending.is_some() {
+        persisted.all_states_dirty = true;
+    } else if let GroupCommand::Consumer { name, .. } | GroupCommand::UpsertConsumer { name, .. } =
+        command
+    {
+        if !persisted.dirty_states.contains(name) {
+            persisted.dirty_states.insert(name.clone());
         }
-        _ => None,
-    };
-    let all = !removed.is_empty() || before.pending.is_some();
+    }
+    Ok(())
+}
+
+impl Persisted {
+    /// Notes that the pending entries of `seqs` changed: their chunks are rewritten by
+    /// `finish`.
+    fn mark_pending(&mut self, name: &str, seqs: impl IntoIterator<Item = u64>) {
+        let mut seqs = seqs.into_iter().peekable();
+        if seqs.peek().is_none() {
+            return;
+        }
+        let chunks = match self.dirty_chunks.get_mut(name) {
+            Some(chunks) => chunks,
+            None => self.dirty_chunks.entry(name.to_owned()).or_default(),
+        };
+        chunks.extend(seqs.map(keys::pending_chunk_of));
+    }
+}
+
+/// Once per apply call: each consumer chunk whose entries changed, rewritten from the
+/// in-memory pending set (or deleted when it is empty), and each consumer state record
+/// that changed.
+fn finish_consumers(persisted: &mut Persisted, group: &StreamGroup, txn: &mut MachineTxn<'_>) {
+    for (name, chunks) in std::mem::take(&mut persisted.dirty_chunks) {
+        let Some(consumer) = group.consumer(&name) else {
+            continue; // deleted: `stage_consumers` removed its keys
+        };
+        let written = persisted.pending_chunks.entry(name.clone()).or_default();
+        let legacy = persisted.legacy_pending.get_mut(&name);
+        let mut legacy_in_chunks = Vec::new();
+        for chunk in chunks {
+            let seqs = keys::pending_chunk_seqs(chunk);
+            if let Some(legacy) = &legacy {
+                legacy_in_chunks.extend(legacy.range(seqs.clone()).copied());
+            }
+            let mut entries = consumer.pending().range(seqs).peekable();
+            if entries.peek().is_some() {
+                txn.insert(
+                    keys::pending_chunk(&name, chunk),
+                    keys::encode_pending_chunk(entries),
+                );
+                written.insert(chunk);
+            } else if written.remove(&chunk) {
+                txn.remove(keys::pending_chunk(&name, chunk));
+            }
+        }
+        // The chunk now holds what a layout-1 key of its range held.
+        if let Some(legacy) = legacy {
+            for seq in legacy_in_chunks {
+                legacy.remove(&seq);
+                txn.remove(keys::pending(&name, seq));
+            }
+        }
+    }
+    let all = std::mem::take(&mut persisted.all_states_dirty);
+    let named = std::mem::take(&mut persisted.dirty_states);
     for (name, consumer) in group.consumers() {
-        if !(all || named == Some(name)) {
+        if !(all || named.contains(name)) {
             continue;
         }
         let record = keys::encode(&ConsumerStateV1::from(consumer.export()));
@@ -307,7 +483,6 @@ fn stage_consumers(
             persisted.consumers.insert(name.to_string(), record);
         }
     }
-    Ok(())
 }
 
 /// Pending sequences a consumer command may have changed.

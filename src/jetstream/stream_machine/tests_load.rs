@@ -14,7 +14,8 @@ use crate::jscore::consumer::ConsumerCommand;
 use crate::jscore::group::{GroupCommand, GroupOutcome, StreamGroup};
 use crate::jscore::stream::{AppendRequest, PurgeRequest};
 
-use super::{StreamCommandWire, StreamMachine, StreamView};
+use super::keys;
+use super::{StreamMachine, StreamView};
 
 struct XorShift(u64);
 
@@ -73,6 +74,7 @@ impl Harness {
                 codec::decode_response::<GroupOutcome>(&response).unwrap()
             })
             .collect();
+        self.machine.finish(&mut txn).unwrap();
         let mut batch = sled::Batch::default();
         txn.into_batch(&mut batch);
         self.tree.apply_batch(batch).unwrap();
@@ -91,8 +93,9 @@ impl Harness {
     }
 }
 
+/// As the front encodes it: appends raw, everything else postcard.
 pub(super) fn encode(command: GroupCommand) -> Command {
-    codec::command(codec::STREAM_COMMAND_V1, &StreamCommandWire::from(command))
+    super::wire::encode_command(command)
 }
 
 fn headers(random: &mut XorShift, last_seq: u64) -> Option<Bytes> {
@@ -216,7 +219,13 @@ fn run(seed: u64, retention: RetentionPolicy) {
     let mut now = 1_000i64;
     for step in 0..300 {
         let mut batch = Vec::new();
-        for _ in 0..1 + random.below(4) {
+        // Mostly a few commands per apply call; every fifth call a big one, so blocks hold
+        // many messages and deletes land inside them.
+        let size = match step % 5 {
+            0 => 1 + random.below(24),
+            _ => 1 + random.below(4),
+        };
+        for _ in 0..size {
             now += random.below(6) as i64;
             // Generated against the model, which runs ahead of the machine within a batch.
             let command = random_command(&mut random, &model, now);
@@ -252,6 +261,225 @@ fn load_restores_exactly_what_apply_built() {
             run(seed * 7919, retention);
         }
     }
+}
+
+fn append_cmd(subject: &str, now_nanos: i64) -> Command {
+    encode(GroupCommand::Append(AppendRequest {
+        subject: subject.into(),
+        headers: None,
+        payload: Bytes::from(format!("payload at {now_nanos}")),
+        now_nanos,
+    }))
+}
+
+impl Harness {
+    /// The group's sled keys under `prefix` (the machine's own key space).
+    fn keys_under(&self, prefix: &[u8]) -> Vec<Vec<u8>> {
+        self.view
+            .scan_prefix(prefix)
+            .map(|item| item.unwrap().0)
+            .collect()
+    }
+
+    fn check_reload(&self, what: &str) {
+        assert_eq!(self.reloaded(), self.state(), "{what}: load restores it");
+    }
+}
+
+#[test]
+fn blocks_settle_deletes_purges_and_expiry() {
+    let mut config = StreamConfig::new("S", &["s.>"]);
+    config.max_age = 1_000;
+    let mut harness = Harness::new(config);
+    // Three apply calls of 40 messages: three blocks, one key each.
+    for call in 0..3 {
+        let commands: Vec<Command> = (0..40)
+            .map(|i| append_cmd(["s.a", "s.b"][i % 2], call * 100 + i as i64))
+            .collect();
+        harness.apply(&commands);
+    }
+    assert_eq!(harness.keys_under(keys::BLOCK_PREFIX).len(), 3);
+    assert!(harness.keys_under(keys::MESSAGE_PREFIX).is_empty());
+    harness.check_reload("three blocks");
+
+    // Deletes inside the first block: tombstones; the first message moves the first
+    // sequence, so it needs none.
+    harness.apply(&[
+        encode(GroupCommand::DeleteMsg { seq: 1 }),
+        encode(GroupCommand::DeleteMsg { seq: 5 }),
+        encode(GroupCommand::DeleteMsg { seq: 7 }),
+    ]);
+    assert_eq!(
+        harness.keys_under(keys::TOMBSTONE_PREFIX),
+        vec![keys::tombstone(5), keys::tombstone(7)]
+    );
+    harness.check_reload("deletes inside a block");
+
+    // Deleting the rest of the first block drops it and its tombstones.
+    let rest: Vec<Command> = (2..=40)
+        .filter(|seq| *seq != 5 && *seq != 7)
+        .map(|seq| encode(GroupCommand::DeleteMsg { seq }))
+        .collect();
+    harness.apply(&rest);
+    assert_eq!(harness.keys_under(keys::BLOCK_PREFIX).len(), 2);
+    assert!(harness.keys_under(keys::TOMBSTONE_PREFIX).is_empty());
+    harness.check_reload("an emptied block");
+
+    // A filtered purge leaves holes in both remaining blocks.
+    harness.apply(&[encode(GroupCommand::Purge(PurgeRequest {
+        filter: Some("s.a".into()),
+        seq: 0,
+        keep: 0,
+    }))]);
+    assert!(!harness.keys_under(keys::TOMBSTONE_PREFIX).is_empty());
+    harness.check_reload("a filtered purge");
+
+    // Stored and removed by the same call (a delete right after the append) never
+    // reaches a block.
+    harness.apply(&[
+        append_cmd("s.c", 300),
+        encode(GroupCommand::DeleteMsg { seq: 121 }),
+        append_cmd("s.c", 301),
+    ]);
+    assert_eq!(harness.keys_under(keys::BLOCK_PREFIX).len(), 3);
+    harness.check_reload("stored and removed in one call");
+
+    // Expiry takes the two older blocks; keep-purge then empties the stream.
+    harness.apply(&[encode(GroupCommand::Expire { now_nanos: 1_250 })]);
+    assert_eq!(
+        harness.keys_under(keys::BLOCK_PREFIX),
+        vec![keys::block(122)]
+    );
+    assert!(harness.keys_under(keys::TOMBSTONE_PREFIX).is_empty());
+    harness.check_reload("expiry");
+    harness.apply(&[encode(GroupCommand::Purge(PurgeRequest {
+        filter: None,
+        seq: 0,
+        keep: 0,
+    }))]);
+    assert!(harness.keys_under(keys::BLOCK_PREFIX).is_empty());
+    assert!(harness.keys_under(keys::TOMBSTONE_PREFIX).is_empty());
+    harness.check_reload("purge");
+    assert_eq!(harness.state().stream().last_seq(), 122);
+}
+
+#[test]
+fn layout_1_message_keys_still_load_and_go_when_deleted() {
+    let mut harness = Harness::new(StreamConfig::new("S", &["s.>"]));
+    harness.apply(&[append_cmd("s.a", 1), append_cmd("s.b", 2)]);
+    // Rewrite the stream as layout 1 wrote it: `m/` keys instead of the block.
+    let state = harness.state();
+    let mut batch = sled::Batch::default();
+    let full = |key: &[u8]| {
+        crate::consensus::state_db::key(9, crate::consensus::state_db::SPACE_DATA, key)
+    };
+    for seq in [1, 2] {
+        let msg = keys::StoredMsgV1::from(state.stream().get(seq).unwrap());
+        batch.insert(full(&keys::message(seq)), keys::encode(&msg).as_ref());
+    }
+    batch.remove(full(&keys::block(1)));
+    batch.insert(full(keys::LAYOUT), &[keys::LAYOUT_V1][..]);
+    harness.tree.apply_batch(batch).unwrap();
+    harness.check_reload("layout 1");
+
+    let (machine, stream) = StreamMachine::new(StreamConfig::new("S", &["s.>"]));
+    harness.machine = machine;
+    harness.stream = stream;
+    harness.machine.load(&harness.view).unwrap();
+    harness.apply(&[
+        encode(GroupCommand::DeleteMsg { seq: 1 }),
+        append_cmd("s.c", 3),
+    ]);
+    assert_eq!(
+        harness.keys_under(keys::MESSAGE_PREFIX),
+        vec![keys::message(2)]
+    );
+    assert_eq!(harness.keys_under(keys::BLOCK_PREFIX), vec![keys::block(3)]);
+    assert_eq!(
+        harness.view.get(keys::LAYOUT).unwrap().unwrap().as_ref(),
+        [keys::LAYOUT_V2]
+    );
+    harness.check_reload("layout 1 keys beside layout 2 blocks");
+}
+
+#[test]
+fn layout_1_pending_keys_still_load_and_move_into_chunks() {
+    let mut harness = Harness::new(StreamConfig::new("S", &["s.>"]));
+    let consumer = |command| {
+        encode(GroupCommand::Consumer {
+            name: "d".into(),
+            command,
+        })
+    };
+    let mut commands: Vec<Command> = (0..6).map(|i| append_cmd("s.a", i)).collect();
+    commands.push(encode(GroupCommand::UpsertConsumer {
+        name: "d".into(),
+        config: ConsumerConfig {
+            ack_policy: AckPolicy::Explicit,
+            ..Default::default()
+        },
+        created_nanos: 7,
+    }));
+    commands.push(consumer(ConsumerCommand::DeliverNext {
+        max_messages: 4,
+        now_nanos: 10,
+    }));
+    harness.apply(&commands);
+    assert_eq!(
+        harness
+            .keys_under(&keys::consumer_prefix("d"))
+            .iter()
+            .filter(|key| matches!(
+                keys::parse_consumer_key(key),
+                Ok(keys::ConsumerKey::PendingChunk(..))
+            ))
+            .count(),
+        1,
+        "one chunk key for the four deliveries"
+    );
+    // Rewrite the chunk as layout 1 wrote it: one `p` key per entry.
+    let state = harness.state();
+    let pending = state.consumer("d").unwrap().pending();
+    let full = |key: &[u8]| {
+        crate::consensus::state_db::key(9, crate::consensus::state_db::SPACE_DATA, key)
+    };
+    let mut batch = sled::Batch::default();
+    for (seq, entry) in pending.iter() {
+        let value = keys::encode(&keys::PendingV1::from(entry));
+        batch.insert(full(&keys::pending("d", seq)), value.as_ref());
+    }
+    batch.remove(full(&keys::pending_chunk("d", 0)));
+    harness.tree.apply_batch(batch).unwrap();
+    harness.check_reload("layout 1 pending keys");
+
+    let (machine, stream) = StreamMachine::new(StreamConfig::new("S", &["s.>"]));
+    harness.machine = machine;
+    harness.stream = stream;
+    harness.machine.load(&harness.view).unwrap();
+    harness.apply(&[consumer(ConsumerCommand::Ack { stream_seq: 2 })]);
+    let pending_keys: Vec<Vec<u8>> = harness
+        .keys_under(&keys::consumer_prefix("d"))
+        .into_iter()
+        .filter(|key| {
+            matches!(
+                keys::parse_consumer_key(key),
+                Ok(keys::ConsumerKey::Pending(..))
+            )
+        })
+        .collect();
+    assert!(
+        pending_keys.is_empty(),
+        "the chunk took over the layout-1 keys"
+    );
+    assert!(harness
+        .view
+        .get(&keys::pending_chunk("d", 0))
+        .unwrap()
+        .is_some());
+    harness.check_reload("layout 1 pending keys moved into a chunk");
+    harness.apply(&[encode(GroupCommand::DeleteConsumer { name: "d".into() })]);
+    assert!(harness.keys_under(&keys::consumer_prefix("d")).is_empty());
+    harness.check_reload("consumer deleted");
 }
 
 #[test]
@@ -298,7 +526,8 @@ fn an_ack_touches_a_constant_number_of_keys() {
             &mut txn,
         )
         .unwrap();
-    // The pending key and the consumer's state record; nothing else.
+    harness.machine.finish(&mut txn).unwrap();
+    // The pending entry's chunk and the consumer's state record; nothing else.
     assert_eq!(txn.len(), 2);
 }
 
@@ -365,4 +594,48 @@ fn apply_cost() {
         msgs as f64 / elapsed.as_secs_f64(),
         elapsed.as_secs_f64() * 1e6 / msgs as f64
     );
+}
+
+#[test]
+fn consumer_config_records_without_a_creation_time_still_load_in_either_layout() {
+    // A config record as written before the creation time was kept: the config's JSON
+    // alone. It loads with `created` 0, in layout 2 (blocks, chunks) and layout 1 alike.
+    #[derive(serde::Serialize)]
+    struct ConfigOnly {
+        config: codec::JsonValue<ConsumerConfig>,
+    }
+    for layout in [keys::LAYOUT_V2, keys::LAYOUT_V1] {
+        let mut harness = Harness::new(StreamConfig::new("S", &["s.>"]));
+        let config = ConsumerConfig {
+            ack_policy: AckPolicy::Explicit,
+            ..Default::default()
+        };
+        harness.apply(&[
+            append_cmd("s.a", 1),
+            encode(GroupCommand::UpsertConsumer {
+                name: "d".into(),
+                config: config.clone(),
+                created_nanos: 42,
+            }),
+        ]);
+        assert_eq!(
+            harness.reloaded().consumer("d").unwrap().created_nanos(),
+            42
+        );
+        let full = |key: &[u8]| {
+            crate::consensus::state_db::key(9, crate::consensus::state_db::SPACE_DATA, key)
+        };
+        let old = keys::encode(&ConfigOnly {
+            config: codec::JsonValue(config),
+        });
+        let mut batch = sled::Batch::default();
+        batch.insert(full(&keys::consumer_config("d")), old.as_ref());
+        batch.insert(full(keys::LAYOUT), &[layout][..]);
+        harness.tree.apply_batch(batch).unwrap();
+        let reloaded = harness.reloaded();
+        let consumer = reloaded.consumer("d").unwrap();
+        assert_eq!(consumer.created_nanos(), 0, "layout {layout}");
+        assert_eq!(consumer.config().ack_policy, AckPolicy::Explicit);
+        assert_eq!(reloaded.stream().last_seq(), 1, "layout {layout}");
+    }
 }

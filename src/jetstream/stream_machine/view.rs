@@ -54,6 +54,11 @@ impl StreamView {
 }
 
 impl StreamViewWriter {
+    /// Runs `f` on the current state under the read lock (the machine, while staging).
+    pub fn read<R>(&self, f: impl FnOnce(&StreamGroup) -> R) -> R {
+        f(&self.state.read())
+    }
+
     /// Runs `f` with write access (the machine, while applying).
     pub fn write<R>(&self, f: impl FnOnce(&mut StreamGroup) -> R) -> R {
         f(&mut self.state.write())

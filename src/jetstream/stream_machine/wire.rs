@@ -1,5 +1,8 @@
 //! `StreamCommandWire`: a `jscore::group::GroupCommand` in the form that travels in Raft
-//! entries (command kind `codec::STREAM_COMMAND_V1`, postcard).
+//! entries (command kind `codec::STREAM_COMMAND_V1`, postcard) — except appends, which the
+//! front writes as raw fields (kind `codec::STREAM_APPEND_V1`, [`encode_append`]): they are
+//! most of a stream's log, and raw they are written without serde and read back without
+//! copying the payload. A `STREAM_COMMAND_V1` `Append` (older logs) still decodes.
 //!
 //! A mirror of `GroupCommand` rather than serde derives on it, because its configs carry
 //! JSON-tuned serde attributes that postcard (not self-describing) cannot honour: configs
@@ -15,7 +18,8 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use crate::jetstream::codec::{ConsumerDefinition, JsonValue};
+use crate::consensus::Command;
+use crate::jetstream::codec::{self, ConsumerDefinition, JsonValue};
 use crate::jsapi::stream_config::StreamConfig;
 use crate::jscore::consumer::ConsumerCommand;
 use crate::jscore::group::GroupCommand;
@@ -230,10 +234,97 @@ impl From<ConsumerCommandWire> for ConsumerCommand {
     }
 }
 
+/// `headers_len` meaning "no header block" in [`encode_append`].
+const NO_HEADERS: u32 = u32::MAX;
+
+/// An `Append` as a command of kind `codec::STREAM_APPEND_V1`: `now_nanos` (i64 LE),
+/// subject length (u32 LE), subject (UTF-8), header block length (u32 LE, `u32::MAX` for
+/// none), header block, then the payload up to the end. Written straight from the
+/// published message's bytes, and read back without copying the payload (the stored
+/// message shares the command's buffer).
+pub fn encode_append(
+    subject: &[u8],
+    headers: Option<&[u8]>,
+    payload: &[u8],
+    now_nanos: i64,
+) -> Command {
+    let subject: std::borrow::Cow<'_, str> = String::from_utf8_lossy(subject);
+    let headers_len = headers.map_or(0, <[u8]>::len);
+    let mut out = Vec::with_capacity(16 + subject.len() + headers_len + payload.len());
+    out.extend_from_slice(&now_nanos.to_le_bytes());
+    out.extend_from_slice(&(subject.len() as u32).to_le_bytes());
+    out.extend_from_slice(subject.as_bytes());
+    match headers {
+        Some(block) => {
+            out.extend_from_slice(&(block.len() as u32).to_le_bytes());
+            out.extend_from_slice(block);
+        }
+        None => out.extend_from_slice(&NO_HEADERS.to_le_bytes()),
+    }
+    out.extend_from_slice(payload);
+    Command::new(codec::STREAM_APPEND_V1, out)
+}
+
+/// The `Append` of a `codec::STREAM_APPEND_V1` command; `None` if it is malformed.
+pub fn decode_append(payload: &Bytes) -> Option<AppendRequest> {
+    let take_u32 = |at: usize| -> Option<u32> {
+        Some(u32::from_le_bytes(
+            payload.get(at..at + 4)?.try_into().ok()?,
+        ))
+    };
+    let now_nanos = i64::from_le_bytes(payload.get(..8)?.try_into().ok()?);
+    let subject_len = take_u32(8)? as usize;
+    let subject_end = 12usize.checked_add(subject_len)?;
+    let subject = std::str::from_utf8(payload.get(12..subject_end)?)
+        .ok()?
+        .to_owned();
+    let headers_len = take_u32(subject_end)?;
+    let mut at = subject_end + 4;
+    let headers = match headers_len {
+        NO_HEADERS => None,
+        len => {
+            let end = at.checked_add(len as usize)?;
+            let block = payload.get(at..end).map(|_| payload.slice(at..end))?;
+            at = end;
+            Some(block)
+        }
+    };
+    Some(AppendRequest {
+        subject,
+        headers,
+        payload: payload.slice(at..),
+        now_nanos,
+    })
+}
+
+/// The Raft command for `command`: appends in their raw form, everything else postcard.
+pub fn encode_command(command: GroupCommand) -> Command {
+    match command {
+        GroupCommand::Append(request) => encode_append(
+            request.subject.as_bytes(),
+            request.headers.as_deref(),
+            &request.payload,
+            request.now_nanos,
+        ),
+        other => codec::command(codec::STREAM_COMMAND_V1, &StreamCommandWire::from(other)),
+    }
+}
+
+/// The group command in a Raft command of either stream kind.
+pub fn decode_command(command: &Command) -> Result<GroupCommand, String> {
+    match command.kind {
+        codec::STREAM_APPEND_V1 => decode_append(&command.payload)
+            .map(GroupCommand::Append)
+            .ok_or_else(|| "malformed append".to_string()),
+        _ => codec::decode_command::<StreamCommandWire>(codec::STREAM_COMMAND_V1, command)
+            .map(GroupCommand::from)
+            .map_err(|e| e.to_string()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jetstream::codec;
     use crate::jsapi::consumer_config::ConsumerConfig;
 
     fn round_trip(command: GroupCommand) {
@@ -303,6 +394,39 @@ mod tests {
         ] {
             round_trip(command);
         }
+    }
+
+    #[test]
+    fn appends_travel_raw_and_come_back() {
+        for (subject, headers, payload) in [
+            ("s.a", None, &b""[..]),
+            (
+                "s.b",
+                Some(&b"NATS/1.0\r\nA: b\r\n\r\n"[..]),
+                &b"\0\x01\xff"[..],
+            ),
+            ("s.c", Some(&b""[..]), &b"x"[..]),
+        ] {
+            let command = encode_append(subject.as_bytes(), headers, payload, -7);
+            assert_eq!(command.kind, codec::STREAM_APPEND_V1);
+            let expected = GroupCommand::Append(AppendRequest {
+                subject: subject.into(),
+                headers: headers.map(Bytes::copy_from_slice),
+                payload: Bytes::copy_from_slice(payload),
+                now_nanos: -7,
+            });
+            assert_eq!(decode_command(&command).unwrap(), expected);
+            assert_eq!(encode_command(expected.clone()), command);
+            for cut in 0..command.payload.len().min(16) {
+                let torn = Command::new(codec::STREAM_APPEND_V1, command.payload.slice(..cut));
+                assert!(decode_command(&torn).is_err(), "cut at {cut}");
+            }
+        }
+        let purge = GroupCommand::DeleteMsg { seq: 4 };
+        assert_eq!(
+            decode_command(&encode_command(purge.clone())).unwrap(),
+            purge
+        );
     }
 
     #[test]

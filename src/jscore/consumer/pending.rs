@@ -54,6 +54,14 @@ impl PendingSet {
         self.entries.iter().map(|(seq, entry)| (*seq, entry))
     }
 
+    /// Entries with stream sequences in `range`, ascending.
+    pub fn range(
+        &self,
+        range: impl std::ops::RangeBounds<u64>,
+    ) -> impl Iterator<Item = (u64, &PendingEntry)> {
+        self.entries.range(range).map(|(seq, entry)| (*seq, entry))
+    }
+
     /// Pending stream sequences due at or before `now`, earliest due first (ties by
     /// sequence): the redelivery queue.
     pub fn due(&self, now_nanos: i64) -> impl Iterator<Item = u64> + '_ {
