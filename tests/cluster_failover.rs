@@ -29,15 +29,24 @@ async fn client(url: String) -> jetstream::Context {
 }
 
 async fn create_r3(js: &jetstream::Context) {
-    let stream = js
-        .create_stream(stream::Config {
-            name: STREAM.into(),
-            subjects: vec!["orders.*".into()],
-            num_replicas: 3,
-            ..Default::default()
-        })
-        .await
-        .expect("R3 stream created");
+    let config = stream::Config {
+        name: STREAM.into(),
+        subjects: vec!["orders.*".into()],
+        num_replicas: 3,
+        ..Default::default()
+    };
+    // Creating is idempotent: a create whose reply was lost in a leader change is retried.
+    let mut created = None;
+    for _attempt in 0..20 {
+        match js.create_stream(config.clone()).await {
+            Ok(stream) => {
+                created = Some(stream);
+                break;
+            }
+            Err(_) => tokio::time::sleep(RETRY_PACE).await,
+        }
+    }
+    let stream = created.expect("R3 stream created");
     let mut info = stream.cached_info().clone();
     let cluster = info.cluster.take().expect("cluster block");
     assert_eq!(cluster.name.as_deref(), Some("test"));
@@ -101,13 +110,22 @@ async fn r3_stream_survives_kill_9_of_its_leader() {
     let admin = client(cluster.url(0)).await;
     create_r3(&admin).await;
     let stream = admin.get_stream(STREAM).await.unwrap();
-    stream
-        .create_consumer(pull::Config {
+    // A cluster client retries an API call that timed out during a leader change (bounded).
+    let mut created = None;
+    for _attempt in 0..20 {
+        let config = pull::Config {
             durable_name: Some("worker".into()),
             ..Default::default()
-        })
-        .await
-        .unwrap();
+        };
+        match stream.create_consumer(config).await {
+            Ok(consumer) => {
+                created = Some(consumer);
+                break;
+            }
+            Err(_) => tokio::time::sleep(RETRY_PACE).await,
+        }
+    }
+    created.expect("durable consumer created");
 
     let leader = cluster.leader_of(STREAM);
     let follower = (leader + 1) % 3;
