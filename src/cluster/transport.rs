@@ -11,9 +11,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use openraft::error::{
-    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
-};
+use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError};
 use openraft::network::RPCOption;
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
@@ -26,7 +24,7 @@ use tonic::transport::{Channel, Endpoint};
 use super::peers::PeerTable;
 use super::proto::{self, cluster_client::ClusterClient, raft_reply, RaftKind};
 use crate::consensus::codec;
-use crate::consensus::network::{RpcError, RpcFuture};
+use crate::consensus::network::{unreachable_error, RpcError, RpcFuture};
 use crate::consensus::{
     GroupId, Node, NodeId, PeerTransport, Proposal, ProposeError, Response, TypeConfig,
 };
@@ -125,7 +123,7 @@ impl GrpcTransport {
             let reply = client
                 .raft(request)
                 .await
-                .map_err(|status| unreachable_error(&status.to_string()))?
+                .map_err(|status| unreachable_error(status.to_string()))?
                 .into_inner();
             match reply.result {
                 Some(raft_reply::Result::Outcome(bytes)) => {
@@ -144,13 +142,6 @@ impl GrpcTransport {
             }
         })
     }
-}
-
-fn unreachable_error<E: std::error::Error>(why: &str) -> RPCError<NodeId, Node, E> {
-    RPCError::Unreachable(Unreachable::new(&std::io::Error::new(
-        std::io::ErrorKind::NotConnected,
-        why.to_string(),
-    )))
 }
 
 impl PeerTransport for GrpcTransport {

@@ -85,16 +85,19 @@ pub trait PeerTransport: Send + Sync + 'static {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NoPeers;
 
+/// The error a transport reports for a peer it cannot reach (openraft backs off and retries).
+pub fn unreachable_error<E: std::error::Error>(
+    why: impl Into<String>,
+) -> RPCError<NodeId, Node, E> {
+    let error = io::Error::new(io::ErrorKind::NotConnected, why.into());
+    RPCError::Unreachable(Unreachable::new(&error))
+}
+
 fn unreachable<T: Send + 'static, E: std::error::Error + Send + 'static>(
     target: NodeId,
 ) -> RpcFuture<T, RPCError<NodeId, Node, RaftError<NodeId, E>>> {
-    let error = io::Error::new(
-        io::ErrorKind::NotConnected,
-        format!("no transport to node {target}: this node runs without peers"),
-    );
-    Box::pin(std::future::ready(Err(RPCError::Unreachable(
-        Unreachable::new(&error),
-    ))))
+    let why = format!("no transport to node {target}: this node runs without peers");
+    Box::pin(std::future::ready(Err(unreachable_error(why))))
 }
 
 impl PeerTransport for NoPeers {
