@@ -29,7 +29,8 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 
-use super::state_db::{self, PREFIX_LEN, SPACE_DATA};
+use super::state_db::{self, StateDb, PREFIX_LEN, SPACE_DATA};
+use super::state_writer::{Write, WriteBehindError};
 use super::types::{Command, GroupId, Response};
 
 /// A storage-level failure inside a state machine.
@@ -37,6 +38,8 @@ use super::types::{Command, GroupId, Response};
 pub enum MachineError {
     #[error("state db: {0}")]
     Db(#[from] sled::Error),
+    #[error("state db: {0}")]
+    Writer(#[from] WriteBehindError),
     /// A persisted value the machine could not understand.
     #[error("corrupt state: {0}")]
     Corrupt(String),
@@ -74,18 +77,20 @@ pub trait GroupMachine: Send + Sync + 'static {
     }
 }
 
-/// Read access to one group's keys as they are in sled (without any pending txn). Cheap to
-/// clone; usable from any task (for example the JetStream front reading messages), since sled
-/// reads are lock-free. Keys are the machine's own: the group prefix is stripped.
+/// Read access to one group's keys as they are in sled (without any pending txn): each read
+/// first waits until the node's write-behind queue has written every applied batch (see
+/// `state_writer.rs`), so it sees everything applied before it. That wait makes reads costly;
+/// they are for `load` (and tests), not for hot paths. Cheap to clone; usable from any task.
+/// Keys are the machine's own: the group prefix is stripped.
 #[derive(Clone)]
 pub struct MachineView {
-    tree: sled::Tree,
+    db: StateDb,
     group: GroupId,
 }
 
 impl MachineView {
-    pub(crate) fn new(tree: sled::Tree, group: GroupId) -> Self {
-        MachineView { tree, group }
+    pub(crate) fn new(db: StateDb, group: GroupId) -> Self {
+        MachineView { db, group }
     }
 
     /// The group this view reads.
@@ -94,7 +99,11 @@ impl MachineView {
     }
 
     pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>, MachineError> {
-        let value = self.tree.get(state_db::key(self.group, SPACE_DATA, key))?;
+        self.db.writer().flush_all()?;
+        let value = self
+            .db
+            .tree()
+            .get(state_db::key(self.group, SPACE_DATA, key))?;
         Ok(value.map(|v| Bytes::copy_from_slice(&v)))
     }
 
@@ -103,12 +112,19 @@ impl MachineView {
         &self,
         prefix: &[u8],
     ) -> impl DoubleEndedIterator<Item = Result<(Vec<u8>, Bytes), MachineError>> + use<> {
-        self.tree
+        let unflushed = self.db.writer().flush_all().err();
+        let items = self
+            .db
+            .tree()
             .scan_prefix(state_db::key(self.group, SPACE_DATA, prefix))
             .map(|item| {
                 let (key, value) = item?;
                 Ok((key[PREFIX_LEN..].to_vec(), Bytes::copy_from_slice(&value)))
-            })
+            });
+        unflushed
+            .map(|error| Err(error.into()))
+            .into_iter()
+            .chain(items)
     }
 }
 
@@ -160,14 +176,11 @@ impl<'a> MachineTxn<'a> {
     }
 
     /// Move the staged writes into `batch` with their full sled keys.
-    pub(crate) fn into_batch(self, batch: &mut sled::Batch) {
+    pub(crate) fn into_writes(self) -> Vec<Write> {
         let group = self.view.group;
-        for (key, value) in self.staged {
-            let full = state_db::key(group, SPACE_DATA, &key);
-            match value {
-                Some(value) => batch.insert(full, value.as_ref()),
-                None => batch.remove(full),
-            }
-        }
+        self.staged
+            .into_iter()
+            .map(|(key, value)| (state_db::key(group, SPACE_DATA, &key), value))
+            .collect()
     }
 }

@@ -47,6 +47,7 @@ pub mod registry;
 pub mod snapshot;
 pub mod state_db;
 pub mod state_machine;
+pub mod state_writer;
 pub mod types;
 
 #[cfg(test)]

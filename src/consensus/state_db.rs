@@ -40,6 +40,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use super::state_writer::StateWriter;
 use super::types::GroupId;
 
 /// Name of the sled tree holding every group's state.
@@ -64,6 +65,8 @@ pub struct StateDb {
     groups: sled::Tree,
     path: Arc<PathBuf>,
     syncs: Arc<AtomicU64>,
+    /// The state machines' batches, written behind their apply (see `state_writer.rs`).
+    writer: Arc<StateWriter>,
 }
 
 impl std::fmt::Debug for StateDb {
@@ -83,17 +86,25 @@ impl StateDb {
             .mode(sled::Mode::HighThroughput)
             .open()?;
         let groups = db.open_tree(GROUPS_TREE)?;
+        let writer = StateWriter::start(groups.clone())?;
         Ok(StateDb {
             db,
             groups,
             path: Arc::new(path),
             syncs: Arc::new(AtomicU64::new(0)),
+            writer: Arc::new(writer),
         })
     }
 
-    /// The tree holding every group's keys.
+    /// The tree holding every group's keys. Reads of a group's keys see its applied state
+    /// only after [`StateWriter::flush`] (see `state_writer.rs`).
     pub(crate) fn tree(&self) -> &sled::Tree {
         &self.groups
+    }
+
+    /// The write-behind queue of the state machines' batches.
+    pub(crate) fn writer(&self) -> &StateWriter {
+        &self.writer
     }
 
     /// Directory of the database.
@@ -106,10 +117,12 @@ impl StateDb {
         self.syncs.load(Ordering::Relaxed)
     }
 
-    /// Make every write done before this call durable: sled `flush()` plus a real fsync of
+    /// Make every write done (or queued to the writer) before this call durable: the writer's
+    /// queue, then sled `flush()` plus a real fsync of
     /// sled's files (see the module docs for why `flush()` alone is not enough). Blocking; call
     /// from `spawn_blocking`.
     pub fn sync(&self) -> io::Result<()> {
+        self.writer.flush_all().map_err(io::Error::other)?;
         self.db.flush().map_err(io::Error::other)?;
         sync_file(&self.path.join("db"))?;
         let blobs = self.path.join("blobs");

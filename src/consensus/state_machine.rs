@@ -32,6 +32,7 @@ use super::codec;
 use super::machine::{ApplyPosition, GroupMachine, MachineTxn, MachineView};
 use super::snapshot::{self, SnapshotDir, SnapshotFile};
 use super::state_db::{self, StateDb, KEY_APPLIED, KEY_INSTALLING, KEY_MEMBERSHIP, SPACE_RAFT};
+use super::state_writer::Owner;
 use super::types::{
     Entry, GroupId, LogId, ProposalResponse, Snapshot, SnapshotMeta, StorageError,
     StoredMembership, TypeConfig,
@@ -73,6 +74,14 @@ pub struct GroupStateMachine {
     machine: Box<dyn GroupMachine>,
     applied: Option<LogId>,
     membership: StoredMembership,
+    /// This instance's batches in the node's write-behind queue (`state_writer.rs`).
+    owner: Owner,
+}
+
+impl Drop for GroupStateMachine {
+    fn drop(&mut self) {
+        self.db.writer().release(self.owner);
+    }
 }
 
 impl GroupStateMachine {
@@ -87,6 +96,10 @@ impl GroupStateMachine {
         let snapshots = blocking(move || SnapshotDir::open(snapshot_dir))
             .await
             .map_err(sm_read_err)?;
+        // A previous instance of this group (before a restart) may still have batches queued.
+        let writer = db.writer();
+        writer.flush_all().map_err(sm_read_err)?;
+        let owner = writer.new_owner();
         let tree = db.tree().clone();
         let read = |name: &[u8]| {
             tree.get(state_db::key(group, SPACE_RAFT, name))
@@ -125,7 +138,7 @@ impl GroupStateMachine {
             applied = meta.last_log_id;
             membership = meta.last_membership;
         }
-        let view = MachineView::new(db.tree().clone(), group);
+        let view = MachineView::new(db.clone(), group);
         machine.load(&view).map_err(sm_read_err)?;
         Ok(GroupStateMachine {
             group,
@@ -135,6 +148,7 @@ impl GroupStateMachine {
             machine,
             applied,
             membership,
+            owner,
         })
     }
 
@@ -146,6 +160,7 @@ impl GroupStateMachine {
     /// Delete everything the state machine of `group` stored: its sled keys and its snapshot
     /// directory. For dropping a group that is not running. Blocking.
     pub fn destroy(db: &StateDb, group: GroupId, snapshot_dir: &Path) -> io::Result<()> {
+        db.writer().flush_all().map_err(io::Error::other)?;
         clear_group(db.tree(), group, &[])?;
         SnapshotDir::remove_all(snapshot_dir)
     }
@@ -190,19 +205,23 @@ impl GroupStateMachine {
         self.machine
             .finish(&mut txn)
             .map_err(|e| StorageIOError::apply(last_log_id, AnyError::new(&e)))?;
-        let mut batch = sled::Batch::default();
-        txn.into_batch(&mut batch);
-        batch.insert(
+        let mut writes = txn.into_writes();
+        writes.push((
             state_db::key(self.group, SPACE_RAFT, KEY_APPLIED),
-            codec::encode(&last_applied).as_ref(),
-        );
+            Some(codec::encode(&last_applied)),
+        ));
         if let Some(membership) = &new_membership {
-            batch.insert(
+            writes.push((
                 state_db::key(self.group, SPACE_RAFT, KEY_MEMBERSHIP),
-                codec::encode(membership).as_ref(),
-            );
+                Some(codec::encode(membership)),
+            ));
         }
-        self.db.tree().apply_batch(batch).map_err(sm_write_err)?;
+        // Written behind: the machine's in-memory state already answers, and every reader of
+        // sled flushes the queue first (state_writer.rs).
+        self.db
+            .writer()
+            .submit(self.owner, writes)
+            .map_err(sm_write_err)?;
         self.applied = last_applied;
         if let Some(membership) = new_membership {
             self.membership = membership;
@@ -358,12 +377,14 @@ impl RaftStateMachine<TypeConfig> for GroupStateMachine {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .temp_path("build");
-        let tree = self.db.tree().clone();
-        let group = self.group;
+        let db = self.db.clone();
+        let (group, owner) = (self.group, self.owner);
         // The dump runs here, on the state-machine task, so no apply of this group interleaves:
-        // sled 0.34 has no point-in-time snapshots.
+        // sled 0.34 has no point-in-time snapshots. It dumps sled once every applied batch of
+        // this instance is written; a failed one fails the snapshot (the log stays unpurged).
         let prepared = blocking(move || {
-            snapshot::write_dump(&tree, group, &meta, &temp)?;
+            db.writer().flush(owner).map_err(io::Error::other)?;
+            snapshot::write_dump(db.tree(), group, &meta, &temp)?;
             Ok((temp, meta))
         })
         .await
@@ -446,6 +467,11 @@ impl RaftStateMachine<TypeConfig> for GroupStateMachine {
         })
         .await
         .map_err(snapshot_err)?;
+        // The group's queued batches land before its keys are replaced, never after.
+        let db = self.db.clone();
+        blocking(move || db.writer().flush_all().map_err(io::Error::other))
+            .await
+            .map_err(sm_write_err)?;
         restore(self.db.tree().clone(), self.group, path)
             .await
             .map_err(sm_write_err)?;

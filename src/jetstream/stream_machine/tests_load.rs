@@ -6,7 +6,7 @@
 use bytes::Bytes;
 
 use crate::consensus::machine::ApplyPosition;
-use crate::consensus::{Command, GroupMachine, MachineError, MachineTxn, MachineView};
+use crate::consensus::{Command, GroupMachine, MachineError, MachineTxn, MachineView, StateDb};
 use crate::jetstream::codec;
 use crate::jsapi::consumer_config::{AckPolicy, ConsumerConfig, DeliverPolicy};
 use crate::jsapi::stream_config::{RetentionPolicy, StorageType, StreamConfig};
@@ -30,28 +30,31 @@ impl XorShift {
     }
 }
 
-/// A machine over a temporary sled tree, applying and committing like the state machine.
+/// A machine over a temporary state db, applying and committing like the state machine
+/// (batches through the write-behind queue).
 pub(super) struct Harness {
-    pub tree: sled::Tree,
+    pub db: StateDb,
     pub view: MachineView,
     pub machine: StreamMachine,
     pub stream: StreamView,
     index: u64,
+    _dir: tempfile::TempDir,
 }
 
 impl Harness {
     pub fn new(config: StreamConfig) -> Harness {
-        let db = sled::Config::new().temporary(true).open().unwrap();
-        let tree = db.open_tree("groups").unwrap();
-        let view = MachineView::new(tree.clone(), 9);
+        let dir = tempfile::tempdir().unwrap();
+        let db = StateDb::open(dir.path()).unwrap();
+        let view = MachineView::new(db.clone(), 9);
         let (mut machine, stream) = StreamMachine::new(config);
         machine.load(&view).unwrap();
         Harness {
-            tree,
+            db,
             view,
             machine,
             stream,
             index: 0,
+            _dir: dir,
         }
     }
 
@@ -75,10 +78,16 @@ impl Harness {
             })
             .collect();
         self.machine.finish(&mut txn).unwrap();
-        let mut batch = sled::Batch::default();
-        txn.into_batch(&mut batch);
-        self.tree.apply_batch(batch).unwrap();
+        let writer = self.db.writer();
+        let owner = writer.new_owner();
+        writer.submit(owner, txn.into_writes()).unwrap();
         responses
+    }
+
+    /// The sled tree, once every applied batch is written (for tests that edit keys directly).
+    pub fn tree(&self) -> &sled::Tree {
+        self.db.writer().flush_all().unwrap();
+        self.db.tree()
     }
 
     /// A fresh machine loaded from the committed keys (its config argument must not matter).
@@ -379,7 +388,7 @@ fn layout_1_message_keys_still_load_and_go_when_deleted() {
     }
     batch.remove(full(&keys::block(1)));
     batch.insert(full(keys::LAYOUT), &[keys::LAYOUT_V1][..]);
-    harness.tree.apply_batch(batch).unwrap();
+    harness.tree().apply_batch(batch).unwrap();
     harness.check_reload("layout 1");
 
     let (machine, stream) = StreamMachine::new(StreamConfig::new("S", &["s.>"]));
@@ -449,7 +458,7 @@ fn layout_1_pending_keys_still_load_and_move_into_chunks() {
         batch.insert(full(&keys::pending("d", seq)), value.as_ref());
     }
     batch.remove(full(&keys::pending_chunk("d", 0)));
-    harness.tree.apply_batch(batch).unwrap();
+    harness.tree().apply_batch(batch).unwrap();
     harness.check_reload("layout 1 pending keys");
 
     let (machine, stream) = StreamMachine::new(StreamConfig::new("S", &["s.>"]));
@@ -555,7 +564,7 @@ fn unknown_or_undecodable_commands_are_corrupt_state() {
 fn keys_without_a_known_layout_do_not_load() {
     let harness = Harness::new(StreamConfig::new("S", &["s.>"]));
     let key = crate::consensus::state_db::key(9, crate::consensus::state_db::SPACE_DATA, b"v");
-    harness.tree.insert(key, &[9u8][..]).unwrap();
+    harness.tree().insert(key, &[9u8][..]).unwrap();
     let (mut machine, _) = StreamMachine::new(StreamConfig::new("S", &["s.>"]));
     assert!(matches!(
         machine.load(&harness.view),
@@ -631,7 +640,7 @@ fn consumer_config_records_without_a_creation_time_still_load_in_either_layout()
         let mut batch = sled::Batch::default();
         batch.insert(full(&keys::consumer_config("d")), old.as_ref());
         batch.insert(full(keys::LAYOUT), &[layout][..]);
-        harness.tree.apply_batch(batch).unwrap();
+        harness.tree().apply_batch(batch).unwrap();
         let reloaded = harness.reloaded();
         let consumer = reloaded.consumer("d").unwrap();
         assert_eq!(consumer.created_nanos(), 0, "layout {layout}");

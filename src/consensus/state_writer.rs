@@ -1,0 +1,299 @@
+//! [`StateWriter`]: writes the state machines' sled batches behind the apply, on one thread per
+//! node. Owned by [`StateDb`](super::StateDb); every group's state machine hands it the batch
+//! of each openraft `apply` call.
+//!
+//! Why: a sled batch of a stream's apply call (a message block of tens of KiB, the applied id)
+//! costs sled a copy into its log buffer and often a rewrite of a whole leaf; measured on the
+//! leader of a 3-node cluster that was more than half of the apply call, and the apply is on
+//! the path of every PubAck. Nothing needs those writes at once: a machine's working state is
+//! in memory (see [`GroupMachine`](super::GroupMachine)), and sled is only read to rebuild it
+//! (`load`), to dump a snapshot, and before the log is purged. So `apply` returns as soon as
+//! its batch is queued, and everything that reads the group's sled state first waits until
+//! the writer has written what was queued before ([`StateWriter::flush`]).
+//!
+//! Order and atomicity are unchanged: batches are written in submission order, each batch (or
+//! several consecutive ones, merged) in one atomic sled batch, so sled's applied id still
+//! never runs ahead of its data. A batch that fails to write fails its *owner* (one state
+//! machine instance): the owner's later batches are skipped, its next `submit` or `flush`
+//! returns the error, the group stops, and its restart reloads from sled and lets openraft
+//! re-apply the entries after sled's applied id (they are still in the log: the log is purged
+//! only behind a snapshot, and building one flushes first).
+//!
+//! The queue is bounded ([`MAX_QUEUED`] batches): an apply that outruns sled waits for room.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::{self, JoinHandle};
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+
+/// Batches queued before `submit` waits for the writer.
+pub const MAX_QUEUED: usize = 64;
+/// Consecutive batches merged into one sled batch, at most.
+const MAX_MERGED: usize = 32;
+
+/// One state-machine instance submitting batches (a group restarted after a failure is a new
+/// owner, so the failure of the old instance does not stick to it).
+pub type Owner = u64;
+
+/// A full sled key and its new value (`None`: remove).
+pub type Write = (Vec<u8>, Option<Bytes>);
+
+/// Writing a batch failed; the owner's state in sled stops at its last written batch.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum WriteBehindError {
+    #[error("state db write failed: {0}")]
+    Failed(Arc<sled::Error>),
+    #[error("state db writer stopped")]
+    Stopped,
+}
+
+enum Job {
+    Write {
+        owner: Owner,
+        writes: Vec<Write>,
+    },
+    /// Answered once every job before it was handled.
+    Flush(mpsc::SyncSender<()>),
+}
+
+#[derive(Default)]
+struct Shared {
+    /// Owners whose batch failed, with the error.
+    failed: Mutex<HashMap<Owner, WriteBehindError>>,
+}
+
+/// The node's write-behind queue into sled. See the module docs.
+pub struct StateWriter {
+    jobs: Option<mpsc::SyncSender<Job>>,
+    thread: Option<JoinHandle<()>>,
+    shared: Arc<Shared>,
+    next_owner: AtomicU64,
+}
+
+impl std::fmt::Debug for StateWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StateWriter").finish_non_exhaustive()
+    }
+}
+
+impl StateWriter {
+    /// Start the writer thread over `tree`.
+    pub fn start(tree: sled::Tree) -> std::io::Result<StateWriter> {
+        let (jobs, receiver) = mpsc::sync_channel(MAX_QUEUED);
+        let shared = Arc::new(Shared::default());
+        let thread = thread::Builder::new().name("state-writer".into()).spawn({
+            let shared = shared.clone();
+            move || run(tree, receiver, shared)
+        })?;
+        Ok(StateWriter {
+            jobs: Some(jobs),
+            thread: Some(thread),
+            shared,
+            next_owner: AtomicU64::new(1),
+        })
+    }
+
+    /// A fresh owner id for a state machine instance.
+    pub fn new_owner(&self) -> Owner {
+        self.next_owner.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Queue `writes` to be written as one atomic batch after everything queued before. Waits
+    /// only while the queue is full. Fails if an earlier batch of `owner` failed.
+    pub fn submit(&self, owner: Owner, writes: Vec<Write>) -> Result<(), WriteBehindError> {
+        self.check(owner)?;
+        self.jobs
+            .as_ref()
+            .ok_or(WriteBehindError::Stopped)?
+            .send(Job::Write { owner, writes })
+            .map_err(|_| WriteBehindError::Stopped)
+    }
+
+    /// Wait until everything queued before this call is written (or skipped after a failure).
+    /// Blocking.
+    pub fn flush_all(&self) -> Result<(), WriteBehindError> {
+        let (done, wait) = mpsc::sync_channel(1);
+        self.jobs
+            .as_ref()
+            .ok_or(WriteBehindError::Stopped)?
+            .send(Job::Flush(done))
+            .map_err(|_| WriteBehindError::Stopped)?;
+        wait.recv().map_err(|_| WriteBehindError::Stopped)
+    }
+
+    /// [`flush_all`](Self::flush_all), then the error of `owner`'s failed batch if one failed.
+    pub fn flush(&self, owner: Owner) -> Result<(), WriteBehindError> {
+        self.flush_all()?;
+        self.check(owner)
+    }
+
+    /// Forget `owner` (its state machine is gone).
+    pub fn release(&self, owner: Owner) {
+        self.shared.failed.lock().remove(&owner);
+    }
+
+    fn check(&self, owner: Owner) -> Result<(), WriteBehindError> {
+        match self.shared.failed.lock().get(&owner) {
+            Some(error) => Err(error.clone()),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for StateWriter {
+    fn drop(&mut self) {
+        // Closing the queue ends the thread once it wrote what was queued; joining it releases
+        // its handle on the database before the database closes.
+        self.jobs.take();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn run(tree: sled::Tree, jobs: mpsc::Receiver<Job>, shared: Arc<Shared>) {
+    let mut next = None;
+    loop {
+        let job = match next.take() {
+            Some(job) => job,
+            None => match jobs.recv() {
+                Ok(job) => job,
+                Err(_) => return,
+            },
+        };
+        match job {
+            Job::Flush(done) => {
+                let _ = done.send(());
+            }
+            Job::Write { owner, writes } => {
+                // Merge the writes queued right behind this one into the same sled batch.
+                let mut owners = vec![owner];
+                let mut merged = vec![writes];
+                while merged.len() < MAX_MERGED {
+                    match jobs.try_recv() {
+                        Ok(Job::Write { owner, writes }) => {
+                            owners.push(owner);
+                            merged.push(writes);
+                        }
+                        Ok(flush) => {
+                            next = Some(flush);
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                write(&tree, &shared, owners, merged);
+            }
+        }
+    }
+}
+
+fn write(tree: &sled::Tree, shared: &Shared, owners: Vec<Owner>, merged: Vec<Vec<Write>>) {
+    let mut batch = sled::Batch::default();
+    let mut written = Vec::with_capacity(owners.len());
+    {
+        let failed = shared.failed.lock();
+        for (owner, writes) in owners.into_iter().zip(merged) {
+            // Batches an owner queued after its failure are skipped: sled keeps its state as
+            // of the last good batch.
+            if failed.contains_key(&owner) {
+                continue;
+            }
+            for (key, value) in writes {
+                match value {
+                    Some(value) => batch.insert(key, value.as_ref()),
+                    None => batch.remove(key),
+                }
+            }
+            written.push(owner);
+        }
+    }
+    if let Err(error) = tree.apply_batch(batch) {
+        tracing::error!(%error, "state db batch failed; its groups stop");
+        let error = WriteBehindError::Failed(Arc::new(error));
+        let mut failed = shared.failed.lock();
+        for owner in written {
+            failed.insert(owner, error.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree() -> (sled::Db, sled::Tree) {
+        let db = sled::Config::new().temporary(true).open().unwrap();
+        let tree = db.open_tree("t").unwrap();
+        (db, tree)
+    }
+
+    #[test]
+    fn writes_land_in_order_and_flush_waits_for_them() {
+        let (_db, tree) = tree();
+        let writer = StateWriter::start(tree.clone()).unwrap();
+        let owner = writer.new_owner();
+        for i in 0..500u32 {
+            let value = Bytes::from(i.to_be_bytes().to_vec());
+            writer
+                .submit(owner, vec![(b"k".to_vec(), Some(value))])
+                .unwrap();
+        }
+        writer
+            .submit(
+                owner,
+                vec![(b"gone".to_vec(), Some(Bytes::from_static(b"x")))],
+            )
+            .unwrap();
+        writer
+            .submit(owner, vec![(b"gone".to_vec(), None)])
+            .unwrap();
+        writer.flush(owner).unwrap();
+        assert_eq!(
+            tree.get(b"k").unwrap().unwrap().as_ref(),
+            499u32.to_be_bytes()
+        );
+        assert!(tree.get(b"gone").unwrap().is_none());
+    }
+
+    #[test]
+    fn dropping_the_writer_writes_what_was_queued() {
+        let (_db, tree) = tree();
+        let writer = StateWriter::start(tree.clone()).unwrap();
+        let owner = writer.new_owner();
+        writer
+            .submit(owner, vec![(b"a".to_vec(), Some(Bytes::from_static(b"1")))])
+            .unwrap();
+        drop(writer);
+        assert_eq!(tree.get(b"a").unwrap().unwrap().as_ref(), b"1");
+    }
+
+    #[test]
+    fn a_failed_owner_is_refused_and_others_go_on() {
+        let (_db, tree) = tree();
+        let writer = StateWriter::start(tree.clone()).unwrap();
+        let (sick, healthy) = (writer.new_owner(), writer.new_owner());
+        writer.shared.failed.lock().insert(
+            sick,
+            WriteBehindError::Failed(Arc::new(sled::Error::Unsupported("test".into()))),
+        );
+        assert!(writer
+            .submit(sick, vec![(b"s".to_vec(), Some(Bytes::from_static(b"1")))])
+            .is_err());
+        writer
+            .submit(
+                healthy,
+                vec![(b"h".to_vec(), Some(Bytes::from_static(b"1")))],
+            )
+            .unwrap();
+        assert!(writer.flush(sick).is_err());
+        writer.flush(healthy).unwrap();
+        assert!(tree.get(b"s").unwrap().is_none());
+        assert!(tree.get(b"h").unwrap().is_some());
+        writer.release(sick);
+        writer.flush(sick).unwrap();
+    }
+}
