@@ -12,7 +12,8 @@
 //! handle), `stream_machine/` (a stream group's machine: jscore over sled), `stream`
 //! (`StreamHandle`: proposing to and reading a stream group), `publish` (stream subjects →
 //! batched appends → PubAck), `api/` (the `$JS.API.*` handlers), `delivery/` (pull and push
-//! consumers, acks), `expiry` (max_age), `offline` (streams whose group cannot run here), `service` (start-up,
+//! consumers, acks), `expiry` (max_age), `offline` (streams whose group cannot run here),
+//! `queue` (the bounded queue behind the API inbox and the ack batchers), `service` (start-up,
 //! reconciliation, the supervisor, shutdown).
 
 pub mod api;
@@ -24,6 +25,7 @@ pub mod meta;
 mod offline;
 pub mod placement;
 pub mod publish;
+pub mod queue;
 mod service;
 pub mod stream;
 pub mod stream_machine;

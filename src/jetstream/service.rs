@@ -100,6 +100,8 @@ pub struct JetStream {
     delivery: Arc<DeliveryRegistry>,
     pub(crate) api_total: AtomicU64,
     pub(crate) api_errors: AtomicU64,
+    /// API requests dropped because the API inbox was full (see `api::inbox`).
+    pub(crate) api_dropped: Arc<super::queue::Dropped>,
 }
 
 impl std::fmt::Debug for JetStream {
@@ -199,6 +201,7 @@ impl JetStream {
             api_subscription: parking_lot::Mutex::new(None),
             api_total: AtomicU64::new(0),
             api_errors: AtomicU64::new(0),
+            api_dropped: Arc::default(),
         });
         js.reconcile().await;
         js.shared.tasks.spawn(reconcile_on_meta_changes(
@@ -295,6 +298,11 @@ impl JetStream {
     /// The node-wide WAL's counters (writes, appends, fsyncs): what `/varz` reports.
     pub fn log_stats(&self) -> crate::store::log::LogStats {
         self.registry.storage().log.stats()
+    }
+
+    /// API requests dropped since start because the API inbox was full.
+    pub fn api_dropped(&self) -> u64 {
+        self.api_dropped.total()
     }
 
     pub fn count_api_call(&self, failed: bool) {
