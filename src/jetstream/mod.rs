@@ -14,7 +14,8 @@
 //! batched appends → PubAck), `api/` (the `$JS.API.*` handlers), `delivery/` (pull and push
 //! consumers, acks), `expiry` (max_age), `offline` (streams whose group cannot run here),
 //! `queue` (the bounded queue behind the API inbox and the ack batchers), `service` (start-up,
-//! reconciliation, the supervisor, shutdown).
+//! reconciliation, shutdown), `supervisor` (restarts the meta group and stream groups a
+//! storage failure stopped).
 
 pub mod api;
 pub mod codec;
@@ -29,6 +30,7 @@ pub mod queue;
 mod service;
 pub mod stream;
 pub mod stream_machine;
+mod supervisor;
 
 pub use leadership::ReplicaState;
 pub use service::{JetStream, JetStreamError};
