@@ -5,8 +5,8 @@
 //! to the request's reply subject.
 //!
 //! Handlers by area: `account` (`INFO`), `streams` (stream CRUD, names/list, purge),
-//! `messages` (`STREAM.MSG.GET` / `MSG.DELETE`), `consumers` (consumer CRUD); pull requests
-//! (`CONSUMER.MSG.NEXT`) go to `delivery`.
+//! `messages` (`STREAM.MSG.GET` / `MSG.DELETE`), `consumers` (consumer CRUD, leader
+//! stepdown); pull requests (`CONSUMER.MSG.NEXT`) go to `delivery`.
 
 pub mod account;
 pub mod cluster;
@@ -110,13 +110,13 @@ async fn route(js: &Arc<JetStream>, request: &ApiRequest, msg: &Message) -> Opti
         | ApiRequest::ConsumerInfo { .. }
         | ApiRequest::ConsumerDelete { .. }
         | ApiRequest::ConsumerNames { .. }
-        | ApiRequest::ConsumerList { .. } => {
+        | ApiRequest::ConsumerList { .. }
+        | ApiRequest::ConsumerLeaderStepdown { .. } => {
             let body = consumers::handle(js, request, msg).await;
             js.count_api_call(body.as_deref().is_some_and(is_error_reply));
             return body;
         }
-        // Snapshots, restores, peer removal, consumer stepdown (consumers have no group of
-        // their own here) are not supported.
+        // Snapshots, restores, peer removal are not supported.
         _ => Err(ApiError::new(ErrorKind::BadRequest)),
     };
     let response_type = request.response_type().unwrap_or(ResponseType::System);
