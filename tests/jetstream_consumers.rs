@@ -1,7 +1,8 @@
 //! JetStream consumers through async-nats's JetStream API: create (idempotent, strict,
 //! ephemeral with a generated name), info numbers, pull fetches and batches with acks,
 //! double acks, NAK and ack-wait redelivery, no_wait and expiry, names/list/delete,
-//! inactive ephemerals, and push delivery with idle heartbeats.
+//! inactive ephemerals, push delivery with idle heartbeats, and leader stepdown refused
+//! without a cluster.
 
 mod common;
 
@@ -562,4 +563,37 @@ async fn shutdown_ends_waiting_pull_requests() {
     let pending = reply.headers.as_ref().unwrap();
     assert_eq!(pending.get("Nats-Pending-Messages").unwrap().as_str(), "7");
     assert_eq!(pending.get("Nats-Pending-Bytes").unwrap().as_str(), "0");
+}
+
+#[tokio::test]
+async fn leader_stepdown_needs_a_cluster() {
+    let (server, _dir) = js_server().await;
+    let client = common::connect(&server).await;
+    let js = jetstream::new(client.clone());
+    let stream = orders(&js, 1).await;
+    stream.create_consumer(durable("proc")).await.unwrap();
+    // As a standalone nats-server: 10010 before looking at the stream or consumer.
+    for subject in [
+        "$JS.API.CONSUMER.LEADER.STEPDOWN.ORDERS.proc",
+        "$JS.API.CONSUMER.LEADER.STEPDOWN.ORDERS.missing",
+        "$JS.API.CONSUMER.LEADER.STEPDOWN.MISSING.proc",
+    ] {
+        let reply = within(subject, client.request(subject, "".into()))
+            .await
+            .unwrap();
+        let reply: serde_json::Value = serde_json::from_slice(&reply.payload).unwrap();
+        assert_eq!(
+            reply,
+            serde_json::json!({
+                "type": "io.nats.jetstream.api.v1.consumer_leader_stepdown_response",
+                "error": {
+                    "code": 503,
+                    "err_code": 10010,
+                    "description": "JetStream clustering support required"
+                }
+            }),
+            "{subject}"
+        );
+    }
+    server.shutdown().await;
 }

@@ -2,7 +2,8 @@
 //! offline (API calls say so, it is not "not found") until deleted; a failed WAL write (disk
 //! full) stops the stream's group, publishes get an error reply meanwhile, and the node
 //! restarts the group by itself — nothing acknowledged is lost and waiting pull requests
-//! are told `409 Leadership Change`.
+//! are told `409 Leadership Change`. The meta group is supervised the same way: after a
+//! failed meta write, stream create and delete work again without a restart.
 
 mod common;
 
@@ -248,5 +249,71 @@ async fn failed_log_write_recovers_without_a_restart() {
     let js = jetstream::new(common::connect(&server).await);
     let mut stream = js.get_stream("ORDERS").await.unwrap();
     assert_eq!(stream.info().await.unwrap().state.messages, 11);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn failed_meta_write_recovers_without_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let fault = Arc::new(FaultInjector::new());
+    let options = LogOptions {
+        fault: Some(fault.clone()),
+        ..LogOptions::default()
+    };
+    let server = start(dir.path(), options).await;
+    let client = common::connect(&server).await;
+    let js = jetstream::new(client.clone());
+    create(&js, "KEPT", "kept.*").await;
+
+    // The disk is full for the next write, the meta entry of this create: an error reply.
+    fault.fail_next_write_after(0);
+    let failed = api(
+        &client,
+        "$JS.API.STREAM.CREATE.ORDERS",
+        r#"{"name":"ORDERS","subjects":["orders.*"]}"#,
+    )
+    .await;
+    assert_eq!(failed["error"]["err_code"], 10008, "{failed}");
+    assert_eq!(fault.fired(), 1);
+    // Still full for the next write (the supervisor's first restart, or whatever writes
+    // next): the node keeps trying.
+    fault.fail_next_write_after(0);
+
+    // Space is back: the node restarts the meta group by itself and creates work again.
+    let created = within("creating again", async {
+        loop {
+            let reply = api(
+                &client,
+                "$JS.API.STREAM.CREATE.ORDERS",
+                r#"{"name":"ORDERS","subjects":["orders.*"]}"#,
+            )
+            .await;
+            if reply.get("error").is_none() {
+                break reply;
+            }
+            assert_eq!(reply["error"]["err_code"], 10008, "{reply}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert_eq!(created["config"]["name"], "ORDERS");
+    assert_eq!(fault.fired(), 2);
+    let ack = js.publish("orders.new", "first".into()).await.unwrap();
+    assert_eq!(ack.await.unwrap().sequence, 1);
+    // Deletes go through the restarted meta group too, and the node serves what it states.
+    let deleted = api(&client, "$JS.API.STREAM.DELETE.KEPT", "").await;
+    assert_eq!(deleted["success"], true, "{deleted}");
+    let names = api(&client, "$JS.API.STREAM.NAMES", "").await;
+    assert_eq!(names["streams"], serde_json::json!(["ORDERS"]), "{names}");
+    server.shutdown().await;
+
+    // And the meta state survives a restart.
+    let server = start(dir.path(), LogOptions::default()).await;
+    let client = common::connect(&server).await;
+    let names = api(&client, "$JS.API.STREAM.NAMES", "").await;
+    assert_eq!(names["streams"], serde_json::json!(["ORDERS"]), "{names}");
+    let js = jetstream::new(client);
+    let mut stream = js.get_stream("ORDERS").await.unwrap();
+    assert_eq!(stream.info().await.unwrap().state.messages, 1);
     server.shutdown().await;
 }

@@ -161,12 +161,12 @@ impl JetStream {
 
     /// Whether this node leads the meta group (and so answers account and stream-set requests).
     pub fn is_meta_leader(&self) -> bool {
-        self.meta_group.leader() == Some(self.node)
+        self.meta_group().leader() == Some(self.node)
     }
 
     /// The meta leader's name, empty while there is none.
     pub fn meta_leader_name(&self) -> String {
-        match (self.meta_group.leader(), &self.cluster) {
+        match (self.meta_group().leader(), &self.cluster) {
             (None, _) => String::new(),
             (Some(_), None) => self.shared.identity.server_name.clone(),
             (Some(id), Some(cluster)) => cluster.peer_name(id).unwrap_or_else(|| id.to_string()),

@@ -197,10 +197,14 @@ impl MetaState {
     }
 }
 
-/// Read access to the meta state, shared by the machine (writer) and the front.
+/// Read access to the meta state, shared by the machine (writer) and the front. It outlives
+/// the machine: a meta group restarted by the supervisor gets a machine writing to the same
+/// view (`MetaMachine::for_view`), so readers and `applied` watchers carry on.
 #[derive(Debug, Clone)]
 pub struct MetaView {
     state: Arc<RwLock<MetaState>>,
+    /// What every machine of this view announces applied indexes on.
+    announce: Arc<watch::Sender<u64>>,
     applied: watch::Receiver<u64>,
 }
 
@@ -218,23 +222,27 @@ impl MetaView {
 /// The meta group's state machine.
 pub struct MetaMachine {
     state: Arc<RwLock<MetaState>>,
-    applied: watch::Sender<u64>,
+    applied: Arc<watch::Sender<u64>>,
 }
 
 impl MetaMachine {
     pub fn new() -> (MetaMachine, MetaView) {
-        let state = Arc::new(RwLock::new(MetaState::default()));
         let (sender, receiver) = watch::channel(0);
-        (
-            MetaMachine {
-                state: state.clone(),
-                applied: sender,
-            },
-            MetaView {
-                state,
-                applied: receiver,
-            },
-        )
+        let view = MetaView {
+            state: Arc::new(RwLock::new(MetaState::default())),
+            announce: Arc::new(sender),
+            applied: receiver,
+        };
+        (MetaMachine::for_view(&view), view)
+    }
+
+    /// A machine writing to an existing view: the meta group restarted in place (its `load`
+    /// replaces the view's state with what is stored).
+    pub fn for_view(view: &MetaView) -> MetaMachine {
+        MetaMachine {
+            state: view.state.clone(),
+            applied: view.announce.clone(),
+        }
     }
 }
 
@@ -339,6 +347,21 @@ mod tests {
             config: JsonValue(config),
             created_nanos: 1,
         })
+    }
+
+    #[test]
+    fn a_machine_for_the_view_writes_to_it_after_the_first_is_gone() {
+        let (first, view) = MetaMachine::new();
+        let mut applied = view.applied();
+        drop(first); // the group stopped
+        let machine = MetaMachine::for_view(&view);
+        create(&mut machine.state.write(), config("A", &["a"])).unwrap();
+        machine.applied.send_replace(7);
+        assert!(view.read(|state| state.stream("A").is_some()));
+        assert!(applied
+            .has_changed()
+            .expect("the view's watchers still listen"));
+        assert_eq!(*applied.borrow_and_update(), 7);
     }
 
     #[test]

@@ -12,8 +12,10 @@
 //! handle), `stream_machine/` (a stream group's machine: jscore over sled), `stream`
 //! (`StreamHandle`: proposing to and reading a stream group), `publish` (stream subjects →
 //! batched appends → PubAck), `api/` (the `$JS.API.*` handlers), `delivery/` (pull and push
-//! consumers, acks), `expiry` (max_age), `offline` (streams whose group cannot run here), `service` (start-up,
-//! reconciliation, the supervisor, shutdown).
+//! consumers, acks), `expiry` (max_age), `offline` (streams whose group cannot run here),
+//! `queue` (the bounded queue behind the API inbox and the ack batchers), `service` (start-up,
+//! reconciliation, shutdown), `supervisor` (restarts the meta group and stream groups a
+//! storage failure stopped).
 
 pub mod api;
 pub mod codec;
@@ -24,9 +26,11 @@ pub mod meta;
 mod offline;
 pub mod placement;
 pub mod publish;
+pub mod queue;
 mod service;
 pub mod stream;
 pub mod stream_machine;
+mod supervisor;
 
 pub use leadership::ReplicaState;
 pub use service::{JetStream, JetStreamError};

@@ -21,10 +21,8 @@
 //! their PubAcks do not wait for a disk, and after a restart such a stream exists (its
 //! definition is in the meta group) but is empty, as nats-server's memory streams are.
 //!
-//! The supervisor (one task per node) watches the running groups: a group that stopped on a
-//! fatal storage error (disk full, unwritable store) is restarted from its log and sled
-//! state and swapped into its `StreamHandle`; until that succeeds proposals fail with 10008
-//! and it is retried, so the stream comes back when space returns.
+//! The supervisor (`supervisor`, one task per node) restarts the meta group and stream
+//! groups that stopped on a fatal storage error.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -75,11 +73,6 @@ pub(super) struct RunningStream {
 /// Where memory streams keep their (unsynced, wiped at start) storage, under the store dir.
 const MEMORY_DIR: &str = "memory";
 
-/// How often the supervisor looks for stopped groups.
-const SUPERVISE_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
-/// How often it retries offline streams that are not corrupt (a failing start logs).
-const RETRY_OFFLINE_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
-
 pub struct JetStream {
     pub(super) shared: Arc<ServerShared>,
     /// This node's id in every group.
@@ -87,19 +80,22 @@ pub struct JetStream {
     /// `None` on a single node.
     pub(super) cluster: Option<Arc<ClusterNode>>,
     /// File streams and the meta group.
-    registry: Arc<GroupRegistry>,
+    pub(super) registry: Arc<GroupRegistry>,
     /// Memory streams (see the module doc).
     memory_registry: Arc<GroupRegistry>,
-    pub(super) meta_group: Arc<RaftGroup>,
+    /// Replaced (same id, same view) when the supervisor restarts a stopped meta group.
+    meta_group: parking_lot::RwLock<Arc<RaftGroup>>,
     meta: MetaView,
     pub(super) streams: parking_lot::RwLock<HashMap<String, RunningStream>>,
-    offline: parking_lot::RwLock<HashMap<String, OfflineStream>>,
-    /// Serializes reconciliation (start/stop of stream groups).
-    reconciling: AsyncMutex<()>,
+    pub(super) offline: parking_lot::RwLock<HashMap<String, OfflineStream>>,
+    /// Serializes reconciliation (start/stop of stream groups) and the supervisor's restarts.
+    pub(super) reconciling: AsyncMutex<()>,
     api_subscription: parking_lot::Mutex<Option<Arc<Subscription>>>,
     delivery: Arc<DeliveryRegistry>,
     pub(crate) api_total: AtomicU64,
     pub(crate) api_errors: AtomicU64,
+    /// API requests dropped because the API inbox was full (see `api::inbox`).
+    pub(crate) api_dropped: Arc<super::queue::Dropped>,
 }
 
 impl std::fmt::Debug for JetStream {
@@ -167,22 +163,8 @@ impl JetStream {
         if let Some(cluster) = &cluster {
             cluster.set_registries(vec![registry.clone(), memory_registry.clone()]);
         }
-        let meta_voters = match &cluster {
-            Some(cluster) => cluster.peers().ids(),
-            None => vec![node],
-        };
         let (machine, meta) = MetaMachine::new();
-        let meta_group = registry
-            .start(
-                META_GROUP,
-                voters(cluster.as_deref(), &meta_voters),
-                Box::new(machine),
-            )
-            .await
-            .map_err(|e| JetStreamError::Group {
-                group: META_GROUP,
-                message: e.to_string(),
-            })?;
+        let meta_group = start_meta_group(&registry, cluster.as_deref(), node, machine).await?;
         let delivery = DeliveryRegistry::new(shared.clone());
         let js = Arc::new(JetStream {
             delivery,
@@ -191,7 +173,7 @@ impl JetStream {
             cluster,
             registry,
             memory_registry,
-            meta_group,
+            meta_group: parking_lot::RwLock::new(meta_group),
             meta,
             streams: parking_lot::RwLock::new(HashMap::new()),
             offline: parking_lot::RwLock::new(HashMap::new()),
@@ -199,6 +181,7 @@ impl JetStream {
             api_subscription: parking_lot::Mutex::new(None),
             api_total: AtomicU64::new(0),
             api_errors: AtomicU64::new(0),
+            api_dropped: Arc::default(),
         });
         js.reconcile().await;
         js.shared.tasks.spawn(reconcile_on_meta_changes(
@@ -207,9 +190,10 @@ impl JetStream {
             js.shared.shutdown.clone(),
         ));
         *js.api_subscription.lock() = Some(api::attach(&js));
-        js.shared
-            .tasks
-            .spawn(supervise(Arc::downgrade(&js), js.shared.shutdown.clone()));
+        js.shared.tasks.spawn(super::supervisor::supervise(
+            Arc::downgrade(&js),
+            js.shared.shutdown.clone(),
+        ));
         tracing::info!(
             streams = js.stream_names().len(),
             "JetStream ready (meta group and stream groups started)"
@@ -270,7 +254,7 @@ impl JetStream {
     }
 
     /// The registry running a stream's group: memory streams have their own.
-    fn registry_for(&self, storage: StorageType) -> &GroupRegistry {
+    pub(super) fn registry_for(&self, storage: StorageType) -> &GroupRegistry {
         match storage {
             StorageType::File => &self.registry,
             StorageType::Memory => &self.memory_registry,
@@ -287,14 +271,30 @@ impl JetStream {
         self.cluster.as_ref()
     }
 
-    /// The meta group (for leader stepdown and cluster info).
-    pub fn meta_group(&self) -> &Arc<RaftGroup> {
-        &self.meta_group
+    /// The meta group (for leader stepdown and cluster info): the one running now.
+    pub fn meta_group(&self) -> Arc<RaftGroup> {
+        self.meta_group.read().clone()
+    }
+
+    /// Restarts the (stopped) meta group in place: a new machine on the same view, the group
+    /// re-opened from its log and sled state. The caller swaps it in (`replace_meta_group`).
+    pub(super) async fn restart_meta_group(&self) -> Result<Arc<RaftGroup>, JetStreamError> {
+        let machine = MetaMachine::for_view(&self.meta);
+        start_meta_group(&self.registry, self.cluster.as_deref(), self.node, machine).await
+    }
+
+    pub(super) fn replace_meta_group(&self, group: Arc<RaftGroup>) {
+        *self.meta_group.write() = group;
     }
 
     /// The node-wide WAL's counters (writes, appends, fsyncs): what `/varz` reports.
     pub fn log_stats(&self) -> crate::store::log::LogStats {
         self.registry.storage().log.stats()
+    }
+
+    /// API requests dropped since start because the API inbox was full.
+    pub fn api_dropped(&self) -> u64 {
+        self.api_dropped.total()
     }
 
     pub fn count_api_call(&self, failed: bool) {
@@ -310,7 +310,7 @@ impl JetStream {
         command: MetaCommand,
     ) -> Result<MetaOutcome, ApiError> {
         let response = self
-            .meta_group
+            .meta_group()
             .propose(codec::command(META_COMMAND_V1, &command))
             .await
             .map_err(propose_error)?;
@@ -447,7 +447,7 @@ impl JetStream {
 
     /// Starts (or restarts) a stream's group from its log and sled state. A group the log
     /// marked corrupt is not started: its data cannot be trusted.
-    async fn start_group(
+    pub(super) async fn start_group(
         &self,
         assignment: &StreamAssignment,
     ) -> Result<(Arc<RaftGroup>, super::stream_machine::StreamView), JetStreamError> {
@@ -480,83 +480,6 @@ impl JetStream {
             }
         }
         Ok((group, view))
-    }
-
-    /// One supervisor pass: restarts every running stream whose group stopped on a fatal
-    /// error.
-    async fn restart_stopped_groups(self: &Arc<Self>) {
-        let stopped: Vec<Arc<StreamHandle>> = self
-            .streams
-            .read()
-            .values()
-            .filter(|stream| stream.handle.is_stopped())
-            .map(|stream| stream.handle.clone())
-            .collect();
-        for handle in stopped {
-            self.restart_stream(&handle).await;
-        }
-    }
-
-    /// Tries again to start offline streams whose log is not corrupt (their start failed
-    /// for another reason, which may have passed).
-    async fn retry_offline_streams(self: &Arc<Self>) {
-        let retry = self.offline.read().values().any(|stream| {
-            !self
-                .registry_for(stream.storage)
-                .storage()
-                .log
-                .is_corrupt(stream.group)
-        });
-        if retry {
-            self.reconcile().await;
-        }
-    }
-
-    /// Restarts a stopped stream group in place: waiting pull requests get `409 Leadership
-    /// Change`, the group is re-opened from its log and sled state (what was acknowledged
-    /// is there; a failed write was rolled back) and swapped into the handle, and delivery
-    /// starts again. On failure the stopped group stays (publishes get 10008) and the next
-    /// pass retries.
-    async fn restart_stream(self: &Arc<Self>, handle: &Arc<StreamHandle>) {
-        let _serialized = self.reconciling.lock().await;
-        if self.shared.shutdown.is_cancelled() {
-            return; // groups stop on purpose now
-        }
-        let name = handle.name().to_owned();
-        let still_ours = self
-            .streams
-            .read()
-            .get(&name)
-            .is_some_and(|s| Arc::ptr_eq(&s.handle, handle));
-        let Some(assignment) = self.assignment(&name).filter(|_| still_ours) else {
-            return;
-        };
-        let group_id = handle.group().id();
-        let reason = handle
-            .group()
-            .raft()
-            .metrics()
-            .borrow()
-            .running_state
-            .clone()
-            .err()
-            .map(|fatal| fatal.to_string())
-            .unwrap_or_default();
-        self.delivery.leadership_lost(&name);
-        let registry = self.registry_for(assignment.config.storage);
-        if let Err(e) = registry.stop(group_id).await {
-            tracing::debug!(stream = %name, group = group_id, "stopped group did not shut down cleanly: {e}");
-        }
-        match self.start_group(&assignment).await {
-            Ok((group, view)) => {
-                handle.replace_group(group.clone(), view);
-                self.rewatch_leadership(&name, group);
-                tracing::warn!(stream = %name, group = group_id, "stream group restarted after: {reason}");
-            }
-            Err(e) => {
-                tracing::warn!(stream = %name, group = group_id, "stream group stopped ({reason}); restart failed, retrying: {e}");
-            }
-        }
     }
 
     fn resubscribe(self: &Arc<Self>, name: &str, subjects: Vec<String>) {
@@ -604,21 +527,25 @@ impl JetStream {
     }
 }
 
-/// The supervisor: one per node, until shutdown (see the module doc).
-async fn supervise(js: std::sync::Weak<JetStream>, shutdown: tokio_util::sync::CancellationToken) {
-    let mut next_offline_retry = tokio::time::Instant::now() + RETRY_OFFLINE_EVERY;
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep(SUPERVISE_EVERY) => {}
-        }
-        let Some(js) = js.upgrade() else { return };
-        js.restart_stopped_groups().await;
-        if tokio::time::Instant::now() >= next_offline_retry {
-            next_offline_retry = tokio::time::Instant::now() + RETRY_OFFLINE_EVERY;
-            js.retry_offline_streams().await;
-        }
-    }
+/// Starts (or restarts) the meta group: every node of the cluster a voter (one node:
+/// itself).
+async fn start_meta_group(
+    registry: &GroupRegistry,
+    cluster: Option<&ClusterNode>,
+    node: NodeId,
+    machine: MetaMachine,
+) -> Result<Arc<RaftGroup>, JetStreamError> {
+    let nodes = match cluster {
+        Some(cluster) => cluster.peers().ids(),
+        None => vec![node],
+    };
+    registry
+        .start(META_GROUP, voters(cluster, &nodes), Box::new(machine))
+        .await
+        .map_err(|e| JetStreamError::Group {
+            group: META_GROUP,
+            message: e.to_string(),
+        })
 }
 
 /// The voters of a group placed on `nodes`: on a single node, itself; in a cluster, each node

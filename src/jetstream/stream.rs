@@ -60,12 +60,7 @@ impl StreamHandle {
     /// True once the group stopped for good (a fatal storage error): proposals fail until
     /// the supervisor replaces it.
     pub fn is_stopped(&self) -> bool {
-        self.group()
-            .raft()
-            .metrics()
-            .borrow()
-            .running_state
-            .is_err()
+        super::supervisor::stopped_reason(&self.group()).is_some()
     }
 
     /// Proposes `commands` as one Raft entry; returns each command's outcome once the entry

@@ -137,6 +137,18 @@ pub fn render(varz: &Varz) -> String {
                 "Bytes written to the write-ahead log",
                 js.wal.bytes,
             ),
+            (
+                "jetstream_api_dropped_total",
+                "counter",
+                "API requests dropped because the API queue was full",
+                js.dropped.api_requests,
+            ),
+            (
+                "jetstream_acks_dropped_total",
+                "counter",
+                "Acks dropped because a stream's ack queue was full",
+                js.dropped.acks,
+            ),
         ]);
     }
     let mut out = String::new();

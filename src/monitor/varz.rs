@@ -54,6 +54,17 @@ pub struct JetStreamVarz {
     pub messages: u64,
     pub bytes: u64,
     pub wal: WalVarz,
+    /// jetraft's addition: what bounded queues dropped since start.
+    pub dropped: DroppedVarz,
+}
+
+/// Items the JetStream front's bounded queues dropped (see ARCHITECTURE.md, Invariants).
+#[derive(Debug, Serialize)]
+pub struct DroppedVarz {
+    /// API requests dropped unanswered because the API inbox was full.
+    pub api_requests: u64,
+    /// Acks dropped because their stream's ack queue was full (redelivered after ack_wait).
+    pub acks: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -132,6 +143,10 @@ fn jetstream_varz(shared: &ServerShared) -> Option<JetStreamVarz> {
             batches: log.batches,
             fsyncs: log.fsyncs,
             bytes: log.bytes,
+        },
+        dropped: DroppedVarz {
+            api_requests: js.api_dropped(),
+            acks: js.delivery().acks_dropped(),
         },
     })
 }

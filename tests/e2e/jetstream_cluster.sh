@@ -5,7 +5,8 @@
 #   1. the seeds' ORDERS workflow with `--replicas 3`: stream add, consumer add,
 #      `nats pub` through a node that does not lead the stream, `nats consumer
 #      next` through the third node, `nats stream info` (Leader: + two Replica:
-#      lines), `nats consumer info`;
+#      lines), `nats consumer info`, `nats consumer cluster step-down` (jetraft
+#      moves the stream's leadership: a consumer's leader is its stream's);
 #   2. core NATS across nodes: sub on one node / pub on another, reply on one
 #      node / request on another, a queue group with members on two nodes;
 #   3. failover: `kill -9` of the stream leader (found with /jsz), an acked
@@ -322,6 +323,14 @@ if has_re "Leader: n[0-9]" && has_re 'Replica: n[0-9]+,'; then
     pass "nats consumer info shows the consumer's cluster (Leader: and Replica: lines)"
 else
     fails_with "nats consumer info (expected a Cluster Information block with Leader: and Replica: lines)"
+fi
+
+# natscli asks for the stepdown, then polls consumer info until another leader is named.
+on "$F1" consumer cluster step-down ORDERS order-processor
+if [[ $RC == 0 ]] && has "New leader elected"; then
+    pass "nats consumer cluster step-down ORDERS order-processor (via n$F1): $(grep -o 'New leader elected.*' <<<"$OUT")"
+else
+    fails_with "nats consumer cluster step-down ORDERS order-processor (expected 'New leader elected')"
 fi
 
 # ================================================ core NATS across nodes ====

@@ -190,6 +190,11 @@ pub fn cluster_info(js: &JetStream, group: &RaftGroup) -> ClusterInfo {
 
 /// Leader stepdown of `group` (a stream's, or the meta group): asks a caught-up follower to
 /// start an election and waits until someone else leads.
+///
+/// openraft 0.9 has no leadership transfer, and a voter that heard from the leader within the
+/// leader lease rejects the candidate's first vote request; the candidate's higher term still
+/// deposes this leader, whose own election timer could then win again before the candidate
+/// retries. So this node does not campaign while it hands over (`NoCampaign`).
 pub async fn step_down(js: &JetStream, group: &RaftGroup) -> Result<(), ApiError> {
     let Some(cluster) = js.cluster() else {
         // One replica: nobody to hand over to (nats-server refuses the same way).
@@ -206,6 +211,7 @@ pub async fn step_down(js: &JetStream, group: &RaftGroup) -> Result<(), ApiError
         .filter(|(_, log)| log.map_or(0, |log| log.index) == last_index)
         .map(|(id, _)| *id)
         .ok_or_else(|| ApiError::new(ErrorKind::ClusterNotAvail))?;
+    let _no_campaign = NoCampaign::new(group);
     cluster
         .ask_to_elect(candidate, group.id())
         .await
@@ -223,4 +229,22 @@ pub async fn step_down(js: &JetStream, group: &RaftGroup) -> Result<(), ApiError
         .await
         .map_err(|_| ApiError::new(ErrorKind::ClusterNotAvail))?;
     Ok(())
+}
+
+/// Keeps a group's node from starting elections until dropped.
+struct NoCampaign<'a> {
+    group: &'a RaftGroup,
+}
+
+impl<'a> NoCampaign<'a> {
+    fn new(group: &'a RaftGroup) -> Self {
+        group.raft().runtime_config().elect(false);
+        NoCampaign { group }
+    }
+}
+
+impl Drop for NoCampaign<'_> {
+    fn drop(&mut self) {
+        self.group.raft().runtime_config().elect(true);
+    }
 }

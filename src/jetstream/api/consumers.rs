@@ -1,5 +1,6 @@
 //! Consumer API handlers: `CONSUMER.CREATE` (all three subject forms, actions create /
-//! update / create-or-update), `DURABLE.CREATE`, `INFO`, `DELETE`, `NAMES`, `LIST`.
+//! update / create-or-update), `DURABLE.CREATE`, `INFO`, `DELETE`, `NAMES`, `LIST`,
+//! `LEADER.STEPDOWN`.
 //! Consumers live in their stream's group: create and delete are `UpsertConsumer` /
 //! `DeleteConsumer` proposals; info reads the group state plus this node's delivery
 //! activity (`delivery::info`). Pull requests (`MSG.NEXT`) go to `delivery::pull_request`.
@@ -51,14 +52,41 @@ pub async fn handle(js: &JetStream, request: &ApiRequest, msg: &Message) -> Opti
             (ResponseType::ConsumerNames, names(js, stream, body))
         }
         ApiRequest::ConsumerList { stream } => (ResponseType::ConsumerList, list(js, stream, body)),
-        // A cluster of one has nobody to step down to (nats-server standalone: 10010).
-        ApiRequest::ConsumerLeaderStepdown { .. } => (
+        ApiRequest::ConsumerLeaderStepdown { stream, consumer } => (
             ResponseType::ConsumerLeaderStepdown,
-            Err(ApiError::new(ErrorKind::ClusterRequired)),
+            step_down(js, stream, consumer).await,
         ),
         _ => return None,
     };
     Some(result.unwrap_or_else(|error| encode_error(response_type, &error)))
+}
+
+/// `CONSUMER.LEADER.STEPDOWN`. A consumer has no Raft group of its own here (its state is in
+/// its stream's group), so its leader is its stream's leader: stepping it down steps down the
+/// stream's leader, and the stream and all its consumers move together. As nats-server
+/// answers: 10010 without a cluster (checked first); 10059 / 10014 for an unknown stream /
+/// consumer; success without an election for a one-replica stream (nats-server's R1 consumers
+/// have no Raft group, so its stepdown is a no-op that succeeds). The request body (2.11's
+/// placement preference) is not looked at.
+async fn step_down(js: &JetStream, stream: &str, consumer: &str) -> Result<Vec<u8>, ApiError> {
+    if js.cluster().is_none() {
+        return Err(ApiError::new(ErrorKind::ClusterRequired));
+    }
+    let handle = stream_handle(js, stream)?;
+    if !handle
+        .view()
+        .read(|group| group.consumer(consumer).is_some())
+    {
+        return Err(ApiError::new(ErrorKind::ConsumerNotFound));
+    }
+    let group = handle.group();
+    if group.voter_ids().len() > 1 {
+        super::cluster::step_down(js, &group).await?;
+    }
+    Ok(encode_success(
+        ResponseType::ConsumerLeaderStepdown,
+        &SuccessResponse::OK,
+    ))
 }
 
 fn stream_handle(js: &JetStream, stream: &str) -> Result<Arc<StreamHandle>, ApiError> {

@@ -1,73 +1,68 @@
-//! The `$JS.API.*` front door: one internal subscription on `$JS.API.>`, a dispatcher task
-//! that parses the subject, and one short task per request so a slow call never holds up
-//! the others. Handlers return the reply body; the dispatcher publishes it to the request's
-//! reply subject.
+//! The `$JS.API.*` front door: one internal subscription on `$JS.API.>` feeding a bounded
+//! queue (`inbox`), a dispatcher task that takes requests from it, and one short task per
+//! request so a slow call never holds up the others (a request keeps its place in the queue's
+//! bound until its task is done). Handlers return the reply body; the dispatcher publishes it
+//! to the request's reply subject.
 //!
 //! Handlers by area: `account` (`INFO`), `streams` (stream CRUD, names/list, purge),
-//! `messages` (`STREAM.MSG.GET` / `MSG.DELETE`), `consumers` (consumer CRUD); pull requests
-//! (`CONSUMER.MSG.NEXT`) go to `delivery`.
+//! `messages` (`STREAM.MSG.GET` / `MSG.DELETE`), `consumers` (consumer CRUD, leader
+//! stepdown); pull requests (`CONSUMER.MSG.NEXT`) go to `delivery`.
 
 pub mod account;
 pub mod cluster;
 pub mod consumers;
+mod inbox;
 pub mod messages;
 pub mod streams;
 
 use std::sync::Arc;
 
 use bytes::Bytes;
-use tokio::sync::mpsc;
 
+use super::queue::{self, QueueReceiver};
 use super::service::JetStream;
 use crate::jsapi::response::{encode_error, ResponseType};
 use crate::jsapi::subject::ApiRequest;
 use crate::jsapi::{ApiError, ErrorKind};
 use crate::server::message::Message;
-use crate::server::subscription::{InternalSubscriber, Subscription};
+use crate::server::subscription::Subscription;
 use crate::wire::headers;
+use inbox::{ApiInbox, MAX_PENDING_REQUESTS};
 
 pub const API_SUBJECTS: &str = "$JS.API.>";
 
-#[derive(Debug)]
-struct ApiInbox {
-    queue: mpsc::UnboundedSender<Message>,
-}
-
-impl InternalSubscriber for ApiInbox {
-    fn receive(&self, msg: &Message) -> bool {
-        self.queue.send(msg.clone()).is_ok()
-    }
-}
-
 /// Subscribes the API and starts its dispatcher.
 pub fn attach(js: &Arc<JetStream>) -> Arc<Subscription> {
-    let (queue, requests) = mpsc::unbounded_channel();
-    let subscription =
-        js.router()
-            .subscribe_internal(API_SUBJECTS, None, Arc::new(ApiInbox { queue }));
+    let (queue, requests) = queue::bounded(MAX_PENDING_REQUESTS);
+    let inbox = ApiInbox::new(queue, js.api_dropped.clone());
+    let subscription = js
+        .router()
+        .subscribe_internal(API_SUBJECTS, None, Arc::new(inbox));
     js.shared().tasks.spawn(dispatch(js.clone(), requests));
     subscription
 }
 
-async fn dispatch(js: Arc<JetStream>, mut requests: mpsc::UnboundedReceiver<Message>) {
+async fn dispatch(js: Arc<JetStream>, mut requests: QueueReceiver<Message>) {
     let shutdown = js.shared().shutdown.clone();
     loop {
-        let msg = tokio::select! {
+        let taken = tokio::select! {
             _ = shutdown.cancelled() => return,
-            msg = requests.recv() => match msg {
-                Some(msg) => msg,
+            taken = requests.recv_many(1) => match taken {
+                Some(taken) => taken,
                 None => return,
             },
         };
         let js = js.clone();
-        js.shared()
-            .tasks
-            .clone()
-            .spawn(async move { handle(&js, msg).await });
+        js.shared().tasks.clone().spawn(async move {
+            for msg in taken.iter() {
+                handle(&js, msg).await;
+            }
+            // `taken` drops here: the request leaves the inbox's bound once answered.
+        });
     }
 }
 
-async fn handle(js: &Arc<JetStream>, msg: Message) {
+async fn handle(js: &Arc<JetStream>, msg: &Message) {
     // nats-server ignores API requests that cannot be answered.
     let Some(reply) = msg.reply.clone() else {
         return;
@@ -80,7 +75,7 @@ async fn handle(js: &Arc<JetStream>, msg: Message) {
             Some(encode_error(ResponseType::System, &error.to_api_error()))
         }
         Ok(request) if !cluster::answers(js, &request) => return,
-        Ok(request) => route(js, &request, &msg).await,
+        Ok(request) => route(js, &request, msg).await,
     };
     if let Some(body) = body {
         js.router().publish(&Message::new(reply, Bytes::from(body)));
@@ -115,13 +110,13 @@ async fn route(js: &Arc<JetStream>, request: &ApiRequest, msg: &Message) -> Opti
         | ApiRequest::ConsumerInfo { .. }
         | ApiRequest::ConsumerDelete { .. }
         | ApiRequest::ConsumerNames { .. }
-        | ApiRequest::ConsumerList { .. } => {
+        | ApiRequest::ConsumerList { .. }
+        | ApiRequest::ConsumerLeaderStepdown { .. } => {
             let body = consumers::handle(js, request, msg).await;
             js.count_api_call(body.as_deref().is_some_and(is_error_reply));
             return body;
         }
-        // Snapshots, restores, peer removal, consumer stepdown (consumers have no group of
-        // their own here) are not supported.
+        // Snapshots, restores, peer removal are not supported.
         _ => Err(ApiError::new(ErrorKind::BadRequest)),
     };
     let response_type = request.response_type().unwrap_or(ResponseType::System);

@@ -211,7 +211,7 @@ pub async fn step_down(js: &Arc<JetStream>, stream: &str) -> Result<Vec<u8>, Api
 
 /// `META.LEADER.STEPDOWN`: hand the meta group's leadership to another node.
 pub async fn meta_step_down(js: &Arc<JetStream>) -> Result<Vec<u8>, ApiError> {
-    super::cluster::step_down(js, js.meta_group()).await?;
+    super::cluster::step_down(js, &js.meta_group()).await?;
     Ok(encode_success(
         ResponseType::MetaLeaderStepdown,
         &SuccessResponse::OK,

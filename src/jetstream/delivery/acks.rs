@@ -8,6 +8,13 @@
 //! `AckSync`/`DoubleAck`) gets an empty message on that reply; `+NXT` becomes a pull request
 //! whose reply subject is the ack's. Acks the stream cannot take (no leader, fsync failure)
 //! are dropped: the messages stay pending and are redelivered, which is at-least-once.
+//!
+//! Each stream's ack queue is bounded (`MAX_QUEUED_ACKS`, counting acks from arrival until
+//! their proposal is settled). nats-server's per-consumer ack queue has no bound; here an
+//! ack arriving at a full queue is dropped like an ack the stream cannot take — the message
+//! stays pending and is redelivered after `ack_wait` (a dropped `AckSync` gets no reply, a
+//! dropped `+NXT` no messages) — counted in `/varz` (`jetstream.dropped.acks`) with a
+//! rate-limited warning. Bounded memory, no lost message: at-least-once holds.
 
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
@@ -16,11 +23,11 @@ use std::sync::{Arc, Weak};
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::stream::{FuturesOrdered, StreamExt};
-use tokio::sync::mpsc;
 
 use super::outbox::{self, Outbox};
 use super::DeliveryRegistry;
 use crate::jetstream::now_nanos;
+use crate::jetstream::queue::{Dropped, PushError, QueueReceiver, QueueSender, Taken};
 use crate::jetstream::stream::StreamHandle;
 use crate::jsapi::{AckKind, AckReply, ApiError};
 use crate::jscore::consumer::{AckOutcome, ConsumerCommand, ConsumerOutcome};
@@ -32,6 +39,9 @@ use crate::server::subscription::InternalSubscriber;
 const MAX_BATCH: usize = 4096;
 /// Most ack proposals of one stream on their way at once.
 const MAX_IN_FLIGHT: usize = 4;
+/// Most acks of one stream queued or being proposed (as many as a stream's ingest queue
+/// holds messages); see the module doc.
+pub(super) const MAX_QUEUED_ACKS: usize = 100_000;
 
 /// One ack on its way to the stream's batcher.
 #[derive(Debug)]
@@ -86,6 +96,30 @@ impl InternalSubscriber for AckInbox {
     }
 }
 
+/// Queues an ack for its stream's batcher; a full queue drops it (see the module doc).
+pub(super) fn enqueue(
+    queue: &QueueSender<AckItem>,
+    item: AckItem,
+    stream: &str,
+    dropped: &Dropped,
+) {
+    match queue.push(item) {
+        Ok(_) => {}
+        Err(PushError::Full(_)) => {
+            if dropped.record(1) {
+                tracing::warn!(
+                    stream,
+                    total = dropped.total(),
+                    "ack queue full ({MAX_QUEUED_ACKS}): ack dropped, the message will be redelivered"
+                );
+            }
+        }
+        Err(PushError::Closed(_)) => {
+            tracing::debug!(stream, "ack for a stream whose batcher stopped");
+        }
+    }
+}
+
 /// The replicated command an ack becomes.
 fn command(item: &AckItem, now_nanos: i64) -> GroupCommand {
     let stream_seq = item.stream_seq;
@@ -125,7 +159,7 @@ fn earns_reply(outcome: &GroupOutcome) -> bool {
 pub(super) async fn run(
     registry: Weak<DeliveryRegistry>,
     handle: Arc<StreamHandle>,
-    mut incoming: mpsc::UnboundedReceiver<AckItem>,
+    mut incoming: QueueReceiver<AckItem>,
     outbox: Outbox,
 ) {
     let shutdown = outbox.shared().shutdown.clone();
@@ -141,15 +175,8 @@ pub(super) async fn run(
                     return;
                 }
             }
-            item = incoming.recv(), if in_flight.len() < MAX_IN_FLIGHT => {
-                let Some(first) = item else { break };
-                let mut batch = vec![first];
-                while batch.len() < MAX_BATCH {
-                    match incoming.try_recv() {
-                        Ok(item) => batch.push(item),
-                        Err(_) => break,
-                    }
-                }
+            batch = incoming.recv_many(MAX_BATCH), if in_flight.len() < MAX_IN_FLIGHT => {
+                let Some(batch) = batch else { break };
                 let now = now_nanos();
                 let commands = batch.iter().map(|item| command(item, now)).collect();
                 let handle = handle.clone();
@@ -168,8 +195,9 @@ pub(super) async fn run(
     }
 }
 
+/// The acks of one proposal (still counting against the queue's bound), when, the outcome.
 type ProposedAcks = (
-    Vec<AckItem>,
+    Taken<AckItem>,
     i64,
     Result<Vec<Result<GroupOutcome, ApiError>>, ApiError>,
 );
@@ -193,7 +221,7 @@ fn settle(
         return false;
     };
     let mut touched = HashSet::new();
-    for (item, outcome) in batch.into_iter().zip(outcomes) {
+    for (item, outcome) in batch.into_items().into_iter().zip(outcomes) {
         let Ok(outcome) = outcome else {
             continue; // consumer gone
         };
@@ -265,6 +293,24 @@ mod tests {
             consumer(AckKind::Term { reason: None }),
             ConsumerCommand::Term { stream_seq: 7 }
         );
+    }
+
+    #[test]
+    fn a_full_ack_queue_drops_and_counts() {
+        let (queue, mut incoming) = crate::jetstream::queue::bounded(2);
+        let dropped = Dropped::default();
+        for _ in 0..3 {
+            enqueue(&queue, item(AckKind::Ack), "S", &dropped);
+        }
+        assert_eq!(dropped.total(), 1);
+        let queued = incoming.try_recv_many(10).expect("two acks queued");
+        assert_eq!(queued.len(), 2);
+        // Until their proposal is settled they still take the places.
+        enqueue(&queue, item(AckKind::Ack), "S", &dropped);
+        assert_eq!(dropped.total(), 2);
+        drop(queued);
+        enqueue(&queue, item(AckKind::Ack), "S", &dropped);
+        assert_eq!(dropped.total(), 2);
     }
 
     #[test]

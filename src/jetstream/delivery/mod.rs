@@ -2,7 +2,8 @@
 //!
 //! * `registry` (this file) — `DeliveryRegistry`, one per node: the streams this node
 //!   delivers for, one delivery task per consumer (`task.rs`), one ack batcher per stream
-//!   (`acks.rs`), and the internal subscriptions on `$JS.ACK.>` and `$JS.FC.>`.
+//!   behind a bounded queue (`acks.rs`), and the internal subscriptions on `$JS.ACK.>` and
+//!   `$JS.FC.>`.
 //! * `task.rs` / `deliver.rs` — a consumer's delivery task: its loop and timers, and how
 //!   it proposes `DeliverNext` and sends the result.
 //! * `pull.rs` / `waiting.rs` — pull requests (`CONSUMER.MSG.NEXT`) and their queue.
@@ -33,6 +34,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
+use super::queue::{self, Dropped, QueueSender};
 use super::service::JetStream;
 use super::stream::StreamHandle;
 use crate::jsapi::{ApiRequest, PullRequest, PullRequestError};
@@ -89,7 +91,8 @@ struct ConsumerEntry {
 struct StreamEntry {
     handle: Arc<StreamHandle>,
     consumers: HashMap<String, ConsumerEntry>,
-    acks: mpsc::UnboundedSender<AckItem>,
+    /// Bounded (`acks::MAX_QUEUED_ACKS`); dropping it ends the stream's ack batcher.
+    acks: QueueSender<AckItem>,
 }
 
 /// One per node (held by `JetStream`).
@@ -99,6 +102,8 @@ pub struct DeliveryRegistry {
     outbox: Outbox,
     streams: Mutex<HashMap<String, StreamEntry>>,
     subscriptions: Mutex<Vec<Arc<Subscription>>>,
+    /// Acks dropped because their stream's ack queue was full.
+    acks_dropped: Dropped,
 }
 
 impl DeliveryRegistry {
@@ -110,6 +115,7 @@ impl DeliveryRegistry {
             outbox: Outbox::new(shared.clone()),
             streams: Mutex::new(HashMap::new()),
             subscriptions: Mutex::new(Vec::new()),
+            acks_dropped: Dropped::default(),
         });
         let inbox = Arc::new(acks::AckInbox::new(Arc::downgrade(&registry)));
         let subscriptions = vec![
@@ -153,7 +159,7 @@ impl DeliveryRegistry {
             if let Some(old) = streams.remove(handle.name()) {
                 close_consumers(old);
             }
-            let (acks, incoming) = mpsc::unbounded_channel();
+            let (acks, incoming) = queue::bounded(acks::MAX_QUEUED_ACKS);
             let shared = self.shared().clone();
             shared.tasks.spawn(acks::run(
                 self.me.clone(),
@@ -329,9 +335,7 @@ impl DeliveryRegistry {
     fn route_ack(&self, item: AckItem, stream: &str) {
         let streams = self.streams.lock();
         match streams.get(stream) {
-            Some(entry) => {
-                let _ = entry.acks.send(item);
-            }
+            Some(entry) => acks::enqueue(&entry.acks, item, stream, &self.acks_dropped),
             None => tracing::debug!(stream, "ack for a stream this node does not deliver"),
         }
     }
@@ -341,6 +345,11 @@ impl DeliveryRegistry {
         if let Some(entry) = streams.get(stream).and_then(|s| s.consumers.get(consumer)) {
             let _ = entry.events.send(Event::FlowControlReply(subject));
         }
+    }
+
+    /// Acks dropped since start because their stream's ack queue was full.
+    pub fn acks_dropped(&self) -> u64 {
+        self.acks_dropped.total()
     }
 
     fn outbox(&self) -> &Outbox {
