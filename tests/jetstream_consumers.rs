@@ -572,11 +572,17 @@ async fn leader_stepdown_needs_a_cluster() {
     let js = jetstream::new(client.clone());
     let stream = orders(&js, 1).await;
     stream.create_consumer(durable("proc")).await.unwrap();
-    // As a standalone nats-server: 10010 before looking at the stream or consumer.
-    for subject in [
-        "$JS.API.CONSUMER.LEADER.STEPDOWN.ORDERS.proc",
-        "$JS.API.CONSUMER.LEADER.STEPDOWN.ORDERS.missing",
-        "$JS.API.CONSUMER.LEADER.STEPDOWN.MISSING.proc",
+    // As a standalone nats-server: 10010 before looking at the stream or consumer, for the
+    // consumer's and the stream's stepdown.
+    for (subject, kind) in [
+        ("$JS.API.CONSUMER.LEADER.STEPDOWN.ORDERS.proc", "consumer"),
+        (
+            "$JS.API.CONSUMER.LEADER.STEPDOWN.ORDERS.missing",
+            "consumer",
+        ),
+        ("$JS.API.CONSUMER.LEADER.STEPDOWN.MISSING.proc", "consumer"),
+        ("$JS.API.STREAM.LEADER.STEPDOWN.ORDERS", "stream"),
+        ("$JS.API.STREAM.LEADER.STEPDOWN.MISSING", "stream"),
     ] {
         let reply = within(subject, client.request(subject, "".into()))
             .await
@@ -585,7 +591,7 @@ async fn leader_stepdown_needs_a_cluster() {
         assert_eq!(
             reply,
             serde_json::json!({
-                "type": "io.nats.jetstream.api.v1.consumer_leader_stepdown_response",
+                "type": format!("io.nats.jetstream.api.v1.{kind}_leader_stepdown_response"),
                 "error": {
                     "code": 503,
                     "err_code": 10010,

@@ -199,8 +199,13 @@ pub async fn info_of(js: &JetStream, name: &str) -> Option<StreamInfo> {
     super::cluster::remote_stream_info(js, name).await
 }
 
-/// `STREAM.LEADER.STEPDOWN`: hand the stream's leadership to another replica.
+/// `STREAM.LEADER.STEPDOWN`: hand the stream's leadership to another replica. Without a
+/// cluster 10010, before the stream is looked up (as nats-server's
+/// `jsStreamLeaderStepDownRequest`).
 pub async fn step_down(js: &Arc<JetStream>, stream: &str) -> Result<Vec<u8>, ApiError> {
+    if js.cluster().is_none() {
+        return Err(ApiError::new(ErrorKind::ClusterRequired));
+    }
     let handle = js.running_stream(stream)?;
     super::cluster::step_down(js, &handle.group()).await?;
     Ok(encode_success(
