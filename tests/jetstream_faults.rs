@@ -31,6 +31,16 @@ async fn start(dir: &std::path::Path, options: LogOptions) -> RunningServer {
         .expect("server starts")
 }
 
+/// A server whose WAL writes go through a fault injector the test controls.
+async fn start_with_faults(dir: &std::path::Path) -> (RunningServer, Arc<FaultInjector>) {
+    let fault = Arc::new(FaultInjector::new());
+    let options = LogOptions {
+        fault: Some(fault.clone()),
+        ..LogOptions::default()
+    };
+    (start(dir, options).await, fault)
+}
+
 async fn api(client: &async_nats::Client, subject: &str, body: &str) -> Value {
     let reply = within(
         subject,
@@ -151,12 +161,7 @@ async fn corrupt_stream_is_offline_not_missing() {
 #[tokio::test]
 async fn failed_log_write_recovers_without_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let fault = Arc::new(FaultInjector::new());
-    let options = LogOptions {
-        fault: Some(fault.clone()),
-        ..LogOptions::default()
-    };
-    let server = start(dir.path(), options).await;
+    let (server, fault) = start_with_faults(dir.path()).await;
     let client = common::connect(&server).await;
     let js = jetstream::new(client.clone());
     let stream = create(&js, "ORDERS", "orders.*").await;
@@ -255,12 +260,7 @@ async fn failed_log_write_recovers_without_a_restart() {
 #[tokio::test]
 async fn failed_meta_write_recovers_without_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let fault = Arc::new(FaultInjector::new());
-    let options = LogOptions {
-        fault: Some(fault.clone()),
-        ..LogOptions::default()
-    };
-    let server = start(dir.path(), options).await;
+    let (server, fault) = start_with_faults(dir.path()).await;
     let client = common::connect(&server).await;
     let js = jetstream::new(client.clone());
     create(&js, "KEPT", "kept.*").await;
