@@ -23,7 +23,8 @@
 //!   failures (sled I/O, a stored value that does not decode), which stop the group.
 //! - If `apply` returned an error or the batch failed to write, the machine's in-memory state may
 //!   be ahead of sled: the group stops (openraft reports a fatal storage error) and must be
-//!   restarted, which calls `load` again.
+//!   restarted, which calls `load` again. The batch is written behind the apply
+//!   (`state_writer.rs`), so a failed write stops the group at its next apply or snapshot.
 
 use std::collections::BTreeMap;
 

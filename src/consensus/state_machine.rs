@@ -7,7 +7,9 @@
 //!   [`MachineTxn`] (then `GroupMachine::finish` stages what the machine batched); its writes, the last applied log id and the last membership are written in
 //!   one atomic sled batch. sled is thus self-consistent on reopen: the applied index it
 //!   reports is exactly the state it holds, and openraft re-applies committed entries after it.
-//!   The batch is not fsynced (sled may lag the log; the log is the durable source).
+//!   The batch is queued to the node's write-behind thread (`state_writer.rs`), so `apply`
+//!   returns before sled has it; every read of this group's sled keys flushes that queue first.
+//!   It is not fsynced either (sled may lag the log; the log is the durable source).
 //! - **Snapshot**: a consistent dump of the group's machine keys (taken on the state-machine
 //!   task, so this group's applies wait for it; other groups do not), fsynced, renamed into
 //!   place, then sled is really synced ([`StateDb::sync`]). Only then is the snapshot reported to
