@@ -8,7 +8,8 @@
 //!
 //! Map: `stream_config` (+`_check`: defaults, validation), `consumer_config` (+`_check`),
 //! `stream_info`, `consumer_info`, `account_info`, `pub_ack` (reply bodies), `requests` and
-//! `msg_get` (request bodies and body conventions), `response` (`type` strings, envelopes),
+//! `msg_get` (request bodies and body conventions), `direct_get` (`DIRECT.GET` replies:
+//! header blocks and statuses), `response` (`type` strings, envelopes),
 //! `error` (the error table), `time` (RFC 3339 timestamps, Go durations), `names` (name
 //! rules; subject overlap lives in `crate::subject::pattern`), `base64` (byte fields), `subject` (`$JS.API.*` grammar),
 //! `consumer_create` (subject vs body of consumer creates), `ack` (`$JS.ACK.*` and ack
@@ -23,6 +24,7 @@ mod consumer_config_check;
 mod consumer_config_check_tests;
 mod consumer_create;
 pub mod consumer_info;
+pub mod direct_get;
 pub mod error;
 pub mod msg_get;
 pub mod names;

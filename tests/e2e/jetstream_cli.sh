@@ -420,6 +420,33 @@ else
     fails_with "stream ls -n after restart (expected DURABLE, LIMITED only)"
 fi
 
+# ====================================== key-value bucket (direct get) ======
+# `nats kv add` asks for allow_direct, and `kv get` reads through
+# $JS.API.DIRECT.GET.KV_<bucket>.$KV.<bucket>.<key>.
+run kv add CFG --history 5
+if [[ $RC == 0 ]]; then pass "nats kv add CFG --history 5"; else fails_with "kv add CFG"; fi
+run kv put CFG color blue
+run kv put CFG color green
+run kv get CFG color --raw
+if [[ $RC == 0 ]] && [[ $OUT == green* ]]; then
+    pass "nats kv get CFG color --raw prints the latest value (green)"
+else
+    fails_with "kv get CFG color --raw (expected green)"
+fi
+run kv get CFG color --revision 1 --raw
+if [[ $RC == 0 ]] && [[ $OUT == blue* ]]; then
+    pass "nats kv get --revision 1 reads the older value (blue)"
+else
+    fails_with "kv get CFG color --revision 1 --raw (expected blue)"
+fi
+run kv del CFG color -f
+run kv get CFG color
+if [[ $RC != 0 ]] && has_re 'key not found'; then
+    pass "after nats kv del, kv get reports: key not found"
+else
+    fails_with "kv get CFG color after del (expected a 'key not found' failure)"
+fi
+
 # ========================================== schema validation, overall ======
 if grep -q "is not a valid" "$ALL_OUT"; then
     fail "natscli JSON-schema validation errors in some replies:"

@@ -5,12 +5,14 @@
 //! to the request's reply subject.
 //!
 //! Handlers by area: `account` (`INFO`), `streams` (stream CRUD, names/list, purge),
-//! `messages` (`STREAM.MSG.GET` / `MSG.DELETE`), `consumers` (consumer CRUD, leader
-//! stepdown); pull requests (`CONSUMER.MSG.NEXT`) go to `delivery`.
+//! `messages` (`STREAM.MSG.GET` / `MSG.DELETE`), `direct` (`DIRECT.GET`, whose replies are
+//! the stored messages rather than JSON), `consumers` (consumer CRUD, leader stepdown); pull
+//! requests (`CONSUMER.MSG.NEXT`) go to `delivery`.
 
 pub mod account;
 pub mod cluster;
 pub mod consumers;
+mod direct;
 mod inbox;
 pub mod messages;
 pub mod streams;
@@ -100,10 +102,15 @@ async fn route(js: &Arc<JetStream>, request: &ApiRequest, msg: &Message) -> Opti
             super::delivery::pull_request(js, request, msg).await;
             return None;
         }
-        ApiRequest::DirectGet { .. } => {
-            // allow_direct is always false: like nats-server without a direct-get
-            // responder, the requester learns that nobody answers.
-            answer_no_responders(js, msg);
+        ApiRequest::DirectGet {
+            stream,
+            last_by_subject,
+        } => {
+            match direct::get(js, stream, last_by_subject.as_deref(), &msg.payload) {
+                Some(replies) => answer_direct(js, msg, replies),
+                // Like nats-server, which has no direct-get responder for such a stream.
+                None => answer_no_responders(js, msg),
+            }
             return None;
         }
         ApiRequest::ConsumerCreate { .. }
@@ -126,6 +133,15 @@ async fn route(js: &Arc<JetStream>, request: &ApiRequest, msg: &Message) -> Opti
 
 fn is_error_reply(body: &[u8]) -> bool {
     memchr::memmem::find(body, b"\"error\":").is_some()
+}
+
+fn answer_direct(js: &JetStream, msg: &Message, replies: Vec<direct::DirectReply>) {
+    let Some(reply) = &msg.reply else { return };
+    for (headers, payload) in replies {
+        let headers = (!headers.is_empty()).then(|| Bytes::from(headers));
+        js.router()
+            .publish(&Message::new(reply.clone(), payload).with_headers(headers));
+    }
 }
 
 fn answer_no_responders(js: &JetStream, msg: &Message) {

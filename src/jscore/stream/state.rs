@@ -160,6 +160,18 @@ impl StreamState {
         self.subjects.last_seq_per_subject(filter)
     }
 
+    /// For every subject any of the filters selects, its newest sequence at or below
+    /// `up_to`, ascending and without repeats (direct get's `multi_last`).
+    pub fn last_seqs_up_to(&self, filters: &[SubjectFilter], up_to: u64) -> Vec<u64> {
+        let mut seqs: Vec<u64> = filters
+            .iter()
+            .flat_map(|filter| self.subjects.last_seqs_up_to(filter, up_to))
+            .collect();
+        seqs.sort_unstable();
+        seqs.dedup();
+        seqs
+    }
+
     /// The newest sequence among subjects the filter selects.
     pub fn last_seq_matching(&self, filter: &SubjectFilter) -> Option<u64> {
         if filter.is_all() {

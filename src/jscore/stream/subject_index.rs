@@ -81,6 +81,17 @@ impl SubjectIndex {
         seqs
     }
 
+    /// For every subject the filter selects, its newest sequence at or below `up_to`,
+    /// ascending (direct get's `multi_last`, as nats-server's `MultiLastSeqs`).
+    pub fn last_seqs_up_to(&self, filter: &SubjectFilter, up_to: u64) -> Vec<u64> {
+        let mut seqs: Vec<u64> = self
+            .matching(filter)
+            .filter_map(|(_, seqs)| seqs.range(..=up_to).next_back().copied())
+            .collect();
+        seqs.sort_unstable();
+        seqs
+    }
+
     /// Messages with sequence > `after_seq` on subjects the filter selects.
     pub fn count_after(&self, filter: &SubjectFilter, after_seq: u64) -> u64 {
         self.matching(filter)
@@ -159,6 +170,12 @@ mod tests {
         assert_eq!(index.last_seq_per_subject(&all), vec![2, 3]);
         assert_eq!(index.count_after(&all, 1), 2);
         assert_eq!(index.count_after(&SubjectFilter::new(["a.1"]), 0), 2);
+        assert_eq!(index.last_seqs_up_to(&all, 2), vec![1, 2]);
+        assert_eq!(index.last_seqs_up_to(&all, 3), vec![2, 3]);
+        assert_eq!(
+            index.last_seqs_up_to(&SubjectFilter::new(["a.2"]), 1),
+            Vec::<u64>::new()
+        );
         index.remove("a.1", 1);
         assert_eq!(index.first_seq("a.1"), Some(3));
         index.remove("a.2", 2);
