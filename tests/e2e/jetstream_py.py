@@ -398,6 +398,27 @@ async def t_work_queue():
         await nc.close()
 
 
+
+@check("key-value: put twice, get latest and by revision (direct get), delete -> KeyNotFoundError")
+async def t_key_value():
+    nc, js = await connect()
+    try:
+        kv = await js.create_key_value(bucket="PYKV", history=3)
+        first = await kv.put("k", b"v1")
+        await kv.put("k", b"v2")
+        entry = await kv.get("k")
+        expect((entry.value, entry.revision) == (b"v2", first + 1), f"entry={entry}")
+        expect((await kv.get("k", revision=first)).value == b"v1", "revision 1 is not v1")
+        await kv.delete("k")
+        try:
+            await kv.get("k")
+            expect(False, "a deleted key still reads")
+        except jserr.KeyNotFoundError:
+            pass
+        await js.delete_key_value("PYKV")
+    finally:
+        await nc.close()
+
 async def main():
     if not URL:
         print("FAIL: NATS_E2E_URL not set")
