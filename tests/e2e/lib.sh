@@ -44,12 +44,14 @@
 #   stop_pid PID [SIG]  send SIG (default TERM), wait up to 5 s, then SIGKILL;
 #                    reaps it. Its stderr is dropped, which also hides bash's
 #                    "Killed"/"Terminated" job notice.
-#   wait_exit PID SECS  bounded wait for a background job; sets WAIT_RC to its
-#                    exit code (124 if it had to be killed). Not for use inside
-#                    $(...): only the parent shell can reap its children.
+#   wait_exit PID SECS [FILE PATTERN]  bounded wait for a background job; sets
+#                    WAIT_RC to its exit code (124 if it had to be killed). With
+#                    FILE and PATTERN it gives up at once (stops PID, WAIT_RC=125)
+#                    as soon as a line of FILE matches PATTERN (grep). Not for use
+#                    inside $(...): only the parent shell can reap its children.
 #   free_port        print a free TCP port on 127.0.0.1 (asks ${PYTHON:-python3}).
-#   wait_port PID PORT  wait up to 10 s, while PID is alive, until 127.0.0.1:PORT
-#                    accepts a TCP connection; returns 1 if it never does.
+#   wait_port PID PORT [SECS]  wait up to SECS (10) s, while PID is alive, until
+#                    127.0.0.1:PORT accepts a TCP connection; returns 1 if it never does.
 #   start_server NAME [FLAGS...]  start `$SERVER -a 127.0.0.1 -p <free port> FLAGS...`
 #                    with its log in $TMP/NAME.log, add it to PIDS, set
 #                    SERVER_PORT and SERVER_PID and wait for the port; on
@@ -166,10 +168,15 @@ _stop_pid() {
 }
 WAIT_RC=0
 wait_exit() {
-    local pid=$1 secs=$2 i
+    local pid=$1 secs=$2 file=${3:-} pattern=${4:-} i
     WAIT_RC=0
     for ((i = 0; i < secs * 20; i++)); do
         alive "$pid" || break
+        if [[ -n $file ]] && grep -q -- "$pattern" "$file" 2>/dev/null; then
+            stop_pid "$pid"
+            WAIT_RC=125
+            return 0
+        fi
         sleep 0.05
     done
     if alive "$pid"; then
@@ -183,8 +190,8 @@ free_port() {
     "${PYTHON:-python3}" -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'
 }
 wait_port() {
-    local pid=$1 port=$2 i
-    for ((i = 0; i < 100; i++)); do # up to 10 s
+    local pid=$1 port=$2 secs=${3:-10} i
+    for ((i = 0; i < secs * 10; i++)); do # every 0.1 s
         alive "$pid" || return 1
         if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
         sleep 0.1
