@@ -40,89 +40,28 @@
 # is a pass.
 set -euo pipefail
 
-source "$(dirname "${BASH_SOURCE[0]}")/../tests/e2e/lib.sh"
-ORIG_ARGS=("$@")
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 MSGS=100000
 SYNC_MSGS=2000
-SMOKE=0
-RUNS=""
-RUN_TIMEOUT=""
-KEEP_LOGS=0
 SIZE=128
 BATCH=256
-usage() { awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "${BASH_SOURCE[0]}"; }
-while (($#)); do
-    case $1 in
-    --msgs) MSGS=${2:?--msgs needs a number}; shift 2 ;;
-    --msgs=*) MSGS=${1#*=}; shift ;;
-    --sync-msgs) SYNC_MSGS=${2:?--sync-msgs needs a number}; shift 2 ;;
-    --sync-msgs=*) SYNC_MSGS=${1#*=}; shift ;;
-    --smoke) SMOKE=1; shift ;;
-    --runs) RUNS=${2:?--runs needs a number}; shift 2 ;;
-    --runs=*) RUNS=${1#*=}; shift ;;
-    --timeout) RUN_TIMEOUT=${2:?--timeout needs seconds}; shift 2 ;;
-    --timeout=*) RUN_TIMEOUT=${1#*=}; shift ;;
-    --keep-logs) KEEP_LOGS=1; shift ;;
-    -h | --help) usage; exit 0 ;;
-    *) echo "unknown option: $1" >&2; usage >&2; exit 2 ;;
-    esac
-done
-if ((SMOKE)); then
-    MSGS=2000
-    SYNC_MSGS=200
-    RUNS=${RUNS:-1}
-fi
-RUNS=${RUNS:-3}
-[[ $MSGS =~ ^[1-9][0-9]*$ && $SYNC_MSGS =~ ^[1-9][0-9]*$ && $RUNS =~ ^[1-9][0-9]*$ ]] ||
-    { echo "--msgs/--sync-msgs/--runs must be positive integers" >&2; exit 2; }
-[[ -n $RUN_TIMEOUT ]] || { if ((SMOKE)); then RUN_TIMEOUT=90; else RUN_TIMEOUT=600; fi; }
-[[ $RUN_TIMEOUT =~ ^[1-9][0-9]*$ ]] || { echo "--timeout must be a positive integer" >&2; exit 2; }
+parse_bench_args msgs=MSGS sync-msgs=SYNC_MSGS -- "$@"
+# --smoke counts; RUNS; RUN_TIMEOUT bounds every nats bench call
+bench_defaults 90 600 MSGS=2000 SYNC_MSGS=200
 
 # ------------------------------------------------------------- binaries ----
-if ! NATS=$(find_nats); then
-    skip_banner "SKIP: nats CLI not installed" "      go install github.com/nats-io/natscli/nats@v0.5.0"
-    skip_exit "nats CLI is required when CI=true"
-fi
+require_nats_cli "nats CLI is required when CI=true"
 PYTHON=${PYTHON:-python3}
 if ! "$PYTHON" -c 'import nats' 2>/dev/null; then
     skip_banner "SKIP: nats-py not installed for $PYTHON" "      pip install nats-py"
     skip_exit "nats-py is required when CI=true"
 fi
 resolve_bench_servers
-NATS_VERSION=$(timeout 10 "$NATS" --version 2>&1 | head -n 1 || true)
 
 # ------------------------------------------------------------ processes ----
 setup_tmp jetraft-clbench
-# Nodes run as `timeout BOUND server ...` so that even a SIGKILLed script
-# leaves nothing running for long; SRV_CHILD maps the wrapper to the server
-# itself (the PID that kill -9 targets), which is stopped first.
-declare -A SRV_CHILD=()
-stop_server_pid() {
-    local wrapper=$1 child=${SRV_CHILD[$1]:-}
-    [[ -n $child ]] && stop_pid "$child"
-    stop_pid "$wrapper"
-}
-cleanup() { # replaces lib.sh's (the EXIT trap calls it)
-    local p
-    for p in "${PIDS[@]}"; do
-        if [[ -n ${SRV_CHILD[$p]:-} ]]; then stop_server_pid "$p"; else stop_pid "$p"; fi
-    done
-    if ((KEEP_LOGS)); then echo "logs kept in $TMP"; else rm -rf "$TMP"; fi
-}
-
-json_get() { # json_get JSON PYEXPR (d = parsed JSON); prints nothing on any error
-    python3 -c '
-import json, sys
-try:
-    d = json.loads(sys.argv[1])
-    v = eval(sys.argv[2])
-    if v is not None:
-        print(v)
-except Exception:
-    pass' "$1" "$2" 2>/dev/null || true
-}
 
 KEYS=(ref jr)
 declare -A NAME=([ref]="nats-server" [jr]="$JR_LABEL")
@@ -132,11 +71,7 @@ declare -A CPORT=() HPORT=() CLPORT=() WRAP=() CHILD=()
 SERVER_BOUND=$((4 * RUN_TIMEOUT + 600))
 NODES=(1 2 3)
 url_of() { echo "nats://127.0.0.1:${CPORT[$1:$2]}"; } # url_of KEY I
-NC() {                                                 # NC KEY I ARGS...: bounded nats CLI against node I
-    local key=$1 i=$2
-    shift 2
-    timeout -k 5 30 "$NATS" --no-context --server "$(url_of "$key" "$i")" --timeout 5s "$@"
-}
+NC() { nats_at "$(url_of "$1" "$2")" "${@:3}"; }      # NC KEY I ARGS...: bounded nats CLI against node I
 jsz() { curl -fsS --max-time 2 "http://127.0.0.1:${HPORT[$1:$2]}/jsz?streams=true" 2>/dev/null || true; }
 # jsz_meta_leader KEY I: meta leader as node I sees it (jetraft meta_leader, nats-server meta_cluster.leader)
 jsz_meta_leader() {
@@ -149,7 +84,7 @@ jsz_last_seq() {
 
 # start_cluster KEY RUN: 3 nodes, wait for client ports, meta leader, $JS.API.INFO
 start_cluster() {
-    local key=$1 run=$2 i routes pid child k dir r deadline ml
+    local key=$1 run=$2 i routes pid dir deadline ml
     for i in "${NODES[@]}"; do
         CPORT[$key:$i]=$(free_port)
         HPORT[$key:$i]=$(free_port)
@@ -160,33 +95,25 @@ start_cluster() {
     for i in "${NODES[@]}"; do
         dir=$TMP/$key-r$run/n$i
         mkdir -p "$dir"
-        timeout -k 5 "$SERVER_BOUND" "${BIN[$key]}" -a 127.0.0.1 -p "${CPORT[$key:$i]}" -m "${HPORT[$key:$i]}" \
-            -js -sd "$dir" -n "n$i" --cluster_name "${key}bench" --cluster "nats://127.0.0.1:${CLPORT[$key:$i]}" \
-            --routes "$routes" >"$TMP/$key-r$run-n$i.log" 2>&1 &
-        pid=$!
+        spawn "$TMP/$key-r$run-n$i.log" timeout -k 5 "$SERVER_BOUND" "${BIN[$key]}" -a 127.0.0.1 \
+            -p "${CPORT[$key:$i]}" -m "${HPORT[$key:$i]}" -js -sd "$dir" -n "n$i" \
+            --cluster_name "${key}bench" --cluster "nats://127.0.0.1:${CLPORT[$key:$i]}" --routes "$routes"
         # no "Killed" job notice when the failover kill -9's the server (the
         # wrapper re-raises the signal); bash still reaps it
-        disown "$pid" 2>/dev/null || true
-        PIDS+=("$pid")
-        WRAP[$key:$i]=$pid
+        disown "$SPAWNED_PID" 2>/dev/null || true
+        WRAP[$key:$i]=$SPAWNED_PID
     done
     # a node's startup blocks until every route answered: all three started, now wait
     for i in "${NODES[@]}"; do
         pid=${WRAP[$key:$i]}
-        deadline=$((SECONDS + 30))
-        until (exec 3<>"/dev/tcp/127.0.0.1/${CPORT[$key:$i]}") 2>/dev/null; do
-            if ! alive "$pid" || ((SECONDS >= deadline)); then
-                echo "      $key n$i: client port ${CPORT[$key:$i]} not accepting"
-                tail -n 20 "$TMP/$key-r$run-n$i.log" | sed 's/^/      | /' || true
-                return 1
-            fi
-            sleep 0.1
-        done
+        if ! wait_port "$pid" "${CPORT[$key:$i]}" 30; then
+            echo "      $key n$i: client port ${CPORT[$key:$i]} not accepting"
+            show_tail "$TMP/$key-r$run-n$i.log" 20 || true
+            return 1
+        fi
         # the server under the wrapper (a PATH shim execs into it, same PID)
-        child=$(pgrep -P "$pid" | head -n 1 || true)
-        [[ -n $child ]] || { echo "      $key n$i: no server process under wrapper $pid"; return 1; }
-        SRV_CHILD[$pid]=$child
-        CHILD[$key:$i]=$child
+        track_server_child "$pid" || { echo "      $key n$i: no server process under wrapper $pid"; return 1; }
+        CHILD[$key:$i]=${SRV_CHILD[$pid]}
     done
     deadline=$((SECONDS + 30))
     while :; do
@@ -200,16 +127,10 @@ start_cluster() {
         sleep 0.2
     done
     for i in "${NODES[@]}"; do
-        deadline=$((SECONDS + 30))
-        while :; do
-            r=$(NC "$key" "$i" req '$JS.API.INFO' '' --raw 2>/dev/null || true)
-            [[ $r == *account_info_response* && $r != *'"error"'* ]] && break
-            if ((SECONDS >= deadline)); then
-                echo "      $key n$i: JetStream never answered \$JS.API.INFO (last reply: ${r:-none})"
-                return 1
-            fi
-            sleep 0.3
-        done
+        if ! wait_js_info "$(url_of "$key" "$i")" 30 0.3; then
+            echo "      $key n$i: JetStream never answered \$JS.API.INFO (last reply: ${JS_INFO_REPLY:-none})"
+            return 1
+        fi
     done
     META_LEADER[$key]=${ml[0]}
 }
@@ -269,20 +190,11 @@ stream_leader() {
         sleep 0.2
     done
 }
-
-rate_of() { grep -oE 'stats: [0-9,]+ msgs/sec' "$1" 2>/dev/null | tail -n 1 | grep -oE '[0-9,]+' | tr -d , || true; }
-pct_of() {
-    grep -E 'stats: [0-9,]+ msgs/sec' "$1" 2>/dev/null | tail -n 1 |
-        grep -oE "$2: [0-9,.]+us" | sed -E 's/^[^:]*: //; s/us$//' | tr -d , || true
-}
-show_tail() { sed 's/^/      | /' "$1" | tail -n "${2:-8}"; }
-BENCH_RC=0
-run_bench() { # run_bench KEY NODE OUT ARGS...
-    local key=$1 node=$2 out=$3
-    shift 3
-    BENCH_RC=0
-    timeout -k 5 "$RUN_TIMEOUT" "$NATS" --no-context --server "$(url_of "$key" "$node")" \
-        bench js "$@" --no-progress >"$out" 2>&1 || BENCH_RC=$?
+# new_r3_stream WHAT KEY STREAM SUBJECT: create_r3, then LEADER_NODE; else fail WHAT
+new_r3_stream() {
+    local what=$1 key=$2 st=$3 subj=$4
+    create_r3 "$key" "$st" "$subj" || { fail "$what: stream add $st failed"; return 1; }
+    stream_leader "$key" "$st" || { fail "$what: no leader for $st"; return 1; }
 }
 
 declare -A R=()  # R[wid:key] = values in run order
@@ -292,28 +204,17 @@ CLIENT_NOTE=()
 
 # run_async KEY RUN
 run_async() {
-    local key=$1 run=$2 st="A$2" subj="js.async.r$2" out rate n ln i seqs ok
+    local key=$1 run=$2 st="A$2" subj="js.async.r$2" what="${NAME[$1]}: async publish (run $2)" out n ln i seqs ok
     out="$TMP/async-$key-r$run.out"
-    create_r3 "$key" "$st" "$subj" || { fail "${NAME[$key]}: async publish (run $run): stream add $st failed"; return 1; }
-    stream_leader "$key" "$st" || { fail "${NAME[$key]}: async publish (run $run): no leader for $st"; return 1; }
+    new_r3_stream "$what" "$key" "$st" "$subj" || return 1
     ln=$LEADER_NODE
     A_NODE=$ln
     CLIENT_NOTE+=("${NAME[$key]} run $run: A$run leader n$ln")
-    run_bench "$key" "$ln" "$out" pub async "$subj" --stream "$st" --clients 1 --msgs "$MSGS" --size "$SIZE" --batch "$BATCH"
-    if ((BENCH_RC != 0)); then
-        fail "${NAME[$key]}: async publish (run $run): nats bench exited $BENCH_RC"
-        show_tail "$out"
-        return 1
-    fi
-    rate=$(rate_of "$out")
-    [[ -n $rate ]] || { fail "${NAME[$key]}: async publish (run $run): no msgs/sec in output"; show_tail "$out"; return 1; }
-    n=$(json_get "$(NC "$key" "$ln" stream info "$st" --json 2>/dev/null || true)" 'd["state"]["messages"]')
-    if [[ $n != "$MSGS" ]]; then
-        fail "${NAME[$key]}: async publish (run $run): stream $st holds ${n:-?} messages, expected $MSGS"
-        return 1
-    fi
-    R[async:$key]+="$rate "
-    pass "${NAME[$key]}: async publish into R3 $st via leader n$ln (run $run): $(commas "$rate") msgs/s, stream holds $n"
+    run_bench "$(url_of "$key" "$ln")" "$out" js pub async "$subj" --stream "$st" --clients 1 --msgs "$MSGS" --size "$SIZE" --batch "$BATCH"
+    bench_rate "$what" "$out" || return 1
+    check_stream_msgs "$what" "$(url_of "$key" "$ln")" "$st" || return 1
+    R[async:$key]+="$RATE "
+    pass "${NAME[$key]}: async publish into R3 $st via leader n$ln (run $run): $(commas "$RATE") msgs/s, stream holds $STREAM_MSGS"
     # every replica gets there (bounded): local last_seq on all three nodes
     for ((i = 0; i < 150; i++)); do
         seqs=() ok=1
@@ -333,65 +234,35 @@ run_async() {
 
 # run_fetch KEY RUN (client on the node that led A<r>)
 run_fetch() {
-    local key=$1 run=$2 st="A$2" out rate i ci floor pending
+    local key=$1 run=$2 st="A$2" what="${NAME[$1]}: fetch + explicit ack (run $2)" out
     out="$TMP/fetch-$key-r$run.out"
-    run_bench "$key" "$A_NODE" "$out" fetch --stream "$st" --acks explicit --clients 1 --msgs "$MSGS" --size "$SIZE"
-    if ((BENCH_RC != 0)); then
-        fail "${NAME[$key]}: fetch + explicit ack (run $run): nats bench exited $BENCH_RC"
-        show_tail "$out"
-        return 1
-    fi
-    rate=$(rate_of "$out")
-    [[ -n $rate ]] || { fail "${NAME[$key]}: fetch + explicit ack (run $run): no msgs/sec in output"; show_tail "$out"; return 1; }
-    for ((i = 0; i < 25; i++)); do
-        ci=$(NC "$key" "$A_NODE" consumer info "$st" nats-bench --json 2>/dev/null || true)
-        floor=$(json_get "$ci" 'd["ack_floor"]["stream_seq"]')
-        pending=$(json_get "$ci" 'd["num_ack_pending"]')
-        [[ $floor == "$MSGS" && $pending == 0 ]] && break
-        sleep 0.2
-    done
-    if [[ $floor != "$MSGS" || $pending != 0 ]]; then
-        fail "${NAME[$key]}: fetch + explicit ack (run $run): ack floor ${floor:-?}/$MSGS, ${pending:-?} acks pending"
-        return 1
-    fi
-    R[fetch:$key]+="$rate "
-    pass "${NAME[$key]}: fetch + explicit ack of R3 $st via n$A_NODE (run $run): $(commas "$rate") msgs/s, ack floor $floor"
+    run_bench "$(url_of "$key" "$A_NODE")" "$out" js fetch --stream "$st" --acks explicit --clients 1 --msgs "$MSGS" --size "$SIZE"
+    bench_rate "$what" "$out" || return 1
+    check_acked "$what" "$(url_of "$key" "$A_NODE")" "$st" || return 1
+    R[fetch:$key]+="$RATE "
+    pass "${NAME[$key]}: fetch + explicit ack of R3 $st via n$A_NODE (run $run): $(commas "$RATE") msgs/s, ack floor $ACK_FLOOR"
 }
 
 # run_sync KEY RUN
 run_sync() {
-    local key=$1 run=$2 st="S$2" subj="js.sync.r$2" out rate p50 p99 ln
+    local key=$1 run=$2 st="S$2" subj="js.sync.r$2" what="${NAME[$1]}: sync publish (run $2)" out ln
     out="$TMP/sync-$key-r$run.out"
-    create_r3 "$key" "$st" "$subj" || { fail "${NAME[$key]}: sync publish (run $run): stream add $st failed"; return 1; }
-    stream_leader "$key" "$st" || { fail "${NAME[$key]}: sync publish (run $run): no leader for $st"; return 1; }
+    new_r3_stream "$what" "$key" "$st" "$subj" || return 1
     ln=$LEADER_NODE
-    run_bench "$key" "$ln" "$out" pub sync "$subj" --stream "$st" --clients 1 --msgs "$SYNC_MSGS" --size "$SIZE"
-    if ((BENCH_RC != 0)); then
-        fail "${NAME[$key]}: sync publish (run $run): nats bench exited $BENCH_RC"
-        show_tail "$out"
-        return 1
-    fi
-    rate=$(rate_of "$out")
-    p50=$(pct_of "$out" P50)
-    p99=$(pct_of "$out" P99)
-    if [[ -z $rate || -z $p50 || -z $p99 ]]; then
-        fail "${NAME[$key]}: sync publish (run $run): no msgs/sec or P50/P99 in output"
-        show_tail "$out"
-        return 1
-    fi
-    R[sync:$key]+="$rate "
-    R[p50:$key]+="$p50 "
-    R[p99:$key]+="$p99 "
-    pass "${NAME[$key]}: sync publish into R3 $st via leader n$ln (run $run): $(commas "$rate") msgs/s, p50 ${p50} µs, p99 ${p99} µs"
+    run_bench "$(url_of "$key" "$ln")" "$out" js pub sync "$subj" --stream "$st" --clients 1 --msgs "$SYNC_MSGS" --size "$SIZE"
+    bench_sync_stats "$what" "$out" || return 1
+    R[sync:$key]+="$RATE "
+    R[p50:$key]+="$P50 "
+    R[p99:$key]+="$P99 "
+    pass "${NAME[$key]}: sync publish into R3 $st via leader n$ln (run $run): $(commas "$RATE") msgs/s, p50 ${P50} µs, p99 ${P99} µs"
 }
 
 # run_failover KEY RUN: kill -9 of F<r>'s leader under a sync publisher on the followers
 run_failover() {
-    local key=$1 run=$2 st="F$2" subj="js.fo.r$2" out err ln pid urls n res gap
+    local key=$1 run=$2 st="F$2" subj="js.fo.r$2" what="${NAME[$1]}: failover (run $2)" out err ln pid urls n res gap
     out="$TMP/failover-$key-r$run.json"
     err="$TMP/failover-$key-r$run.err"
-    create_r3 "$key" "$st" "$subj" || { fail "${NAME[$key]}: failover (run $run): stream add $st failed"; return 1; }
-    stream_leader "$key" "$st" || { fail "${NAME[$key]}: failover (run $run): no leader for $st"; return 1; }
+    new_r3_stream "$what" "$key" "$st" "$subj" || return 1
     ln=$LEADER_NODE
     pid=${CHILD[$key:$ln]}
     urls=
@@ -402,33 +273,18 @@ run_failover() {
         >"$out" 2>"$err" || true
     res=$(tail -n 1 "$out" 2>/dev/null || true)
     if alive "$pid"; then
-        fail "${NAME[$key]}: failover (run $run): leader n$ln (pid $pid) still alive"
+        fail "$what: leader n$ln (pid $pid) still alive"
         return 1
     fi
     gap=$(json_get "$res" '"%.3f" % d["gap_s"] if d["ok"] else None')
     if [[ -z $gap ]]; then
-        fail "${NAME[$key]}: failover (run $run): killed leader n$ln: $(json_get "$res" 'd["error"]' || true)${res:+ ($res)}"
+        fail "$what: killed leader n$ln: $(json_get "$res" 'd["error"]' || true)${res:+ ($res)}"
         sed 's/^/      | /' "$err" | tail -n 5
         return 1
     fi
     R[gap:$key]+="$gap "
     FO[$key:$run]="leader n$ln killed, new leader $(json_get "$res" 'd["new_leader"]'), $(json_get "$res" 'd["failed_attempts"]') failed attempts $(json_get "$res" 'json.dumps(d["errors"])'), $(json_get "$res" 'd["acked"]') acked = stream messages $(json_get "$res" 'd["stream_messages"]'); pre-kill sync p50 $(json_get "$res" 'd["pre_kill_p50_ms"]') ms"
-    pass "${NAME[$key]}: failover (run $run): kill -9 of $st's leader n$ln → next PubAck after ${gap} s; ${FO[$key:$run]}"
-}
-
-commas() { sed ':a;s/\B[0-9]\{3\}\>/,&/;ta' <<<"$1"; }
-median() {
-    (($#)) || return 0
-    printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END{print v[int((NR+1)/2)]}'
-}
-runs_cell() {
-    local v out=""
-    for v in "$@"; do out+="${out:+, }$(commas "$v")"; done
-    echo "${out:-FAIL}"
-}
-cell() { if [[ -n $1 ]]; then commas "$1"; else echo FAIL; fi; }
-ratio() {
-    if [[ -n $1 && -n $2 && $2 != 0 && $2 != 0.0 && $2 != 0.000 ]]; then awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a/b}'; else echo n/a; fi
+    pass "$what: kill -9 of $st's leader n$ln → next PubAck after ${gap} s; ${FO[$key:$run]}"
 }
 
 # ------------------------------------------------------------------ run ----
@@ -468,31 +324,15 @@ ROWSPEC=(
     "p99|sync publish latency p99 (µs, lower is better)"
     "gap|failover: kill -9 of the stream leader → next PubAck (s, lower is better)"
 )
-ROWS=()
-ALLRUNS=()
-for spec in "${ROWSPEC[@]}"; do
-    IFS='|' read -r wid label <<<"$spec"
-    ref=$(median ${R[$wid:ref]:-}) jr=$(median ${R[$wid:jr]:-})
-    ROWS+=("| $label | $(cell "$ref") | $(cell "$jr") | $(ratio "$jr" "$ref") |")
-    ALLRUNS+=("| $label | $(runs_cell ${R[$wid:ref]:-}) | $(runs_cell ${R[$wid:jr]:-}) |")
-done
+spec_rows ref jr
 
-cpu=$(grep -m1 -E '^(model name|Model|cpu model)' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//' || true)
-fs=$(df -PT "$TMP" 2>/dev/null | awk 'NR==2{print $2" on "$1}' || true)
+fs=$(store_fs "$TMP")
 echo
 echo "### 3-node cluster, R3 file streams (median of $RUNS run(s); async publish $(commas "$MSGS") msgs, sync publish $(commas "$SYNC_MSGS") msgs)"
 echo
-echo "| workload | nats-server 3 nodes | $JR_LABEL 3 nodes | $JR_LABEL / nats-server |"
-echo "|---|---:|---:|---:|"
-printf '%s\n' "${ROWS[@]}"
-if ((RUNS > 1)); then
-    echo
-    echo "All runs (in run order; the servers alternate who goes first):"
-    echo
-    echo "| workload | nats-server | $JR_LABEL |"
-    echo "|---|---|---|"
-    printf '%s\n' "${ALLRUNS[@]}"
-fi
+md_table "| workload | nats-server 3 nodes | $JR_LABEL 3 nodes | $JR_LABEL / nats-server |" "|---|---:|---:|---:|" "${ROWS[@]}"
+all_runs_table "All runs (in run order; the servers alternate who goes first):" \
+    "| workload | nats-server | $JR_LABEL |" "|---|---|---|"
 echo
 echo "Failover runs:"
 for ((run = 1; run <= RUNS; run++)); do
@@ -502,7 +342,7 @@ for ((run = 1; run <= RUNS; run++)); do
 done
 echo "Client placement (the bench client connects to the node leading the stream): ${CLIENT_NOTE[*]:-none}"
 echo
-echo "Machine: $(nproc) CPUs, ${cpu:-unknown CPU}, $(uname -sr); store dirs on ${fs:-unknown fs}; all six nodes and the clients share the machine (one cluster runs at a time)"
+machine_line "; store dirs on ${fs:-unknown fs}; all six nodes and the clients share the machine (one cluster runs at a time)"
 echo "Clusters (fresh per run, free loopback ports, node i = n<i>, each with the same 3-route list incl. itself):"
 for key in "${KEYS[@]}"; do
     echo "  - ${NAME[$key]}: ${CLUSTER_CMD[$key]:-not started}"
@@ -517,12 +357,7 @@ echo "  3. bench js pub sync js.sync.r<r> --stream S<r> --clients 1 --msgs $SYNC
 echo "  4. $PYTHON bench/failover_gap.py --servers <the 2 followers> --stream F<r> --subject js.fo.r<r> --kill-pid <leader pid> --warmup-s 1.0 --after 50 --attempt-timeout 0.25 --retry-every 0.02"
 echo "     (leader: $JR_LABEL /jsz streams[].leader; nats-server: nats stream info F<r> --json → cluster.leader; gap = kill → first PubAck of an attempt sent after the kill;"
 echo "      then the stream must hold exactly the acked ids, deduplicated by Nats-Msg-Id)"
-envs=""
-[[ -n ${SERVER_BIN:-} ]] && envs+="SERVER_BIN=$(printf %q "$SERVER_BIN") "
-[[ -n ${NATS_SERVER_BIN:-} ]] && envs+="NATS_SERVER_BIN=$(printf %q "$NATS_SERVER_BIN") "
-cmd="${envs}bench/cluster.sh"
-((${#ORIG_ARGS[@]})) && cmd+=" $(printf '%q ' "${ORIG_ARGS[@]}")"
-echo "Command (from the repo root): ${cmd% }"
+command_line
 ((SMOKE)) && echo "(smoke run: tiny message counts, numbers are meaningless)"
 
 for key in "${KEYS[@]}"; do
@@ -533,6 +368,4 @@ for key in "${KEYS[@]}"; do
         cat "$TMP/$key"-r*-n*.log | grep -E 'panicked|\[FTL\]' | sort | uniq -c | sort -rn | head -n 8 | sed 's/^/  /'
     fi
 done
-echo
-report
-((FAILED == 0))
+bench_finish

@@ -30,103 +30,36 @@
 # is a pass.
 set -euo pipefail
 
-source "$(dirname "${BASH_SOURCE[0]}")/../tests/e2e/lib.sh"
-ORIG_ARGS=("$@")
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 MSGS=100000
 SYNC_MSGS=2000
-SMOKE=0
-RUNS=""
-RUN_TIMEOUT=""
-KEEP_LOGS=0
 SIZE=128
 BATCH=256 # async publish: outstanding acks per batch
-usage() { awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "${BASH_SOURCE[0]}"; }
-while (($#)); do
-    case $1 in
-    --msgs) MSGS=${2:?--msgs needs a number}; shift 2 ;;
-    --msgs=*) MSGS=${1#*=}; shift ;;
-    --sync-msgs) SYNC_MSGS=${2:?--sync-msgs needs a number}; shift 2 ;;
-    --sync-msgs=*) SYNC_MSGS=${1#*=}; shift ;;
-    --smoke) SMOKE=1; shift ;;
-    --runs) RUNS=${2:?--runs needs a number}; shift 2 ;;
-    --runs=*) RUNS=${1#*=}; shift ;;
-    --timeout) RUN_TIMEOUT=${2:?--timeout needs seconds}; shift 2 ;;
-    --timeout=*) RUN_TIMEOUT=${1#*=}; shift ;;
-    --keep-logs) KEEP_LOGS=1; shift ;;
-    -h | --help) usage; exit 0 ;;
-    *) echo "unknown option: $1" >&2; usage >&2; exit 2 ;;
-    esac
-done
-if ((SMOKE)); then
-    MSGS=2000
-    SYNC_MSGS=200
-    RUNS=${RUNS:-1}
-fi
-RUNS=${RUNS:-3}
-[[ $MSGS =~ ^[1-9][0-9]*$ && $SYNC_MSGS =~ ^[1-9][0-9]*$ && $RUNS =~ ^[1-9][0-9]*$ ]] ||
-    { echo "--msgs/--sync-msgs/--runs must be positive integers" >&2; exit 2; }
-[[ -n $RUN_TIMEOUT ]] || { if ((SMOKE)); then RUN_TIMEOUT=60; else RUN_TIMEOUT=600; fi; }
-[[ $RUN_TIMEOUT =~ ^[1-9][0-9]*$ ]] || { echo "--timeout must be a positive integer" >&2; exit 2; }
+parse_bench_args msgs=MSGS sync-msgs=SYNC_MSGS -- "$@"
+# --smoke counts; RUNS; RUN_TIMEOUT bounds every nats bench call
+bench_defaults 60 600 MSGS=2000 SYNC_MSGS=200
 
 # ------------------------------------------------------------- binaries ----
-if ! NATS=$(find_nats); then
-    skip_banner "SKIP: nats CLI not installed" "      go install github.com/nats-io/natscli/nats@v0.5.0"
-    skip_exit
-fi
+require_nats_cli
 resolve_bench_servers
-NATS_VERSION=$(timeout 10 "$NATS" --version 2>&1 | head -n 1 || true)
 
 # ------------------------------------------------------------ processes ----
 setup_tmp jetraft-jsbench
-# Servers run as `timeout BOUND server ...` so that even a SIGKILLed script
-# leaves nothing running for long; SRV_CHILD maps the timeout wrapper to the
-# server itself, which is stopped first (TERM, then KILL after 5 s).
-declare -A SRV_CHILD=()
-stop_server_pid() {
-    local wrapper=$1 child=${SRV_CHILD[$1]:-}
-    [[ -n $child ]] && stop_pid "$child"
-    stop_pid "$wrapper"
-}
-# replaces lib.sh's cleanup (which the EXIT trap calls): servers are stopped
-# through stop_server_pid
-cleanup() {
-    local p
-    for p in "${PIDS[@]}"; do
-        if [[ -n ${SRV_CHILD[$p]:-} ]]; then stop_server_pid "$p"; else stop_pid "$p"; fi
-    done
-    if ((KEEP_LOGS)); then echo "logs kept in $TMP"; else rm -rf "$TMP"; fi
-}
 
-# json_get JSON PYEXPR: evaluates PYEXPR with d = the parsed JSON; prints
-# nothing if the JSON does not parse or the expression fails
-json_get() {
-    python3 -c '
-import json, sys
-try:
-    d = json.loads(sys.argv[1])
-    v = eval(sys.argv[2])
-    if v is not None:
-        print(v)
-except Exception:
-    pass' "$1" "$2" 2>/dev/null || true
-}
 varz() { curl -fsS --max-time 2 "http://127.0.0.1:$1/varz" 2>/dev/null || true; }
 
 SERVER_KEYS=(ref refsync jr)
 declare -A NAME=([ref]="nats-server default" [refsync]="nats-server sync_interval=always" [jr]="$JR_LABEL")
-declare -A PORT=() MON=() WRAPPER=() SERVER_CMD=()
+declare -A PORT=() MON=()
 # every server process is bounded too: generous, but finite
 SERVER_BOUND=$((RUNS * 3 * (RUN_TIMEOUT + 60) + 600))
-NC() { # NC KEY ARGS...: the nats CLI against server KEY, with a short request timeout
-    local key=$1
-    shift
-    timeout -k 5 30 "$NATS" --no-context --server "nats://127.0.0.1:${PORT[$key]}" --timeout 5s "$@"
-}
+url_of() { echo "nats://127.0.0.1:${PORT[$1]}"; } # url_of KEY
+NC() { nats_at "$(url_of "$1")" "${@:2}"; }      # NC KEY ARGS...: the nats CLI against server KEY
 
-# start_bench_server KEY -> PORT[KEY], MON[KEY]
+# start_bench_server KEY -> PORT[KEY], MON[KEY]; waits until JetStream answers
 start_bench_server() {
-    local key=$1 port mon pid i child dir=$TMP/store-$1 r
+    local key=$1 port mon pid dir=$TMP/store-$1
     port=$(free_port)
     mon=$(free_port)
     mkdir -p "$dir"
@@ -143,53 +76,19 @@ EOF
         ;;
     jr) set -- "$JR_BIN" -a 127.0.0.1 -p "$port" -m "$mon" -js -sd "$dir" ;;
     esac
-    SERVER_CMD[$key]="$*"
-    timeout -k 5 "$SERVER_BOUND" "$@" >"$TMP/server-$key.log" 2>&1 &
-    pid=$!
-    PIDS+=("$pid")
-    WRAPPER[$key]=$pid
-    for ((i = 0; i < 50; i++)); do # the server under the wrapper
-        child=$(pgrep -P "$pid" | head -n 1 || true)
-        [[ -n $child ]] && break
-        alive "$pid" || break
-        sleep 0.05
-    done
-    SRV_CHILD[$pid]=${child:-}
+    spawn "$TMP/server-$key.log" timeout -k 5 "$SERVER_BOUND" "$@"
+    pid=$SPAWNED_PID
+    track_server_child "$pid" || true
     PORT[$key]=$port
     MON[$key]=$mon
     if ! wait_port "$pid" "$port"; then
-        tail -n 20 "$TMP/server-$key.log" | sed 's/^/      | /' || true
+        show_tail "$TMP/server-$key.log" 20 || true
         return 1
     fi
-    # JetStream ready: the account info request is answered without an error
-    for ((i = 0; i < 60; i++)); do # up to ~30 s
-        alive "$pid" || break
-        r=$(NC "$key" req '$JS.API.INFO' '' --raw 2>/dev/null || true)
-        if [[ $r == *account_info_response* && $r != *'"error"'* ]]; then return 0; fi
-        sleep 0.5
-    done
-    echo "      $key: JetStream never answered \$JS.API.INFO (last reply: ${r:-none})"
-    tail -n 20 "$TMP/server-$key.log" | sed 's/^/      | /' || true
+    wait_js_info "$(url_of "$key")" 30 0.5 "$pid" && return 0
+    echo "      $key: JetStream never answered \$JS.API.INFO (last reply: ${JS_INFO_REPLY:-none})"
+    show_tail "$TMP/server-$key.log" 20 || true
     return 1
-}
-
-rate_of() { # last "stats: 1,234 msgs/sec" in a nats bench output
-    grep -oE 'stats: [0-9,]+ msgs/sec' "$1" 2>/dev/null | tail -n 1 | grep -oE '[0-9,]+' | tr -d , || true
-}
-pct_of() { # pct_of FILE P50|P99 -> microseconds (decimal, no commas)
-    grep -E 'stats: [0-9,]+ msgs/sec' "$1" 2>/dev/null | tail -n 1 |
-        grep -oE "$2: [0-9,.]+us" | sed -E 's/^[^:]*: //; s/us$//' | tr -d , || true
-}
-show_tail() { sed 's/^/      | /' "$1" | tail -n "${2:-8}"; }
-
-# run_bench KEY OUT ARGS...: a bounded `nats bench js ...`; BENCH_RC
-BENCH_RC=0
-run_bench() {
-    local key=$1 out=$2
-    shift 2
-    BENCH_RC=0
-    timeout -k 5 "$RUN_TIMEOUT" "$NATS" --no-context --server "nats://127.0.0.1:${PORT[$key]}" \
-        bench js "$@" --no-progress >"$out" 2>&1 || BENCH_RC=$?
 }
 
 # wal_counters KEY -> "fsyncs appends batches writes" from /varz jetstream.wal, or nothing
@@ -199,32 +98,22 @@ wal_counters() {
 }
 
 # ------------------------------------------------------------ workloads ----
-declare -A R=()       # R[wid:key] = space-separated values, run order
-declare -A FSYNC=()   # per run: "dfsyncs dappends dbatches dwrites"
+declare -A R=()     # R[wid:key] = space-separated values, run order
+declare -A FSYNC=() # per run: "dfsyncs dappends dbatches dwrites"
 WAL_MISSING=0
 
 # run_async KEY RUN -> async publish into a fresh R1 file stream A<run>
 run_async() {
-    local key=$1 run=$2 st="A$2" subj="js.async.r$2" out before after n rate
+    local key=$1 run=$2 st="A$2" subj="js.async.r$2" what="${NAME[$1]}: async publish (run $2)" out before after
     out="$TMP/async-$key-r$run.out"
     [[ $key == jr ]] && before=$(wal_counters jr)
-    run_bench "$key" "$out" pub async "$subj" --stream "$st" --create --storage file --replicas 1 \
+    run_bench "$(url_of "$key")" "$out" js pub async "$subj" --stream "$st" --create --storage file --replicas 1 \
         --clients 1 --msgs "$MSGS" --size "$SIZE" --batch "$BATCH"
     [[ $key == jr ]] && after=$(wal_counters jr)
-    if ((BENCH_RC != 0)); then
-        fail "${NAME[$key]}: async publish (run $run): nats bench exited $BENCH_RC"
-        show_tail "$out"
-        return 1
-    fi
-    rate=$(rate_of "$out")
-    [[ -n $rate ]] || { fail "${NAME[$key]}: async publish (run $run): no msgs/sec in output"; show_tail "$out"; return 1; }
-    n=$(json_get "$(NC "$key" stream info "$st" --json 2>/dev/null || true)" 'd["state"]["messages"]')
-    if [[ $n != "$MSGS" ]]; then
-        fail "${NAME[$key]}: async publish (run $run): stream $st holds ${n:-?} messages, expected $MSGS"
-        return 1
-    fi
-    R[async:$key]+="$rate "
-    pass "${NAME[$key]}: async publish (run $run): $(commas "$rate") msgs/s, stream holds $n"
+    bench_rate "$what" "$out" || return 1
+    check_stream_msgs "$what" "$(url_of "$key")" "$st" || return 1
+    R[async:$key]+="$RATE "
+    pass "$what: $(commas "$RATE") msgs/s, stream holds $STREAM_MSGS"
     if [[ $key == jr ]]; then
         if [[ -n $before && -n $after ]]; then
             local b a
@@ -239,56 +128,26 @@ run_async() {
 
 # run_fetch KEY RUN -> durable pull consumer (fetch), explicit acks, of stream A<run>
 run_fetch() {
-    local key=$1 run=$2 st="A$2" out rate i ci floor pending
+    local key=$1 run=$2 st="A$2" what="${NAME[$1]}: fetch + explicit ack (run $2)" out
     out="$TMP/fetch-$key-r$run.out"
-    run_bench "$key" "$out" fetch --stream "$st" --acks explicit --clients 1 --msgs "$MSGS" --size "$SIZE"
-    if ((BENCH_RC != 0)); then
-        fail "${NAME[$key]}: fetch + explicit ack (run $run): nats bench exited $BENCH_RC"
-        show_tail "$out"
-        return 1
-    fi
-    rate=$(rate_of "$out")
-    [[ -n $rate ]] || { fail "${NAME[$key]}: fetch + explicit ack (run $run): no msgs/sec in output"; show_tail "$out"; return 1; }
-    # the acks are sent asynchronously: wait (bounded) until the server has
-    # applied all of them (the consumer goes away 10 s after it goes idle)
-    for ((i = 0; i < 25; i++)); do
-        ci=$(NC "$key" consumer info "$st" nats-bench --json 2>/dev/null || true)
-        floor=$(json_get "$ci" 'd["ack_floor"]["stream_seq"]')
-        pending=$(json_get "$ci" 'd["num_ack_pending"]')
-        [[ $floor == "$MSGS" && $pending == 0 ]] && break
-        sleep 0.2
-    done
-    if [[ $floor != "$MSGS" || $pending != 0 ]]; then
-        fail "${NAME[$key]}: fetch + explicit ack (run $run): ack floor ${floor:-?}/$MSGS, ${pending:-?} acks pending"
-        return 1
-    fi
-    R[fetch:$key]+="$rate "
-    pass "${NAME[$key]}: fetch + explicit ack (run $run): $(commas "$rate") msgs/s, ack floor $floor"
+    run_bench "$(url_of "$key")" "$out" js fetch --stream "$st" --acks explicit --clients 1 --msgs "$MSGS" --size "$SIZE"
+    bench_rate "$what" "$out" || return 1
+    check_acked "$what" "$(url_of "$key")" "$st" || return 1
+    R[fetch:$key]+="$RATE "
+    pass "$what: $(commas "$RATE") msgs/s, ack floor $ACK_FLOOR"
 }
 
 # run_sync KEY RUN -> sync publish into a fresh R1 file stream S<run>
 run_sync() {
-    local key=$1 run=$2 st="S$2" subj="js.sync.r$2" out rate p50 p99
+    local key=$1 run=$2 st="S$2" subj="js.sync.r$2" what="${NAME[$1]}: sync publish (run $2)" out
     out="$TMP/sync-$key-r$run.out"
-    run_bench "$key" "$out" pub sync "$subj" --stream "$st" --create --storage file --replicas 1 \
+    run_bench "$(url_of "$key")" "$out" js pub sync "$subj" --stream "$st" --create --storage file --replicas 1 \
         --clients 1 --msgs "$SYNC_MSGS" --size "$SIZE"
-    if ((BENCH_RC != 0)); then
-        fail "${NAME[$key]}: sync publish (run $run): nats bench exited $BENCH_RC"
-        show_tail "$out"
-        return 1
-    fi
-    rate=$(rate_of "$out")
-    p50=$(pct_of "$out" P50)
-    p99=$(pct_of "$out" P99)
-    if [[ -z $rate || -z $p50 || -z $p99 ]]; then
-        fail "${NAME[$key]}: sync publish (run $run): no msgs/sec or P50/P99 in output"
-        show_tail "$out"
-        return 1
-    fi
-    R[sync:$key]+="$rate "
-    R[p50:$key]+="$p50 "
-    R[p99:$key]+="$p99 "
-    pass "${NAME[$key]}: sync publish (run $run): $(commas "$rate") msgs/s, p50 ${p50} µs, p99 ${p99} µs"
+    bench_sync_stats "$what" "$out" || return 1
+    R[sync:$key]+="$RATE "
+    R[p50:$key]+="$P50 "
+    R[p99:$key]+="$P99 "
+    pass "$what: $(commas "$RATE") msgs/s, p50 ${P50} µs, p99 ${P99} µs"
 }
 
 drop_streams() { # not measured; keeps later runs from carrying earlier streams
@@ -297,21 +156,6 @@ drop_streams() { # not measured; keeps later runs from carrying earlier streams
         NC "$key" stream rm -f "$st" >"$TMP/rm-$key-$st.out" 2>&1 ||
             echo "      NOTE: ${NAME[$key]}: deleting stream $st failed: $(tail -n 1 "$TMP/rm-$key-$st.out")"
     done
-}
-
-commas() { sed ':a;s/\B[0-9]\{3\}\>/,&/;ta' <<<"$1"; }
-median() { # median of the numeric arguments (lower middle for an even count); nothing if none
-    (($#)) || return 0
-    printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END{print v[int((NR+1)/2)]}'
-}
-runs_cell() { # every run's value, in run order
-    local v out=""
-    for v in "$@"; do out+="${out:+, }$(commas "$v")"; done
-    echo "${out:-FAIL}"
-}
-cell() { if [[ -n $1 ]]; then commas "$1"; else echo FAIL; fi; }
-ratio() { # ratio A B = A/B with 2 decimals, n/a if either is missing
-    if [[ -n $1 && -n $2 && $2 != 0 && $2 != 0.0 ]]; then awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a/b}'; else echo n/a; fi
 }
 
 # ------------------------------------------------------------------ run ----
@@ -363,14 +207,7 @@ ROWSPEC=(
     "p99|sync publish latency p99 (µs, lower is better)"
     "fetch|pull consumer (fetch), explicit acks, reading back the async stream (msgs/s)"
 )
-ROWS=()
-ALLRUNS=()
-for spec in "${ROWSPEC[@]}"; do
-    IFS='|' read -r wid label <<<"$spec"
-    ref=$(median ${R[$wid:ref]:-}) rs=$(median ${R[$wid:refsync]:-}) jr=$(median ${R[$wid:jr]:-})
-    ROWS+=("| $label | $(cell "$ref") | $(cell "$rs") | $(cell "$jr") | $(ratio "$jr" "$ref") | $(ratio "$jr" "$rs") |")
-    ALLRUNS+=("| $label | $(runs_cell ${R[$wid:ref]:-}) | $(runs_cell ${R[$wid:refsync]:-}) | $(runs_cell ${R[$wid:jr]:-}) |")
-done
+spec_rows ref refsync jr
 
 fsync_line="n/a"
 fsync_runs=""
@@ -389,27 +226,19 @@ if ((WAL_MISSING)); then
     echo "NOTE: $JR_LABEL's /varz has no jetstream.wal counters (this binary predates them, or SERVER_BIN is not jetraft): fsyncs/message is n/a"
 fi
 
-cpu=$(grep -m1 -E '^(model name|Model|cpu model)' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//' || true)
-fs=$(df -PT "$TMP" 2>/dev/null | awk 'NR==2{print $2" on "$1}' || true)
+fs=$(store_fs "$TMP")
 echo
 echo "### JetStream (median of $RUNS run(s); async publish $(commas "$MSGS") msgs, sync publish $(commas "$SYNC_MSGS") msgs)"
 echo
-echo "| workload | nats-server default | nats-server sync_interval=always | $JR_LABEL | $JR_LABEL / default | $JR_LABEL / always |"
-echo "|---|---:|---:|---:|---:|---:|"
-printf '%s\n' "${ROWS[@]}"
+md_table "| workload | nats-server default | nats-server sync_interval=always | $JR_LABEL | $JR_LABEL / default | $JR_LABEL / always |" \
+    "|---|---:|---:|---:|---:|---:|" "${ROWS[@]}"
 echo
 echo "$JR_LABEL WAL fsyncs per message during the async publish (Δ /varz jetstream.wal.fsyncs ÷ $(commas "$MSGS") msgs, median): $fsync_line"
 [[ -n $fsync_runs ]] && echo "  ($fsync_runs)"
-if ((RUNS > 1)); then
-    echo
-    echo "All runs (in run order; the servers rotate who goes first):"
-    echo
-    echo "| workload | nats-server default | nats-server sync_interval=always | $JR_LABEL |"
-    echo "|---|---|---|---|"
-    printf '%s\n' "${ALLRUNS[@]}"
-fi
+all_runs_table "All runs (in run order; the servers rotate who goes first):" \
+    "| workload | nats-server default | nats-server sync_interval=always | $JR_LABEL |" "|---|---|---|---|"
 echo
-echo "Machine: $(nproc) CPUs, ${cpu:-unknown CPU}, $(uname -sr); store dirs on ${fs:-unknown fs} (shared by all three servers, clients on the same machine)"
+machine_line "; store dirs on ${fs:-unknown fs} (shared by all three servers, clients on the same machine)"
 echo "Servers (each on free loopback ports, fresh store dir, started once, up for all runs):"
 echo "  - nats-server default:               $REF_BIN -a 127.0.0.1 -p <port> -m <http_port> -js -sd <dir>    ($REF_VERSION)"
 echo "  - nats-server sync_interval=always:  $REF_BIN -c <conf> -a 127.0.0.1 -p <port> -m <http_port>    with <conf> = jetstream { store_dir: \"<dir>\", sync_interval: always }"
@@ -420,12 +249,7 @@ echo "  1. bench js pub async js.async.r<r> --stream A<r> --create --storage fil
 echo "     ($JR_LABEL: GET /varz before and after; then stream info checks A<r> holds $MSGS messages)"
 echo "  2. bench js fetch --stream A<r> --acks explicit --clients 1 --msgs $MSGS --size $SIZE    (durable consumer nats-bench, fetch batch 500; then consumer info checks ack floor = $MSGS, 0 pending)"
 echo "  3. bench js pub sync js.sync.r<r> --stream S<r> --create --storage file --replicas 1 --clients 1 --msgs $SYNC_MSGS --size $SIZE    (msgs/s, P50/P99 of its per-message latencies)"
-envs=""
-[[ -n ${SERVER_BIN:-} ]] && envs+="SERVER_BIN=$(printf %q "$SERVER_BIN") "
-[[ -n ${NATS_SERVER_BIN:-} ]] && envs+="NATS_SERVER_BIN=$(printf %q "$NATS_SERVER_BIN") "
-cmd="${envs}bench/jetstream.sh"
-((${#ORIG_ARGS[@]})) && cmd+=" $(printf '%q ' "${ORIG_ARGS[@]}")"
-echo "Command (from the repo root): ${cmd% }"
+command_line
 ((SMOKE)) && echo "(smoke run: tiny message counts, numbers are meaningless)"
 
 # server-side complaints, for the record (not counted)
@@ -438,6 +262,4 @@ for key in "${SERVER_KEYS[@]}"; do
             sed -E 's/^[0-9TZ:. -]+//; s/^\[[0-9]+\] [0-9\/]+ [0-9:.]+ //' | sort | uniq -c | sort -rn | head -n 8 | sed 's/^/  /'
     fi
 done
-echo
-report
-((FAILED == 0))
+bench_finish

