@@ -141,6 +141,8 @@ impl JetStream {
         let memory_dir = shared.config.store_dir.join(MEMORY_DIR);
         let memory_options = LogOptions {
             fsync: false,
+            // Nothing is fsynced, so there is no journal commit to avoid.
+            preallocate: 0,
             ..LogOptions::default()
         };
         let (memory_storage, _) = tokio::task::spawn_blocking(move || {

@@ -61,6 +61,12 @@
 //! START_OF_BATCH: a batch is written only after the previous one was fsynced. The header has its own CRC so that a damaged payload still leaves group,
 //! index and length trusted.
 //!
+//! *Preallocation*: the writer zero-fills the active segment [`LogOptions::preallocate`]
+//! bytes ahead of its writes (up to the segment size), so most batches overwrite blocks that
+//! already exist and their `fdatasync` has no new file size to commit (no ext4 journal
+//! commit, shared with every other writer of the file system, to wait for). A segment file
+//! thus ends in zeros after its last record (and, once a reopen sealed it, after its seal).
+//!
 //! # Segments, checkpoints and bounded disk
 //! When the active segment reaches [`LogOptions::segment_size`], the writer appends a Seal
 //! record, fsyncs, and creates the next segment, which starts with a *checkpoint*: the purge
@@ -85,7 +91,8 @@
 //!
 //! # Recovery policy
 //! Segments are replayed in id order; a request's ops are applied only when its
-//! END_OF_WRITE record is seen.
+//! END_OF_WRITE record is seen. Where a segment's remaining bytes are all zero, it ends
+//! there: that is preallocated space, never written (no record header is all zeros).
 //! - **Torn tail**: damage (short or CRC-failing record, or a write without its end) in the
 //!   newest segment, in its final batch (no intact START_OF_BATCH record after it), is the
 //!   unsynced last batch of a crash, whose pages may have reached the disk in

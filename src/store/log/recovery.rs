@@ -81,6 +81,15 @@ pub(crate) fn recover(dir: &Path) -> Result<Recovered, LogError> {
     Ok(replay.finish(segments, unsealed_last))
 }
 
+/// The rest of a segment file is zero-filled space the writer prepared and never wrote
+/// (`LogOptions::preallocate`): the clean end of the segment, not damage. No record starts
+/// with zeros (a record header's CRC of zeros is not zero), so a torn write is never
+/// mistaken for it — except a batch none of whose bytes reached the disk, which was never
+/// acknowledged either.
+fn is_unwritten(rest: &[u8]) -> bool {
+    rest.iter().all(|byte| *byte == 0)
+}
+
 struct Segment<'a> {
     id: u64,
     path: &'a PathBuf,
@@ -170,9 +179,15 @@ impl Replay {
         let mut pending: Vec<Pending> = Vec::new();
         let mut sealed = false;
         let mut torn = false;
+        // Where the zero-filled, never written rest of the file starts (preallocation).
+        let mut end = buf.len();
         while pos < buf.len() {
             let parsed = record::parse(buf, pos);
             if sealed || !matches!(parsed, Parsed::Record { .. } | Parsed::BadPayload { .. }) {
+                if is_unwritten(&buf[pos..]) {
+                    end = pos;
+                    break;
+                }
                 if segment.is_torn_tail_at(pos) {
                     torn = true;
                     break;
@@ -245,11 +260,9 @@ impl Replay {
         if sealed {
             Ok(Outcome::Sealed)
         } else if segment.is_last {
-            Ok(Outcome::Open {
-                len: buf.len() as u64,
-            })
+            Ok(Outcome::Open { len: end as u64 })
         } else {
-            Err(segment.corrupt(buf.len(), "segment is not sealed (truncated?)"))
+            Err(segment.corrupt(end, "segment is not sealed (truncated?)"))
         }
     }
 

@@ -112,6 +112,20 @@ impl Disk {
         Ok(())
     }
 
+    /// Zero-fill `from..to` of `file` (preallocation ahead of the writes; see
+    /// `LogOptions::preallocate`). Not counted in the written bytes, and not subject to the
+    /// injected write faults, which model the data writes.
+    pub fn write_zeros(&self, file: &File, from: u64, to: u64) -> io::Result<()> {
+        static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
+        let mut offset = from;
+        while offset < to {
+            let len = (to - offset).min(ZEROS.len() as u64) as usize;
+            file.write_all_at(&ZEROS[..len], offset)?;
+            offset += len as u64;
+        }
+        Ok(())
+    }
+
     /// fdatasync: data and the metadata needed to read it (the file size) reach the disk.
     pub fn sync(&self, file: &File) -> io::Result<()> {
         if let Some(fault) = &self.fault {

@@ -86,6 +86,12 @@ pub struct LogOptions {
     /// `false`: never fsync (files and directory). Only for a log whose contents need not
     /// survive a crash — the log of memory streams, wiped at every start.
     pub fsync: bool,
+    /// The active segment is zero-filled this many bytes ahead of the writes (0: never), so
+    /// a batch overwrites allocated blocks and its `fdatasync` has no file size to commit —
+    /// no ext4 journal commit, which it would otherwise wait for (shared with every other
+    /// writer on the file system). Measured on the development VM under load, 43 KB writes:
+    /// fdatasync p50 ~330 µs appending vs ~170 µs overwriting, p99 1.2–1.7 ms vs ~0.3 ms.
+    pub preallocate: u64,
 }
 
 impl Default for LogOptions {
@@ -97,6 +103,7 @@ impl Default for LogOptions {
             compact_max_entries: 16 * 1024,
             fault: None,
             fsync: true,
+            preallocate: 2 << 20,
         }
     }
 }

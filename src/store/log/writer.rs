@@ -65,6 +65,8 @@ struct Active {
     file: File,
     /// Durable length: everything before it was fsynced.
     len: u64,
+    /// The file's length: zero-filled beyond `len` (`LogOptions::preallocate`).
+    zeroed: u64,
 }
 
 pub(crate) struct Writer {
@@ -113,7 +115,12 @@ impl Writer {
                 .disk
                 .open_for_write(id)
                 .map_err(|error| writer.open_error("open segment", error))?;
-            writer.active = Some(Active { id, file, len });
+            writer.active = Some(Active {
+                id,
+                file,
+                len,
+                zeroed: len,
+            });
             writer
                 .seal_active()
                 .map_err(|error| writer.open_error("seal segment", error))?;
@@ -194,6 +201,15 @@ impl Writer {
             }
         }
         let active = self.active.as_mut().expect("segment created above");
+        let end = active.len + self.buf.len() as u64;
+        if end > active.zeroed && self.options.preallocate > 0 {
+            // Zero the next stretch; this batch's fdatasync makes it (and the new file size)
+            // durable, and the batches after it only overwrite.
+            let ahead = (end + self.options.preallocate).min(self.options.segment_size);
+            let to = end.max(ahead);
+            self.disk.write_zeros(&active.file, active.zeroed, to)?;
+            active.zeroed = to;
+        }
         self.disk.write_at(&active.file, &self.buf, active.len)?;
         self.disk.sync(&active.file)?;
         active.len += self.buf.len() as u64;
@@ -243,9 +259,11 @@ impl Writer {
     /// error to give the failed requests.
     fn recover_from_failure(&mut self, cause: io::Error) -> LogError {
         let cause = Arc::new(cause);
-        let Some(active) = &self.active else {
+        let Some(active) = &mut self.active else {
             return LogError::WriteFailed(cause);
         };
+        // The cut drops the zero-filled stretch too; it is filled again by the next batch.
+        active.zeroed = active.len;
         match self.disk.cut_back(&active.file, active.len) {
             Ok(()) => LogError::WriteFailed(cause),
             Err(cut_error) => {
@@ -289,6 +307,9 @@ impl Writer {
             if let Err(cut_error) = self.disk.cut_back(&active.file, active.len) {
                 let _ = self.shared.broken.set(Arc::new(cut_error));
             }
+            if let Some(active) = self.active.as_mut() {
+                active.zeroed = active.len;
+            }
             return Err(error);
         }
         self.active = None;
@@ -317,6 +338,7 @@ impl Writer {
                     id,
                     file,
                     len: self.buf.len() as u64,
+                    zeroed: self.buf.len() as u64,
                 });
                 Ok(())
             }

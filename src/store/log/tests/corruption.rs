@@ -124,7 +124,7 @@ fn damaged_header_in_the_middle_refuses_to_open() {
     let dir = tempfile::tempdir().unwrap();
     let (segment, entry2) = log_with_three_entries(dir.path());
     flip_byte(&segment, entry2 + 13); // inside the group id
-    match crate::store::log::LogEngine::open(dir.path(), Default::default()) {
+    match crate::store::log::LogEngine::open(dir.path(), options()) {
         Err(LogError::Corrupt { file, offset, .. }) => {
             assert_eq!(file, segment);
             assert_eq!(offset, entry2);
@@ -157,7 +157,7 @@ fn truncated_older_segment_refuses_to_open() {
     drop(open(dir.path()));
     // Cut exactly at a record boundary: only the missing seal tells.
     cut_file(&segment, entry2);
-    match crate::store::log::LogEngine::open(dir.path(), Default::default()) {
+    match crate::store::log::LogEngine::open(dir.path(), options()) {
         Err(LogError::Corrupt { file, offset, .. }) => {
             assert_eq!(file, segment);
             assert_eq!(offset, entry2);
@@ -176,7 +176,7 @@ fn missing_segment_refuses_to_open() {
     let files = segment_files(dir.path());
     assert!(files.len() >= 3);
     std::fs::remove_file(&files[1]).unwrap();
-    match crate::store::log::LogEngine::open(dir.path(), Default::default()) {
+    match crate::store::log::LogEngine::open(dir.path(), options()) {
         Err(LogError::Corrupt { file, .. }) => assert_eq!(file, files[1]),
         other => panic!("expected Corrupt, got {other:?}"),
     }

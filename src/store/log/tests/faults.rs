@@ -61,7 +61,7 @@ async fn disk_full_mid_batch_then_space_returns() {
         engine.write(appends(2, 1..=1)).await.unwrap();
         assert_eq!(engine.stats().failed_batches, 2);
     }
-    let (engine, report) = open_with(dir.path(), LogOptions::default());
+    let (engine, report) = open_with(dir.path(), super::support::options());
     assert!(
         report.torn_tail.is_none(),
         "the failed batches were cut back"
@@ -98,7 +98,7 @@ async fn failure_while_rotating_segments() {
         }
         assert!(engine.stats().segments_created > 3);
     }
-    let (engine, report) = open_with(dir.path(), LogOptions::default());
+    let (engine, report) = open_with(dir.path(), super::support::options());
     assert!(report.corruptions.is_empty(), "{report:?}");
     let found: Vec<u64> = engine.entries(1, ..).unwrap().iter().map(|e| e.0).collect();
     assert_eq!(found, (1..=acknowledged).collect::<Vec<_>>());
@@ -122,7 +122,7 @@ async fn failed_cut_back_breaks_the_engine_until_reopened() {
         assert_eq!(engine.last_index(1), Some(3));
     }
     // Recovery cuts the half-written batch as a torn tail.
-    let (engine, report) = open_with(dir.path(), LogOptions::default());
+    let (engine, report) = open_with(dir.path(), super::support::options());
     assert_eq!(report.torn_tail.expect("torn tail").bytes_cut, 50);
     assert_eq!(indices(&engine, 1), vec![1, 2, 3]);
     engine.write(appends(1, 4..=4)).await.unwrap();

@@ -6,6 +6,7 @@ mod corruption;
 mod faults;
 mod group_commit;
 mod model;
+mod preallocate;
 mod reopen;
 mod segments;
 mod support;

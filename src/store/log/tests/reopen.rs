@@ -181,7 +181,7 @@ fn submit_is_readable_at_once_and_completes_in_order() {
 fn a_log_directory_is_opened_by_one_engine_at_a_time() {
     let dir = tempfile::tempdir().unwrap();
     let (engine, _) = open(dir.path());
-    let second = crate::store::log::LogEngine::open(dir.path(), Default::default());
+    let second = crate::store::log::LogEngine::open(dir.path(), options());
     assert!(matches!(second, Err(LogError::Locked { .. })), "{second:?}");
     drop(engine);
     let (_engine, _) = open(dir.path());

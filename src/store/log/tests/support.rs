@@ -7,17 +7,27 @@ use bytes::Bytes;
 
 use crate::store::log::{LogEngine, LogOp, LogOptions, RecoveryReport};
 
+/// The default options without preallocation, so a segment file ends where its last write
+/// ends: the format tests cut and damage files at byte offsets they derive from file
+/// lengths. `tests/preallocate.rs` covers preallocation.
+pub fn options() -> LogOptions {
+    LogOptions {
+        preallocate: 0,
+        ..LogOptions::default()
+    }
+}
+
 /// Small segments so rotation (and compaction, beyond 4 segments) happens within a test.
 pub fn small_segments() -> LogOptions {
     LogOptions {
         segment_size: 4096,
         compact_after_segments: 4,
-        ..LogOptions::default()
+        ..options()
     }
 }
 
 pub fn open(dir: &Path) -> (LogEngine, RecoveryReport) {
-    open_with(dir, LogOptions::default())
+    open_with(dir, options())
 }
 
 pub fn open_with(dir: &Path, options: LogOptions) -> (LogEngine, RecoveryReport) {
