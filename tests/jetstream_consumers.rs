@@ -11,15 +11,6 @@ use std::time::Duration;
 use async_nats::jetstream::{self, consumer, stream, AckKind};
 use common::within;
 use futures::StreamExt;
-use jetraft::config::Config;
-
-async fn js_server() -> (jetraft::server::RunningServer, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = Config::loopback();
-    config.jetstream = true;
-    config.store_dir = dir.path().to_path_buf();
-    (common::start(config).await, dir)
-}
 
 async fn orders(js: &jetstream::Context, messages: u64) -> stream::Stream {
     let stream = within(
@@ -52,7 +43,7 @@ fn durable(name: &str) -> consumer::pull::Config {
 
 #[tokio::test]
 async fn create_info_and_idempotence() {
-    let (server, _dir) = js_server().await;
+    let (server, _dir) = common::start_jetstream().await;
     let js = jetstream::new(common::connect(&server).await);
     let stream = orders(&js, 4).await;
 
@@ -93,7 +84,7 @@ async fn create_info_and_idempotence() {
 
 #[tokio::test]
 async fn fetch_ack_and_double_ack() {
-    let (server, _dir) = js_server().await;
+    let (server, _dir) = common::start_jetstream().await;
     let js = jetstream::new(common::connect(&server).await);
     let stream = orders(&js, 5).await;
     let consumer = stream.create_consumer(durable("proc")).await.unwrap();
@@ -133,7 +124,7 @@ async fn fetch_ack_and_double_ack() {
 
 #[tokio::test]
 async fn waiting_batch_gets_new_messages_and_expires() {
-    let (server, _dir) = js_server().await;
+    let (server, _dir) = common::start_jetstream().await;
     let js = jetstream::new(common::connect(&server).await);
     let stream = orders(&js, 0).await;
     let consumer = stream.create_consumer(durable("proc")).await.unwrap();
@@ -171,7 +162,7 @@ async fn waiting_batch_gets_new_messages_and_expires() {
 
 #[tokio::test]
 async fn nak_and_ack_wait_redeliver() {
-    let (server, _dir) = js_server().await;
+    let (server, _dir) = common::start_jetstream().await;
     let js = jetstream::new(common::connect(&server).await);
     let stream = orders(&js, 1).await;
     let mut config = durable("proc");
@@ -206,7 +197,7 @@ async fn nak_and_ack_wait_redeliver() {
 
 #[tokio::test]
 async fn names_list_delete_and_ephemerals() {
-    let (server, _dir) = js_server().await;
+    let (server, _dir) = common::start_jetstream().await;
     let js = jetstream::new(common::connect(&server).await);
     let stream = orders(&js, 2).await;
     for name in ["b", "a"] {
@@ -248,7 +239,7 @@ async fn names_list_delete_and_ephemerals() {
 
 #[tokio::test]
 async fn push_consumer_delivers_with_heartbeats() {
-    let (server, _dir) = js_server().await;
+    let (server, _dir) = common::start_jetstream().await;
     let client = common::connect(&server).await;
     let js = jetstream::new(client.clone());
     let stream = orders(&js, 3).await;
@@ -299,7 +290,7 @@ async fn push_consumer_delivers_with_heartbeats() {
 
 #[tokio::test]
 async fn pull_statuses_on_the_wire() {
-    let (server, _dir) = js_server().await;
+    let (server, _dir) = common::start_jetstream().await;
     let client = common::connect(&server).await;
     let js = jetstream::new(client.clone());
     let stream = orders(&js, 0).await;
@@ -355,7 +346,7 @@ async fn pull_statuses_on_the_wire() {
 
 #[tokio::test]
 async fn consume_many_with_heartbeats() {
-    let (server, _dir) = js_server().await;
+    let (server, _dir) = common::start_jetstream().await;
     let js = jetstream::new(common::connect(&server).await);
     let stream = orders(&js, 0).await;
     let publishes: Vec<_> = futures::future::join_all(
@@ -401,7 +392,7 @@ async fn consume_many_with_heartbeats() {
 /// MaxWaiting` for a request that asked for heartbeats.
 #[tokio::test]
 async fn pull_statuses_as_nats_server_sends_them() {
-    let (server, _dir) = js_server().await;
+    let (server, _dir) = common::start_jetstream().await;
     let client = common::connect(&server).await;
     let js = jetstream::new(client.clone());
     let stream = orders(&js, 3).await;
@@ -535,7 +526,7 @@ async fn pull_statuses_as_nats_server_sends_them() {
 /// pending headers) before it closes their connection.
 #[tokio::test]
 async fn shutdown_ends_waiting_pull_requests() {
-    let (server, _dir) = js_server().await;
+    let (server, _dir) = common::start_jetstream().await;
     let client = common::connect(&server).await;
     let js = jetstream::new(client.clone());
     let stream = orders(&js, 0).await;
@@ -567,7 +558,7 @@ async fn shutdown_ends_waiting_pull_requests() {
 
 #[tokio::test]
 async fn leader_stepdown_needs_a_cluster() {
-    let (server, _dir) = js_server().await;
+    let (server, _dir) = common::start_jetstream().await;
     let client = common::connect(&server).await;
     let js = jetstream::new(client.clone());
     let stream = orders(&js, 1).await;

@@ -11,15 +11,6 @@ use async_nats::{HeaderMap, Message, StatusCode};
 use bytes::Bytes;
 use common::within;
 use futures::StreamExt;
-use jetraft::config::Config;
-
-async fn js_server() -> (jetraft::server::RunningServer, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = Config::loopback();
-    config.jetstream = true;
-    config.store_dir = dir.path().to_path_buf();
-    (common::start(config).await, dir)
-}
 
 fn header<'a>(msg: &'a Message, name: &str) -> &'a str {
     // By name as sent: async-nats keys its well-known headers apart from plain strings.
@@ -58,7 +49,7 @@ async fn direct(client: &async_nats::Client, subject: &str, body: &str) -> Vec<M
 
 #[tokio::test]
 async fn key_value_reads_through_direct_get() {
-    let (server, _dir) = js_server().await;
+    let (server, _dir) = common::start_jetstream().await;
     let js = jetstream::new(common::connect(&server).await);
     let store = js
         .create_key_value(kv::Config {
@@ -103,7 +94,7 @@ async fn key_value_reads_through_direct_get() {
 
 #[tokio::test]
 async fn direct_get_replies_as_nats_server() {
-    let (server, _dir) = js_server().await;
+    let (server, _dir) = common::start_jetstream().await;
     let client = common::connect(&server).await;
     let js = jetstream::new(client.clone());
     let stream = js
@@ -252,7 +243,7 @@ async fn direct_get_replies_as_nats_server() {
 
 #[tokio::test]
 async fn without_allow_direct_nobody_answers() {
-    let (server, _dir) = js_server().await;
+    let (server, _dir) = common::start_jetstream().await;
     let client = common::connect(&server).await;
     let js = jetstream::new(client.clone());
     js.create_stream(stream::Config {

@@ -8,14 +8,6 @@ use async_nats::jetstream::{self, context::Publish, stream};
 use common::within;
 use jetraft::config::Config;
 
-async fn js_server() -> (jetraft::server::RunningServer, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = Config::loopback();
-    config.jetstream = true;
-    config.store_dir = dir.path().to_path_buf();
-    (common::start(config).await, dir)
-}
-
 fn orders() -> stream::Config {
     stream::Config {
         name: "ORDERS".into(),
@@ -26,7 +18,7 @@ fn orders() -> stream::Config {
 
 #[tokio::test]
 async fn create_publish_and_info() {
-    let (server, _dir) = js_server().await;
+    let (server, _dir) = common::start_jetstream().await;
     let client = common::connect(&server).await;
     let js = jetstream::new(client);
 
@@ -67,7 +59,7 @@ async fn create_publish_and_info() {
 
 #[tokio::test]
 async fn dedup_and_expected_headers() {
-    let (server, _dir) = js_server().await;
+    let (server, _dir) = common::start_jetstream().await;
     let js = jetstream::new(common::connect(&server).await);
     js.create_stream(orders()).await.unwrap();
 
@@ -135,7 +127,7 @@ async fn dedup_and_expected_headers() {
 
 #[tokio::test]
 async fn limits_discard_old_and_new() {
-    let (server, _dir) = js_server().await;
+    let (server, _dir) = common::start_jetstream().await;
     let js = jetstream::new(common::connect(&server).await);
     js.create_stream(stream::Config {
         name: "OLD".into(),
@@ -192,7 +184,7 @@ async fn limits_discard_old_and_new() {
 
 #[tokio::test]
 async fn purge_get_delete_names_list_and_delete_stream() {
-    let (server, _dir) = js_server().await;
+    let (server, _dir) = common::start_jetstream().await;
     let js = jetstream::new(common::connect(&server).await);
     let mut stream = js.create_stream(orders()).await.unwrap();
     for subject in ["orders.a", "orders.b", "orders.a", "orders.c"] {
@@ -305,7 +297,7 @@ async fn streams_and_messages_survive_a_restart() {
 
 #[tokio::test]
 async fn max_age_expires_messages_over_time() {
-    let (server, _dir) = js_server().await;
+    let (server, _dir) = common::start_jetstream().await;
     let js = jetstream::new(common::connect(&server).await);
     let mut stream = js
         .create_stream(stream::Config {

@@ -26,6 +26,15 @@ pub async fn start_default() -> RunningServer {
     start(Config::loopback()).await
 }
 
+/// A node with JetStream over a fresh temporary store (kept as long as the `TempDir` lives).
+pub async fn start_jetstream() -> (RunningServer, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::loopback();
+    config.jetstream = true;
+    config.store_dir = dir.path().to_path_buf();
+    (start(config).await, dir)
+}
+
 pub fn url(server: &RunningServer) -> String {
     format!("nats://{}", server.client_addr())
 }
