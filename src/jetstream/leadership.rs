@@ -5,10 +5,12 @@
 //! A watcher per stream group on every replica follows the group's Raft metrics and switches
 //! serving on and off as leadership comes and goes. After a failover the new leader's delivery
 //! starts from the replicated consumer state, so whatever was delivered but not acknowledged
-//! is delivered again once its ack wait passes (at-least-once). Also here: what `/jsz` shows of
-//! each local replica.
+//! is delivered again once its ack wait passes (at-least-once). The watcher also notes since
+//! when the replica has known no leader at all, which decides who answers for a leaderless
+//! stream (`api::leaderless`). Also here: what `/jsz` shows of each local replica.
 
 use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 
 use openraft::ServerState;
 use tokio_util::sync::CancellationToken;
@@ -23,6 +25,60 @@ use crate::server::subscription::Subscription;
 pub(super) struct Leading {
     ingest: Vec<Arc<Subscription>>,
     stop: CancellationToken,
+}
+
+/// Whether a replica of a group (a stream's, or the meta group) knows a leader, since when it
+/// knows none, and whether it has known one since the group started here: what decides when
+/// it answers for a group without a leader (`api::leaderless`). One per group on each node,
+/// written by the group's leadership watcher.
+#[derive(Debug, Clone, Copy)]
+pub struct LeaderClock {
+    /// `None` while a leader is known.
+    no_leader_since: Option<Instant>,
+    knew_leader: bool,
+}
+
+/// How a replica has been without a leader (see [`LeaderClock`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Leaderless {
+    /// How long it has known no leader (since the group started here, if it never knew one).
+    pub lasted: Duration,
+    /// Whether it knew a leader at some point since the group started here.
+    pub knew_leader: bool,
+}
+
+impl LeaderClock {
+    /// A group just started here: no leader known yet.
+    pub fn started() -> LeaderClock {
+        LeaderClock {
+            no_leader_since: Some(Instant::now()),
+            knew_leader: false,
+        }
+    }
+
+    /// Records whether a leader is known now.
+    pub fn note(&mut self, knows_leader: bool) {
+        match (knows_leader, self.no_leader_since) {
+            (true, Some(_)) => {
+                self.no_leader_since = None;
+                self.knew_leader = true;
+            }
+            (false, None) => self.no_leader_since = Some(Instant::now()),
+            _ => {}
+        }
+    }
+
+    /// `None` while a leader is known.
+    pub fn leaderless(&self) -> Option<Leaderless> {
+        self.no_leader_since.map(|since| Leaderless {
+            lasted: since.elapsed(),
+            knew_leader: self.knew_leader,
+        })
+    }
+
+    pub fn knows_leader(&self) -> bool {
+        self.no_leader_since.is_none()
+    }
 }
 
 /// One stream replica on this node as it holds it (`/jsz`).
@@ -42,14 +98,20 @@ pub struct ReplicaState {
 async fn watch(js: Weak<JetStream>, name: String, group: Arc<RaftGroup>, stop: CancellationToken) {
     let mut metrics = group.raft().metrics();
     loop {
-        let leading = {
+        let (leading, knows_leader) = {
             let m = metrics.borrow_and_update();
-            m.state == ServerState::Leader
+            let leading = m.state == ServerState::Leader
                 && m.current_leader == Some(group.node())
-                && m.running_state.is_ok()
+                && m.running_state.is_ok();
+            // openraft reports a leader only for a committed vote: a candidate, or a voter
+            // that granted a vote to one, knows none until a leader's first append.
+            (leading, m.current_leader.is_some())
         };
         match js.upgrade() {
-            Some(js) => js.set_leading(&name, leading),
+            Some(js) => {
+                js.note_leader_known(&name, knows_leader);
+                js.set_leading(&name, leading);
+            }
             None => return,
         }
         tokio::select! {
@@ -58,6 +120,37 @@ async fn watch(js: Weak<JetStream>, name: String, group: Arc<RaftGroup>, stop: C
         }
     }
 }
+
+/// Follows whether this node knows a meta leader (`api::leaderless` answers for the meta
+/// group too), from the meta group in place: the supervisor may swap in a restarted one,
+/// which is noticed within [`META_GROUP_RECHECK`].
+pub(super) async fn watch_meta_leadership(js: Weak<JetStream>, shutdown: CancellationToken) {
+    loop {
+        let Some(group) = js.upgrade().map(|js| js.meta_group()) else {
+            return;
+        };
+        let mut metrics = group.raft().metrics();
+        let mut reporting = true;
+        loop {
+            let knows_leader = metrics.borrow_and_update().current_leader.is_some();
+            let Some(js) = js.upgrade() else { return };
+            js.note_meta_leader_known(knows_leader);
+            if !Arc::ptr_eq(&js.meta_group(), &group) {
+                break;
+            }
+            drop(js);
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                // A stopped group's metrics end; its replacement is picked up by the recheck.
+                changed = metrics.changed(), if reporting => reporting = changed.is_ok(),
+                _ = tokio::time::sleep(META_GROUP_RECHECK) => {}
+            }
+        }
+    }
+}
+
+/// How often the meta watcher looks for a restarted meta group.
+const META_GROUP_RECHECK: Duration = Duration::from_secs(1);
 
 impl JetStream {
     /// Starts following the leadership of stream `name`'s `group` until `stop`. A group that
@@ -151,6 +244,35 @@ impl JetStream {
         self.delivery().detach_stream(name);
     }
 
+    /// Records whether this replica of stream `name` knows a leader of its group.
+    fn note_leader_known(&self, name: &str, knows_leader: bool) {
+        let changed = self
+            .streams
+            .read()
+            .get(name)
+            .is_some_and(|stream| stream.leader_clock.knows_leader() != knows_leader);
+        if changed {
+            if let Some(stream) = self.streams.write().get_mut(name) {
+                stream.leader_clock.note(knows_leader);
+            }
+        }
+    }
+
+    /// How this replica of stream `name` has been without a leader of its group; `None` if it
+    /// knows one, or does not run the stream.
+    pub fn stream_leaderless(&self, name: &str) -> Option<Leaderless> {
+        self.streams.read().get(name)?.leader_clock.leaderless()
+    }
+
+    fn note_meta_leader_known(&self, knows_leader: bool) {
+        self.meta_leader_clock.lock().note(knows_leader);
+    }
+
+    /// How this node has been without a meta leader; `None` if it knows one.
+    pub fn meta_leaderless(&self) -> Option<Leaderless> {
+        self.meta_leader_clock.lock().leaderless()
+    }
+
     /// Whether this node serves stream `name` now (it runs the stream's group and leads it).
     pub fn leads_stream(&self, name: &str) -> bool {
         self.streams
@@ -209,5 +331,34 @@ impl JetStream {
             .collect();
         states.sort_by(|a, b| a.name.cmp(&b.name));
         states
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_clock_remembers_a_leader_it_knew() {
+        let mut clock = LeaderClock::started();
+        let started = clock.leaderless().expect("no leader at start");
+        assert!(!started.knew_leader);
+        clock.note(true);
+        assert!(clock.knows_leader());
+        assert_eq!(clock.leaderless(), None);
+        clock.note(false);
+        let lost = clock.leaderless().expect("leader lost");
+        assert!(lost.knew_leader);
+        assert!(lost.lasted < Duration::from_secs(1));
+    }
+
+    #[test]
+    fn no_leader_is_timed_from_when_it_was_first_missed() {
+        let mut clock = LeaderClock::started();
+        clock.note(true);
+        clock.note(false);
+        let first = clock.no_leader_since;
+        clock.note(false);
+        assert_eq!(clock.no_leader_since, first);
     }
 }

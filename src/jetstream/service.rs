@@ -68,6 +68,9 @@ pub(super) struct RunningStream {
     pub(super) stop: tokio_util::sync::CancellationToken,
     /// Set while this replica leads the stream: what it serves (see `leadership`).
     pub(super) leading: Option<super::leadership::Leading>,
+    /// Whether, and since when, this replica knows no leader of the stream's group (see
+    /// `leadership` and `api::leaderless`).
+    pub(super) leader_clock: super::leadership::LeaderClock,
 }
 
 /// Where memory streams keep their (unsynced, wiped at start) storage, under the store dir.
@@ -96,6 +99,9 @@ pub struct JetStream {
     pub(crate) api_errors: AtomicU64,
     /// API requests dropped because the API inbox was full (see `api::inbox`).
     pub(crate) api_dropped: Arc<super::queue::Dropped>,
+    /// Whether, and since when, this node knows no meta leader (see `leadership` and
+    /// `api::leaderless`).
+    pub(super) meta_leader_clock: parking_lot::Mutex<super::leadership::LeaderClock>,
 }
 
 impl std::fmt::Debug for JetStream {
@@ -184,6 +190,7 @@ impl JetStream {
             api_total: AtomicU64::new(0),
             api_errors: AtomicU64::new(0),
             api_dropped: Arc::default(),
+            meta_leader_clock: parking_lot::Mutex::new(super::leadership::LeaderClock::started()),
         });
         js.reconcile().await;
         js.shared.tasks.spawn(reconcile_on_meta_changes(
@@ -191,6 +198,12 @@ impl JetStream {
             js.meta.applied(),
             js.shared.shutdown.clone(),
         ));
+        js.shared
+            .tasks
+            .spawn(super::leadership::watch_meta_leadership(
+                Arc::downgrade(&js),
+                js.shared.shutdown.clone(),
+            ));
         *js.api_subscription.lock() = Some(api::attach(&js));
         js.shared.tasks.spawn(super::supervisor::supervise(
             Arc::downgrade(&js),
@@ -440,6 +453,7 @@ impl JetStream {
                 subjects: assignment.config.subjects.clone(),
                 stop: stop.clone(),
                 leading: None,
+                leader_clock: super::leadership::LeaderClock::started(),
             },
         );
         self.watch_leadership(name, group, stop);
