@@ -4,6 +4,8 @@
 //! Every node subscribes `$JS.API.>` and interest propagation hands each request to every node;
 //! exactly one answers (as in nats-server): the leader of the stream a request names, or the
 //! meta leader for account-wide requests, stream create/delete, and streams that do not exist.
+//! While a stream (or the meta group) has no leader, one of its replicas answers for it
+//! instead (`leaderless.rs`).
 //! A node that needs a stream's state it does not lead (the meta leader answering a create or a
 //! list) asks the stream's leader with an internal request, like any client would.
 
@@ -15,6 +17,7 @@ use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
 use super::super::service::JetStream;
+use crate::cluster::ClusterNode;
 use crate::consensus::{NodeId, RaftGroup};
 use crate::jsapi::stream_info::{ClusterInfo, PeerInfo};
 use crate::jsapi::subject::ApiRequest;
@@ -25,23 +28,63 @@ use crate::server::subscription::InternalSubscriber;
 /// How long a node waits for another node's answer to an internal request.
 pub const INTERNAL_REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Whether this node answers `request` (see the module docs). A single node answers all.
-pub fn answers(js: &JetStream, request: &ApiRequest) -> bool {
+/// Whether this node and `peer` exchange messages: the route is up both ways (the path API
+/// requests and their replies take).
+pub fn reaches(cluster: &ClusterNode, peer: NodeId) -> bool {
+    let routes = cluster.core_routes();
+    routes.is_connected(peer) && routes.has_inbound(peer)
+}
+
+/// How this node takes part in answering a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// This node answers: it leads what the request is about (a single node leads all).
+    Answer,
+    /// The stream the request names has no leader, and this node answers for it
+    /// (`leaderless::answer_for_stream`).
+    AnswerForLeaderlessStream,
+    /// The request is the meta leader's, there is none, and this node answers for it
+    /// (`leaderless::answer_for_meta`).
+    AnswerForLeaderlessMeta,
+    /// Another node answers, or nobody can.
+    Silent,
+}
+
+/// How this node takes part in answering `request` (see the module docs).
+pub fn role(js: &JetStream, request: &ApiRequest) -> Role {
     if js.cluster().is_none() {
-        return true;
+        return Role::Answer;
     }
+    let meta_role = || {
+        if js.is_meta_leader() {
+            Role::Answer
+        } else if super::leaderless::answers_for_meta(js) {
+            Role::AnswerForLeaderlessMeta
+        } else {
+            Role::Silent
+        }
+    };
     match request {
-        ApiRequest::StreamCreate { .. } | ApiRequest::StreamDelete { .. } => js.is_meta_leader(),
+        ApiRequest::StreamCreate { .. } | ApiRequest::StreamDelete { .. } => meta_role(),
         _ => match request.stream() {
-            Some(stream) if js.assignment(stream).is_some() => js.leads_stream(stream),
-            _ => js.is_meta_leader(),
+            Some(stream) if js.assignment(stream).is_some() => {
+                if js.leads_stream(stream) {
+                    Role::Answer
+                } else if super::leaderless::answers_for_stream(js, stream) {
+                    Role::AnswerForLeaderlessStream
+                } else {
+                    Role::Silent
+                }
+            }
+            _ => meta_role(),
         },
     }
 }
 
-/// Whether this node answers a request whose subject did not parse.
+/// Whether this node answers a request whose subject did not parse: the meta leader, or the
+/// node answering for it while there is none.
 pub fn answers_unparsed(js: &JetStream) -> bool {
-    js.cluster().is_none() || js.is_meta_leader()
+    js.cluster().is_none() || js.is_meta_leader() || super::leaderless::answers_for_meta(js)
 }
 
 #[derive(Debug)]
@@ -136,14 +179,18 @@ pub async fn stream_info_anywhere(
             }
         }
         let ask = left.min(Duration::from_millis(500));
-        if let Some(info) = remote_stream_info_within(js, name, ask).await {
+        // A replica answering for a stream without a leader (`leaderless.rs`) is no leader.
+        let led = |info: &StreamInfo| info.cluster.as_ref().is_some_and(|c| !c.leader.is_empty());
+        if let Some(info) = remote_stream_info_within(js, name, ask).await.filter(led) {
             return Ok(info);
         }
     }
 }
 
 /// The `cluster` block of a stream's (or consumer's) info, from its group's Raft metrics on
-/// the leader. On a single node: the node as leader, no cluster name, no replicas.
+/// the leader. On a single node: the node as leader, no cluster name, no replicas. A replica
+/// answering without a leader (`leaderless.rs`) lists every voter, itself included (as
+/// nats-server does then), offline unless its route is up, with no lag it could know.
 pub fn cluster_info(js: &JetStream, group: &RaftGroup) -> ClusterInfo {
     let Some(cluster) = js.cluster() else {
         return ClusterInfo {
@@ -154,7 +201,9 @@ pub fn cluster_info(js: &JetStream, group: &RaftGroup) -> ClusterInfo {
     let name_of = |id: NodeId| cluster.peer_name(id).unwrap_or_else(|| id.to_string());
     let metrics = group.raft().metrics().borrow().clone();
     let last_index = metrics.last_log_index.unwrap_or(0);
+    let leading = metrics.replication.is_some();
     let matched = metrics.replication.clone().unwrap_or_default();
+    let reachable = |id: NodeId| id == js.node_id() || reaches(cluster, id);
     let active_nanos = metrics
         .millis_since_quorum_ack
         .map_or(0, |ms| (ms as i64).saturating_mul(1_000_000));
@@ -168,11 +217,17 @@ pub fn cluster_info(js: &JetStream, group: &RaftGroup) -> ClusterInfo {
                 .cloned()
                 .flatten()
                 .map_or(0, |log| log.index);
-            let lag = last_index.saturating_sub(matched_index);
+            let lag = match leading {
+                true => last_index.saturating_sub(matched_index),
+                false => 0,
+            };
             PeerInfo {
                 name: name_of(id),
                 current: matched.contains_key(&id) && lag == 0,
-                offline: !matched.contains_key(&id),
+                offline: match leading {
+                    true => !matched.contains_key(&id),
+                    false => !reachable(id),
+                },
                 active: active_nanos,
                 lag,
                 peer: format!("{id:x}"),

@@ -7,13 +7,15 @@
 //! Handlers by area: `account` (`INFO`), `streams` (stream CRUD, names/list, purge),
 //! `messages` (`STREAM.MSG.GET` / `MSG.DELETE`), `direct` (`DIRECT.GET`, whose replies are
 //! the stored messages rather than JSON), `consumers` (consumer CRUD, leader stepdown); pull
-//! requests (`CONSUMER.MSG.NEXT`) go to `delivery`.
+//! requests (`CONSUMER.MSG.NEXT`) go to `delivery`. Which node answers is `cluster`'s choice;
+//! `leaderless` answers for a stream (or the meta group) that has no leader.
 
 pub mod account;
 pub mod cluster;
 pub mod consumers;
 mod direct;
 mod inbox;
+pub mod leaderless;
 pub mod messages;
 pub mod streams;
 
@@ -76,8 +78,16 @@ async fn handle(js: &Arc<JetStream>, msg: &Message) {
             js.count_api_call(true);
             Some(encode_error(ResponseType::System, &error.to_api_error()))
         }
-        Ok(request) if !cluster::answers(js, &request) => return,
-        Ok(request) => route(js, &request, msg).await,
+        Ok(request) => match cluster::role(js, &request) {
+            cluster::Role::Answer => route(js, &request, msg).await,
+            cluster::Role::AnswerForLeaderlessStream => {
+                leaderless::answer_for_stream(js, &request, msg).await
+            }
+            cluster::Role::AnswerForLeaderlessMeta => {
+                leaderless::answer_for_meta(js, &request, msg).await
+            }
+            cluster::Role::Silent => return,
+        },
     };
     if let Some(body) = body {
         js.router().publish(&Message::new(reply, Bytes::from(body)));
