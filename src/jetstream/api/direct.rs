@@ -6,7 +6,8 @@
 //! Only a stream with `allow_direct` answers; for any other (or an unknown stream) the
 //! requester gets the 503 no-responders status, as from nats-server, which subscribes a
 //! stream to its direct-get subjects only when `allow_direct` is set. In a cluster the
-//! stream's leader answers (nats-server lets any replica answer; the leader is never behind).
+//! stream's leader answers (nats-server lets any replica answer; the leader is never behind),
+//! or the replica answering for a stream without a leader (`leaderless.rs`).
 
 use bytes::Bytes;
 
