@@ -7,12 +7,12 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use async_nats::jetstream::{self, consumer::pull, context::Publish, stream};
+use async_nats::jetstream::{self, consumer::pull, stream};
 use common::cluster::TestCluster;
+use common::jetstream::{publish_until_acked, RETRY_PACE};
 use futures::StreamExt;
 
 const STREAM: &str = "ORDERS";
-const RETRY_PACE: Duration = Duration::from_millis(100);
 
 /// Each test runs three jetraft processes; on a small machine they run one at a time.
 static ONE_CLUSTER_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -51,27 +51,6 @@ async fn create_r3(js: &jetstream::Context) {
     let cluster = info.cluster.take().expect("cluster block");
     assert_eq!(cluster.name.as_deref(), Some("test"));
     assert_eq!(cluster.replicas.len(), 2, "two followers: {cluster:?}");
-}
-
-/// Publishes `id` until it is acknowledged (the same `Nats-Msg-Id` each time, so a retry of a
-/// publish whose ack was lost is a duplicate, not a second message). Bounded.
-async fn publish_until_acked(js: &jetstream::Context, id: u64) -> u64 {
-    for _attempt in 0..100 {
-        let publish = Publish::build()
-            .message_id(format!("msg-{id}"))
-            .payload(format!("order {id}").into());
-        let acked = match js.send_publish("orders.new", publish).await {
-            Ok(ack) => ack.await,
-            Err(e) => Err(e),
-        };
-        match acked {
-            Ok(ack) => return ack.sequence,
-            // Retry pacing, as a client would (a failover answers "no responders" at once
-            // until the new leader serves): bounded by the attempt count.
-            Err(_) => tokio::time::sleep(RETRY_PACE).await,
-        }
-    }
-    panic!("message {id} was never acknowledged");
 }
 
 /// Reads the whole stream through a fresh consumer and returns the payload ids in order.

@@ -9,14 +9,14 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use async_nats::jetstream::{self, consumer::pull, context::Publish, stream};
+use async_nats::jetstream::{self, consumer::pull, stream};
 use common::cluster::TestCluster;
+use common::jetstream::{publish_until_acked, RETRY_PACE};
 use futures::StreamExt;
 use serde_json::Value;
 
 const STREAM: &str = "ORDERS";
 const MESSAGES: u64 = 5;
-const RETRY_PACE: Duration = Duration::from_millis(100);
 /// How long a leaderless stream may take to answer: the survivors notice the leader is gone
 /// (about a second), then wait a second more before answering for it.
 const ANSWER_DEADLINE: Duration = Duration::from_secs(20);
@@ -147,24 +147,6 @@ async fn stream_with_messages(client: &async_nats::Client, replicas: usize) {
         tokio::time::sleep(RETRY_PACE).await;
     }
     panic!("consumer never created");
-}
-
-/// Publishes message `id` until acknowledged (deduplicated by its id); returns its sequence.
-async fn publish_until_acked(js: &jetstream::Context, id: u64) -> u64 {
-    for _attempt in 0..100 {
-        let publish = Publish::build()
-            .message_id(format!("msg-{id}"))
-            .payload(format!("order {id}").into());
-        let acked = match js.send_publish("orders.new", publish).await {
-            Ok(ack) => ack.await,
-            Err(e) => Err(e),
-        };
-        match acked {
-            Ok(ack) => return ack.sequence,
-            Err(_) => tokio::time::sleep(RETRY_PACE).await,
-        }
-    }
-    panic!("message {id} was never acknowledged");
 }
 
 /// Waits until every replica in `nodes` has applied what the leader has, so that the

@@ -5,14 +5,12 @@
 
 mod common;
 
-use std::time::Duration;
-
 use async_nats::jetstream::{self, consumer::pull, stream};
 use common::cluster::TestCluster;
+use common::jetstream::RETRY_PACE;
 use common::within;
 use serde_json::{json, Value};
 
-const RETRY_PACE: Duration = Duration::from_millis(100);
 const STEPDOWN_TYPE: &str = "io.nats.jetstream.api.v1.consumer_leader_stepdown_response";
 
 async fn api(client: &async_nats::Client, subject: &str) -> Value {

@@ -8,6 +8,8 @@ pub mod process;
 
 pub mod cluster;
 
+pub mod jetstream;
+
 pub mod proxy;
 
 use std::future::Future;

@@ -1,0 +1,30 @@
+//! JetStream client steps the cluster tests share: retrying until the cluster serves again.
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, context::Publish};
+
+/// Pause between retries while a failover or an election runs, as a client would pace
+/// them; every retry loop is bounded by its attempt count.
+pub const RETRY_PACE: Duration = Duration::from_millis(100);
+
+/// Publishes message `id` to `orders.new` until it is acknowledged (the same `Nats-Msg-Id`
+/// each time, so a retry of a publish whose ack was lost is a duplicate, not a second
+/// message); returns its sequence. At most 100 attempts.
+pub async fn publish_until_acked(js: &jetstream::Context, id: u64) -> u64 {
+    for _attempt in 0..100 {
+        let publish = Publish::build()
+            .message_id(format!("msg-{id}"))
+            .payload(format!("order {id}").into());
+        let acked = match js.send_publish("orders.new", publish).await {
+            Ok(ack) => ack.await,
+            Err(e) => Err(e),
+        };
+        match acked {
+            Ok(ack) => return ack.sequence,
+            // A failover answers "no responders" at once until the new leader serves.
+            Err(_) => tokio::time::sleep(RETRY_PACE).await,
+        }
+    }
+    panic!("message {id} was never acknowledged");
+}
