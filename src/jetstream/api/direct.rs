@@ -62,13 +62,33 @@ fn status_reply(status: DirectStatus) -> DirectReply {
     (status.header_block(), Bytes::new())
 }
 
-/// A message's header block; `no_hdr` leaves out every header, the `Nats-*` ones too (as
-/// nats-server does).
-fn reply_headers(request: &MsgGetRequest, msg: &StoredMsg, meta: &DirectMsgMeta<'_>) -> Vec<u8> {
-    if request.no_headers {
-        return Vec::new();
-    }
-    message_headers(msg.headers.as_deref(), meta)
+/// The reply carrying stored message `seq`; `batch` as in [`DirectMsgMeta`]. `no_hdr`
+/// leaves out every header, the `Nats-*` ones too (as nats-server does).
+fn message_reply(
+    state: &StreamState,
+    request: &MsgGetRequest,
+    seq: u64,
+    msg: &StoredMsg,
+    batch: Option<(u64, u64)>,
+) -> DirectReply {
+    let headers = if request.no_headers {
+        Vec::new()
+    } else {
+        let meta = DirectMsgMeta {
+            stream: state.name(),
+            subject: &msg.subject,
+            seq,
+            ts_nanos: msg.ts_nanos,
+            batch,
+        };
+        message_headers(msg.headers.as_deref(), &meta)
+    };
+    (headers, msg.payload.clone())
+}
+
+/// What a reply counts against `max_bytes`, as nats-server counts it.
+fn reply_size(msg: &StoredMsg) -> usize {
+    msg.subject.len() + msg.headers_len() + msg.payload.len()
 }
 
 fn max_bytes(request: &MsgGetRequest) -> usize {
@@ -129,16 +149,10 @@ fn by_position(state: &StreamState, request: &MsgGetRequest) -> Vec<DirectReply>
         };
         // In a batch each message counts what is left after it.
         pending = pending.saturating_sub(1);
-        let meta = DirectMsgMeta {
-            stream: state.name(),
-            subject: &msg.subject,
-            seq: found_seq,
-            ts_nanos: msg.ts_nanos,
-            batch: is_batch.then_some((pending, last_sent)),
-        };
-        replies.push((reply_headers(request, msg, &meta), msg.payload.clone()));
+        let batch = is_batch.then_some((pending, last_sent));
+        replies.push(message_reply(state, request, found_seq, msg, batch));
         last_sent = found_seq;
-        sent_bytes += msg.subject.len() + msg.headers_len() + msg.payload.len();
+        sent_bytes += reply_size(msg);
         if sent_bytes >= limit {
             break;
         }
@@ -187,17 +201,16 @@ fn multi_last(state: &StreamState, request: &MsgGetRequest) -> Vec<DirectReply> 
         let Some(msg) = state.get(seq) else {
             return vec![status_reply(DirectStatus::MessageNotFound)];
         };
-        let meta = DirectMsgMeta {
-            stream: state.name(),
-            subject: &msg.subject,
+        replies.push(message_reply(
+            state,
+            request,
             seq,
-            ts_nanos: msg.ts_nanos,
-            batch: Some((pending, last_sent)),
-        };
-        replies.push((reply_headers(request, msg, &meta), msg.payload.clone()));
+            msg,
+            Some((pending, last_sent)),
+        ));
         pending = pending.saturating_sub(1);
         last_sent = seq;
-        sent_bytes += msg.subject.len() + msg.headers_len() + msg.payload.len();
+        sent_bytes += reply_size(msg);
         if sent_bytes >= limit {
             break;
         }
