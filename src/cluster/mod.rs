@@ -109,6 +109,8 @@ impl ClusterNode {
         shared.tasks.spawn(async move {
             let served = tonic::transport::Server::builder()
                 .tcp_nodelay(true)
+                .initial_stream_window_size(transport::STREAM_WINDOW)
+                .initial_connection_window_size(transport::CONNECTION_WINDOW)
                 .add_service(service)
                 .serve_with_incoming_shutdown(
                     TcpListenerStream::new(listener),

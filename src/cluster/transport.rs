@@ -32,6 +32,15 @@ use crate::consensus::{
 /// Largest gRPC message either way: a snapshot chunk (4 MiB) or an append batch, with room.
 pub const MAX_MESSAGE: usize = 64 << 20;
 
+/// HTTP/2 flow-control windows of the cluster's gRPC connections, both ways (the client
+/// channels here, the server in `ClusterNode::start`). h2's default of 64 KiB is smaller than
+/// one AppendEntries of a publish burst (256 messages of 128 B are ~45 KiB, and every group
+/// shares the connection's window), so the sender stalled for WINDOW_UPDATEs: measured on a
+/// 3-node R3 cluster, an AppendEntries round trip took 6 ms against a 0.9 ms handler on the
+/// follower; with these windows 2 ms, and async publishes went from ~30k to ~47k msgs/s.
+pub const STREAM_WINDOW: u32 = 4 << 20;
+pub const CONNECTION_WINDOW: u32 = 16 << 20;
+
 /// One lazily connected channel per peer address, shared by everything that talks to it
 /// (Raft RPCs of all groups, forwarded proposals, the route). tonic reconnects a broken
 /// channel by itself on the next call.
@@ -51,6 +60,8 @@ impl Channels {
             .map_err(|e| format!("bad peer address {addr}: {e}"))?
             .connect_timeout(Duration::from_millis(500))
             .tcp_nodelay(true)
+            .initial_stream_window_size(STREAM_WINDOW)
+            .initial_connection_window_size(CONNECTION_WINDOW)
             .http2_keep_alive_interval(Duration::from_secs(1))
             .keep_alive_timeout(Duration::from_secs(3))
             .keep_alive_while_idle(true);
