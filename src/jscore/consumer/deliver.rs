@@ -64,6 +64,11 @@ impl ConsumerState {
                 Some(NextMessage::Redeliver(seq)) => {
                     deliveries.push(self.record_redelivery(stream, seq, now_nanos));
                 }
+                Some(NextMessage::New(seq)) if self.last_per_subject.is_none() => {
+                    // Nothing is due any more (a delivery at `now` is due after it), so the
+                    // rest is new messages in stream order: one walk instead of a search each.
+                    self.deliver_run(stream, seq, max_messages, now_nanos, &mut deliveries);
+                }
                 Some(NextMessage::New(seq)) => {
                     deliveries.push(self.record_first_delivery(stream, seq, now_nanos));
                 }
@@ -75,6 +80,33 @@ impl ConsumerState {
         }
         self.refresh_ack_floor();
         deliveries
+    }
+
+    /// First deliveries of the matching messages from `first` on (the message `choose_next`
+    /// picked), until `max_messages` or `max_ack_pending` is reached or the stream ends —
+    /// what `choose_next` would pick one by one. The pending count is counted once and
+    /// then goes down by one per delivery: each message delivered is the next matching one.
+    fn deliver_run(
+        &mut self,
+        stream: &StreamState,
+        first: u64,
+        max_messages: usize,
+        now_nanos: i64,
+        deliveries: &mut Vec<Delivery>,
+    ) {
+        let mut pending_count = self.num_pending(stream);
+        let filter = self.policy.filter.clone();
+        for seq in stream.matching_from(&filter, first) {
+            let full = self
+                .policy
+                .max_ack_pending
+                .is_some_and(|max| self.pending.len() as u64 >= max);
+            if deliveries.len() >= max_messages || full {
+                return;
+            }
+            pending_count = pending_count.saturating_sub(1);
+            deliveries.push(self.record_first_delivery_counted(seq, now_nanos, pending_count));
+        }
     }
 
     fn choose_next(&self, stream: &StreamState, now_nanos: i64) -> Option<NextMessage> {
@@ -156,6 +188,20 @@ impl ConsumerState {
         seq: u64,
         now_nanos: i64,
     ) -> Delivery {
+        let delivery = self.record_first_delivery_counted(seq, now_nanos, 0);
+        Delivery {
+            pending_count: self.num_pending(stream),
+            ..delivery
+        }
+    }
+
+    /// A first delivery of `seq`, reporting `pending_count` messages still waiting after it.
+    fn record_first_delivery_counted(
+        &mut self,
+        seq: u64,
+        now_nanos: i64,
+        pending_count: u64,
+    ) -> Delivery {
         let consumer_seq = self.take_consumer_seq();
         self.advance_past(seq);
         if self.policy.takes_acks() {
@@ -179,7 +225,7 @@ impl ConsumerState {
             stream_seq: seq,
             consumer_seq,
             deliveries: 1,
-            pending_count: self.num_pending(stream),
+            pending_count,
         }
     }
 

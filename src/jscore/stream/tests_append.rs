@@ -478,3 +478,58 @@ fn last_by_subject_and_next_matching() {
     assert_eq!(stream.first_seq_at_or_after(2), 2);
     assert_eq!(stream.first_seq_at_or_after(99), 4);
 }
+
+#[test]
+fn matching_from_is_next_matching_repeated() {
+    use crate::jscore::subject_filter::SubjectFilter;
+    let mut stream = StreamState::new(config(&["s.>"]));
+    for (index, subject) in ["s.a", "s.b", "s.a", "s.c", "s.a", "s.b"]
+        .iter()
+        .enumerate()
+    {
+        publish(&mut stream, subject, index as i64 + 1);
+    }
+    let filters = [
+        SubjectFilter::all(),
+        SubjectFilter::new(["s.a"]),
+        SubjectFilter::new(["s.b", "s.c"]),
+    ];
+    let repeated = |stream: &StreamState, filter: &SubjectFilter, from: u64| {
+        let mut seqs = Vec::new();
+        let mut next = from;
+        while let Some((seq, _)) = stream.next_matching(filter, next) {
+            seqs.push(seq);
+            next = seq + 1;
+        }
+        seqs
+    };
+    // Dense, then with the front gone (first seq 3), then with a gap (no 4).
+    for step in 0..3 {
+        match step {
+            1 => {
+                stream.delete_msg(1).unwrap();
+                stream.delete_msg(2).unwrap();
+            }
+            2 => {
+                stream.delete_msg(4).unwrap();
+            }
+            _ => {}
+        }
+        for filter in &filters {
+            for from in 0..9 {
+                let walked: Vec<u64> = stream.matching_from(filter, from).collect();
+                assert_eq!(
+                    walked,
+                    repeated(&stream, filter, from),
+                    "step {step} from {from}"
+                );
+            }
+        }
+    }
+    assert_eq!(
+        stream
+            .matching_from(&SubjectFilter::all(), 0)
+            .collect::<Vec<_>>(),
+        vec![3, 5, 6]
+    );
+}
