@@ -17,6 +17,7 @@
 //! reconciliation, shutdown), `supervisor` (restarts the meta group and stream groups a
 //! storage failure stopped).
 
+mod advisories;
 pub mod api;
 pub mod codec;
 pub mod delivery;

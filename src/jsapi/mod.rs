@@ -17,6 +17,7 @@
 
 pub mod account_info;
 pub mod ack;
+pub mod advisory;
 mod base64;
 pub mod consumer_config;
 mod consumer_config_check;

@@ -14,6 +14,7 @@ use crate::jetstream::delivery::info::consumer_info;
 use crate::jetstream::delivery::outbox::random_token;
 use crate::jetstream::service::JetStream;
 use crate::jetstream::stream::StreamHandle;
+use crate::jsapi::advisory::{Action, Advisory};
 use crate::jsapi::requests::{
     parse_body, parse_optional_body, require_empty_body, ConsumersRequest, LIST_PAGE_LIMIT,
     NAMES_PAGE_LIMIT,
@@ -155,8 +156,20 @@ async fn create(
             .await?;
     }
     js.delivery().consumer_changed(&handle, &name);
+    if existing.is_none() {
+        advise_consumer(js, stream, &name, Action::Create);
+    }
     let info = info_of(js, &handle, &name)?;
     Ok(encode_success(ResponseType::ConsumerCreate, &info))
+}
+
+fn advise_consumer(js: &JetStream, stream: &str, consumer: &str, action: Action) {
+    let advisory = Advisory::Consumer {
+        stream: stream.to_owned(),
+        consumer: consumer.to_owned(),
+        action,
+    };
+    crate::jetstream::advisories::publish(js.shared(), &advisory);
 }
 
 /// Every filter must overlap the stream's subjects (10093); streams without subjects
@@ -211,6 +224,7 @@ async fn delete(
         })
         .await?;
     js.delivery().consumer_deleted(stream, consumer);
+    advise_consumer(js, stream, consumer, Action::Delete);
     Ok(encode_success(
         ResponseType::ConsumerDelete,
         &SuccessResponse::OK,

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use crate::jsapi::advisory::{Action, Advisory};
 use crate::jsapi::requests::{
     parse_body, parse_optional_body, StreamInfoRequest, StreamNamesRequest, StreamPurgeRequest,
     LIST_PAGE_LIMIT, NAMES_PAGE_LIMIT,
@@ -51,6 +52,9 @@ pub async fn create(js: &Arc<JetStream>, stream: &str, body: &[u8]) -> Result<Ve
     let outcome = js.propose_meta(command).await?;
     let did_create = matches!(outcome, MetaOutcome::Created { created: true, .. });
     // The stream's leader may be another node, and a new group has to elect it first.
+    if did_create {
+        advise_stream(js, stream, Action::Create);
+    }
     let info = super::cluster::stream_info_anywhere(js, stream, NEW_STREAM_WAIT).await?;
     Ok(encode_success(
         ResponseType::StreamCreate,
@@ -77,6 +81,7 @@ pub async fn update(js: &Arc<JetStream>, stream: &str, body: &[u8]) -> Result<Ve
         config: JsonValue(config),
     })
     .await?;
+    advise_stream(js, stream, Action::Modify);
     let info = stream_info(js, stream, &StreamInfoRequest::default())?;
     Ok(encode_success(
         ResponseType::StreamUpdate,
@@ -85,6 +90,14 @@ pub async fn update(js: &Arc<JetStream>, stream: &str, body: &[u8]) -> Result<Ve
             paged: Paged::default(),
         },
     ))
+}
+
+fn advise_stream(js: &JetStream, stream: &str, action: Action) {
+    let advisory = Advisory::Stream {
+        stream: stream.to_owned(),
+        action,
+    };
+    crate::jetstream::advisories::publish(js.shared(), &advisory);
 }
 
 pub fn info(js: &JetStream, stream: &str, body: &[u8]) -> Result<Vec<u8>, ApiError> {
@@ -104,6 +117,7 @@ pub async fn delete(js: &Arc<JetStream>, stream: &str) -> Result<Vec<u8>, ApiErr
         name: stream.to_owned(),
     })
     .await?;
+    advise_stream(js, stream, Action::Delete);
     Ok(encode_success(
         ResponseType::StreamDelete,
         &SuccessResponse::OK,

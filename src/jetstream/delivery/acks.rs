@@ -26,9 +26,11 @@ use futures::stream::{FuturesOrdered, StreamExt};
 
 use super::outbox::{self, Outbox};
 use super::DeliveryRegistry;
+use crate::jetstream::advisories;
 use crate::jetstream::now_nanos;
 use crate::jetstream::queue::{Dropped, PushError, QueueReceiver, QueueSender, Taken};
 use crate::jetstream::stream::StreamHandle;
+use crate::jsapi::advisory::Advisory;
 use crate::jsapi::{AckKind, AckReply, ApiError};
 use crate::jscore::consumer::{AckOutcome, ConsumerCommand, ConsumerOutcome};
 use crate::jscore::group::{GroupCommand, GroupOutcome};
@@ -48,6 +50,9 @@ pub(super) const MAX_QUEUED_ACKS: usize = 100_000;
 pub(super) struct AckItem {
     consumer: String,
     stream_seq: u64,
+    /// From the ack subject, for the nak and terminated advisories.
+    consumer_seq: u64,
+    num_delivered: u64,
     kind: AckKind,
     /// The ack message's own reply subject (double ack, or the `+NXT` target).
     reply: Option<Bytes>,
@@ -88,6 +93,8 @@ impl InternalSubscriber for AckInbox {
         let item = AckItem {
             consumer: ack.consumer,
             stream_seq: ack.stream_seq,
+            consumer_seq: ack.consumer_seq,
+            num_delivered: ack.num_delivered,
             kind,
             reply: msg.reply.clone(),
         };
@@ -152,6 +159,39 @@ fn earns_reply(outcome: &GroupOutcome) -> bool {
             ..
         } => !matches!(ack, AckOutcome::BeyondDelivered | AckOutcome::NoAckPolicy),
         _ => false,
+    }
+}
+
+/// The advisory nats-server publishes for an applied ack: a `-NAK` or `+TERM` of a message
+/// that was pending (one already acknowledged, or beyond the delivered ones, gets none).
+fn advisory(stream: &str, item: &AckItem, outcome: &GroupOutcome) -> Option<Advisory> {
+    let GroupOutcome::Consumer {
+        outcome: ConsumerOutcome::Ack(ack),
+        ..
+    } = outcome
+    else {
+        return None;
+    };
+    let (stream, consumer) = (stream.to_owned(), item.consumer.clone());
+    let (consumer_seq, stream_seq, deliveries) =
+        (item.consumer_seq, item.stream_seq, item.num_delivered);
+    match (&item.kind, ack) {
+        (AckKind::Nak { .. }, AckOutcome::Rescheduled { .. }) => Some(Advisory::Nak {
+            stream,
+            consumer,
+            consumer_seq,
+            stream_seq,
+            deliveries,
+        }),
+        (AckKind::Term { reason }, AckOutcome::Acked { .. }) => Some(Advisory::Terminated {
+            stream,
+            consumer,
+            consumer_seq,
+            stream_seq,
+            deliveries,
+            reason: reason.clone(),
+        }),
+        _ => None,
     }
 }
 
@@ -225,6 +265,9 @@ fn settle(
         let Ok(outcome) = outcome else {
             continue; // consumer gone
         };
+        if let Some(advisory) = advisory(handle.name(), &item, &outcome) {
+            advisories::publish(outbox.shared(), &advisory);
+        }
         if touched.insert(item.consumer.clone()) {
             if let Some(activity) = registry.activity(handle, &item.consumer) {
                 activity.last_acked_nanos.store(now, Ordering::Relaxed);
@@ -252,6 +295,8 @@ mod tests {
         AckItem {
             consumer: "proc".into(),
             stream_seq: 7,
+            consumer_seq: 9,
+            num_delivered: 2,
             kind,
             reply: None,
         }
@@ -311,6 +356,56 @@ mod tests {
         drop(queued);
         enqueue(&queue, item(AckKind::Ack), "S", &dropped);
         assert_eq!(dropped.total(), 2);
+    }
+
+    #[test]
+    fn nak_and_term_of_pending_messages_are_advised() {
+        let ack = |outcome| GroupOutcome::Consumer {
+            outcome: ConsumerOutcome::Ack(outcome),
+            removed: vec![],
+        };
+        let rescheduled = ack(AckOutcome::Rescheduled {
+            redeliver_at_nanos: 1,
+        });
+        let acked = ack(AckOutcome::Acked {
+            stream_seqs: vec![7],
+        });
+        assert_eq!(
+            advisory("S", &item(AckKind::Nak { delay: None }), &rescheduled),
+            Some(Advisory::Nak {
+                stream: "S".into(),
+                consumer: "proc".into(),
+                consumer_seq: 9,
+                stream_seq: 7,
+                deliveries: 2,
+            })
+        );
+        let term = item(AckKind::Term {
+            reason: Some("bad".into()),
+        });
+        assert_eq!(
+            advisory("S", &term, &acked),
+            Some(Advisory::Terminated {
+                stream: "S".into(),
+                consumer: "proc".into(),
+                consumer_seq: 9,
+                stream_seq: 7,
+                deliveries: 2,
+                reason: Some("bad".into()),
+            })
+        );
+        // Not pending (already acknowledged), a plain ack, a +WPI: no advisory.
+        let not_pending = ack(AckOutcome::NotPending);
+        assert_eq!(advisory("S", &term, &not_pending), None);
+        assert_eq!(
+            advisory("S", &item(AckKind::Nak { delay: None }), &not_pending),
+            None
+        );
+        assert_eq!(advisory("S", &item(AckKind::Ack), &acked), None);
+        assert_eq!(
+            advisory("S", &item(AckKind::InProgress), &rescheduled),
+            None
+        );
     }
 
     #[test]

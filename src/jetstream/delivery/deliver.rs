@@ -12,7 +12,9 @@ use tokio::time::Instant;
 use super::outbox;
 use super::push::PushState;
 use super::task::{ConsumerTask, Gone, Next, MAX_PULL_BATCH, RETRY_AFTER, SWEEP_EVERY};
+use crate::jetstream::advisories;
 use crate::jetstream::now_nanos;
+use crate::jsapi::advisory::Advisory;
 use crate::jsapi::{AckPolicy, ErrorKind, RetentionPolicy};
 use crate::jscore::consumer::{ConsumerCommand, ConsumerOutcome};
 use crate::jscore::group::{GroupCommand, GroupOutcome};
@@ -125,6 +127,12 @@ impl ConsumerTask {
         now: i64,
     ) -> Result<Vec<Message>, Gone> {
         let prefetched = self.prefetch(max, now);
+        let exhausting = self.stream.view().read(|group| {
+            group
+                .consumer(&self.name)
+                .map(|consumer| consumer.due_exhausted(now))
+                .unwrap_or_default()
+        });
         let command = GroupCommand::Consumer {
             name: self.name.clone(),
             command: ConsumerCommand::DeliverNext {
@@ -148,6 +156,9 @@ impl ConsumerTask {
                 return Ok(Vec::new());
             }
         };
+        if !exhausting.is_empty() {
+            self.advise_exhausted(exhausting);
+        }
         if !deliveries.is_empty() {
             self.activity
                 .last_delivered_nanos
@@ -169,6 +180,29 @@ impl ConsumerTask {
                 })
                 .collect()
         }))
+    }
+
+    /// The max-deliveries advisory for each message this delivery retired (the candidates were
+    /// read before it was proposed; an ack that came first keeps a message out).
+    fn advise_exhausted(&self, candidates: Vec<(u64, u64)>) {
+        let retired: Vec<(u64, u64)> = self.stream.view().read(|group| {
+            let Some(consumer) = group.consumer(&self.name) else {
+                return Vec::new();
+            };
+            candidates
+                .into_iter()
+                .filter(|(seq, _)| consumer.is_exhausted(*seq))
+                .collect()
+        });
+        for (stream_seq, deliveries) in retired {
+            let advisory = Advisory::MaxDeliveries {
+                stream: self.stream.name().to_owned(),
+                consumer: self.name.clone(),
+                stream_seq,
+                deliveries,
+            };
+            advisories::publish(self.outbox.shared(), &advisory);
+        }
     }
 
     /// An ack-none consumer on an interest or work-queue stream: the messages it is about

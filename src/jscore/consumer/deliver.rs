@@ -50,6 +50,26 @@ impl ConsumerState {
         })
     }
 
+    /// The pending messages due at `now` that used their last delivery (`max_deliver`), with
+    /// their delivery counts: the next `deliver_next` at `now` retires them, which is when
+    /// nats-server publishes its max-deliveries advisory.
+    pub fn due_exhausted(&self, now_nanos: i64) -> Vec<(u64, u64)> {
+        self.pending
+            .due(now_nanos)
+            .filter_map(|seq| {
+                let entry = self.pending.get(seq)?;
+                self.policy
+                    .is_exhausted(entry.deliveries)
+                    .then_some((seq, entry.deliveries))
+            })
+            .collect()
+    }
+
+    /// Whether `stream_seq` ran out of deliveries (and was not acknowledged since).
+    pub fn is_exhausted(&self, stream_seq: u64) -> bool {
+        self.exhausted.contains_key(&stream_seq)
+    }
+
     /// Delivers up to `max_messages` at `now`, recording each delivery.
     pub fn deliver_next(
         &mut self,

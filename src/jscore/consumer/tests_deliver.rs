@@ -376,3 +376,27 @@ fn a_batch_delivers_what_single_deliveries_would() {
         }
     }
 }
+
+#[test]
+fn due_exhausted_names_what_the_next_delivery_retires() {
+    let stream = stream_with(&["s.a", "s.b"]);
+    let config = ConsumerConfig {
+        max_deliver: 2,
+        ..explicit(SEC)
+    };
+    let mut consumer = ConsumerState::new(config, &stream);
+    consumer.deliver_next(&stream, 10, 0);
+    assert!(
+        consumer.due_exhausted(SEC).is_empty(),
+        "one delivery left each"
+    );
+    assert_eq!(seqs(&consumer.deliver_next(&stream, 10, SEC)), vec![1, 2]);
+    consumer.ack(2);
+    assert!(consumer.due_exhausted(SEC).is_empty(), "not due yet");
+    assert_eq!(consumer.due_exhausted(2 * SEC), vec![(1, 2)]);
+    assert!(!consumer.is_exhausted(1));
+    assert!(consumer.deliver_next(&stream, 10, 2 * SEC).is_empty());
+    assert!(consumer.is_exhausted(1));
+    assert!(!consumer.is_exhausted(2));
+    assert!(consumer.due_exhausted(3 * SEC).is_empty(), "retired once");
+}

@@ -1,0 +1,27 @@
+//! Publishing JetStream advisories (`jsapi::advisory`) from the node that acted: the one that
+//! answered the API request, or the stream's leader for delivery events, so each event is
+//! published once in a cluster. Like nats-server, nothing is built unless someone (on this
+//! node or, through the routes, on another) subscribes the advisory's subject.
+
+use bytes::Bytes;
+
+use super::delivery::outbox::random_token;
+use crate::jsapi::advisory::Advisory;
+use crate::jsapi::time::Timestamp;
+use crate::server::message::Message;
+use crate::server::ServerShared;
+
+/// Length of an advisory's `id` (nats-server uses a 22-character NUID).
+const ID_LEN: usize = 22;
+
+/// Publishes `advisory` if anyone listens.
+pub fn publish(shared: &ServerShared, advisory: &Advisory) {
+    let subject = Bytes::from(advisory.subject());
+    if shared.router.matches(&subject).is_empty() {
+        return;
+    }
+    let body = advisory.to_json(&random_token(ID_LEN), Timestamp::now());
+    shared
+        .router
+        .publish(&Message::new(subject, Bytes::from(body)));
+}
