@@ -1,7 +1,7 @@
 //! JetStream advisories on `$JS.EVENT.ADVISORY.>`, as nats-server publishes them: stream
 //! created / updated / deleted, consumer created / deleted, a message naked, terminated (with
-//! its reason) and out of deliveries (`max_deliver`), each once and with the typed-event
-//! fields (`type`, `id`, `timestamp`).
+//! its reason) and out of deliveries (`max_deliver`), an idle ephemeral consumer deleted, each
+//! once and with the typed-event fields (`type`, `id`, `timestamp`).
 
 mod common;
 
@@ -148,6 +148,27 @@ async fn streams_consumers_and_deliveries_are_advised() {
     let (subject, body) = next(&mut advisories).await;
     assert_eq!(subject, "$JS.EVENT.ADVISORY.CONSUMER.DELETED.ORDERS.proc");
     assert_eq!(body["action"], "delete");
+    // An ephemeral consumer left idle is deleted by the server, and that is advised too.
+    let ephemeral = stream
+        .create_consumer(consumer::pull::Config {
+            inactive_threshold: Duration::from_millis(300),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let name = ephemeral.cached_info().name.clone();
+    let (subject, _) = next(&mut advisories).await;
+    assert_eq!(
+        subject,
+        format!("$JS.EVENT.ADVISORY.CONSUMER.CREATED.ORDERS.{name}")
+    );
+    let (subject, body) = next(&mut advisories).await;
+    assert_eq!(
+        subject,
+        format!("$JS.EVENT.ADVISORY.CONSUMER.DELETED.ORDERS.{name}")
+    );
+    assert_eq!(body["action"], "delete");
+
     js.delete_stream("ORDERS").await.unwrap();
     let (subject, body) = next(&mut advisories).await;
     assert_eq!(subject, "$JS.EVENT.ADVISORY.STREAM.DELETED.ORDERS");

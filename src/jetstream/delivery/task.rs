@@ -22,8 +22,10 @@ use super::pull;
 use super::push::PushState;
 use super::waiting::WaitingQueue;
 use super::{Activity, DeliveryRegistry};
+use crate::jetstream::advisories;
 use crate::jetstream::now_nanos;
 use crate::jetstream::stream::StreamHandle;
+use crate::jsapi::advisory::{Action, Advisory};
 use crate::jsapi::{ConsumerConfig, ErrorKind, PullRequest, PullRequestError};
 use crate::jscore::group::GroupCommand;
 
@@ -355,6 +357,12 @@ impl ConsumerTask {
         match self.stream.propose_one(command).await {
             Ok(_) => {
                 tracing::debug!(stream = %self.stream.name(), consumer = %self.name, "inactive consumer deleted");
+                let advisory = Advisory::Consumer {
+                    stream: self.stream.name().to_owned(),
+                    consumer: self.name.clone(),
+                    action: Action::Delete,
+                };
+                advisories::publish(self.outbox.shared(), &advisory);
                 true
             }
             Err(error) if error.is(ErrorKind::ConsumerNotFound) => true,
