@@ -55,14 +55,28 @@ async fn create_r3(js: &jetstream::Context) {
 
 /// Reads the whole stream through a fresh consumer and returns the payload ids in order.
 async fn read_all(js: &jetstream::Context, expected: usize) -> Vec<u64> {
-    let stream = js.get_stream(STREAM).await.expect("stream info");
-    let consumer = stream
-        .create_consumer(pull::Config {
-            ack_policy: jetstream::consumer::AckPolicy::None,
-            ..Default::default()
-        })
-        .await
-        .expect("reader consumer");
+    // Right after a restart the restarted node may still act on its old term for a moment
+    // (openraft resumes a leader it was, until a peer's newer term reaches it), and a request
+    // it answers then gets 10008: a cluster client retries (bounded), as with any election.
+    let mut reader = None;
+    for _attempt in 0..20 {
+        let created = match js.get_stream(STREAM).await {
+            Ok(stream) => stream
+                .create_consumer(pull::Config {
+                    ack_policy: jetstream::consumer::AckPolicy::None,
+                    ..Default::default()
+                })
+                .await
+                .ok(),
+            Err(_) => None,
+        };
+        if created.is_some() {
+            reader = created;
+            break;
+        }
+        tokio::time::sleep(RETRY_PACE).await;
+    }
+    let consumer = reader.expect("reader consumer");
     let mut ids = Vec::new();
     let mut messages = consumer
         .stream()
