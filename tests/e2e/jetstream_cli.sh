@@ -447,6 +447,43 @@ else
     fails_with "kv get CFG color after del (expected a 'key not found' failure)"
 fi
 
+# ================================================ advisories (nats events) ====
+# `nats events --js-advisory` parses each advisory by its `type` and renders it;
+# creating and deleting a stream and a consumer must show all four actions.
+EVENTS=$TMP/events.txt
+timeout 60 "$NATS_BIN" --no-context --server "$URL" events --js-advisory --no-srv-advisory \
+    >"$EVENTS" 2>&1 &
+EVENTS_PID=$!
+PIDS+=("$EVENTS_PID")
+# Its subscription reaches the server some time after it says it listens: create and
+# delete a warm-up stream until one of its advisories shows (bounded).
+for ((i = 0; i < 25; i++)); do
+    run stream add WARM --subjects warm.x --storage memory --defaults
+    run stream rm WARM -f
+    grep -q "Stream: WARM" "$EVENTS" 2>/dev/null && break
+    sleep 0.2
+done
+run stream add ADV --subjects 'adv.>' --storage file --defaults
+run consumer add ADV watcher --pull --defaults
+run consumer rm ADV watcher -f
+run stream rm ADV -f
+# Each of the four renders a "Stream: ADV" line; wait for all of them (bounded).
+for ((i = 0; i < 75; i++)); do
+    (($(grep -c "Stream: ADV" "$EVENTS" 2>/dev/null || true) >= 4)) && break
+    sleep 0.2
+done
+stop_pid "$EVENTS_PID"
+missing=
+for action in "Stream Create Action" "Consumer Create Action" "Consumer Delete Action" "Stream Delete Action"; do
+    grep -A2 -F "$action" "$EVENTS" | grep -q "Stream: ADV" || missing="$missing [$action]"
+done
+if [[ -z $missing ]]; then
+    pass "nats events --js-advisory renders stream and consumer create/delete advisories"
+else
+    fail "nats events --js-advisory is missing:$missing"
+    sed 's/^/      | /' "$EVENTS" | head -n 40
+fi
+
 # ========================================== schema validation, overall ======
 if grep -q "is not a valid" "$ALL_OUT"; then
     fail "natscli JSON-schema validation errors in some replies:"
