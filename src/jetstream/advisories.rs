@@ -8,20 +8,27 @@ use bytes::Bytes;
 use super::delivery::outbox::random_token;
 use crate::jsapi::advisory::Advisory;
 use crate::jsapi::time::Timestamp;
+use crate::server::dispatch::Dispatch;
 use crate::server::message::Message;
 use crate::server::ServerShared;
 
 /// Length of an advisory's `id` (nats-server uses a 22-character NUID).
 const ID_LEN: usize = 22;
 
-/// Publishes `advisory` if anyone listens.
+/// Publishes `advisory` if anyone listens (the subscribers are looked up once).
 pub fn publish(shared: &ServerShared, advisory: &Advisory) {
     let subject = Bytes::from(advisory.subject());
-    if shared.router.matches(&subject).is_empty() {
+    let matches = shared.router.matches(&subject);
+    if matches.is_empty() {
         return;
     }
     let body = advisory.to_json(&random_token(ID_LEN), Timestamp::now());
-    shared
-        .router
-        .publish(&Message::new(subject, Bytes::from(body)));
+    let mut dispatch = Dispatch::default();
+    dispatch.route(
+        &shared.router,
+        &matches,
+        &Message::new(subject, Bytes::from(body)),
+        None,
+    );
+    dispatch.wake_all(&shared.stats);
 }

@@ -15,6 +15,13 @@ use super::time::Timestamp;
 /// Every advisory subject starts with this.
 pub const PREFIX: &str = "$JS.EVENT.ADVISORY.";
 
+/// The `type` of each body (jsm.go's schema names).
+const STREAM_ACTION_TYPE: &str = "io.nats.jetstream.advisory.v1.stream_action";
+const CONSUMER_ACTION_TYPE: &str = "io.nats.jetstream.advisory.v1.consumer_action";
+const MAX_DELIVER_TYPE: &str = "io.nats.jetstream.advisory.v1.max_deliver";
+const NAK_TYPE: &str = "io.nats.jetstream.advisory.v1.nak";
+const TERMINATED_TYPE: &str = "io.nats.jetstream.advisory.v1.terminated";
+
 /// What happened to a stream or consumer (nats-server's `ActionAdvisoryType`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -34,42 +41,51 @@ impl Action {
     }
 }
 
+/// A stream created, changed or deleted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StreamAction {
+    pub stream: String,
+    pub action: Action,
+}
+
+/// A consumer created or deleted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConsumerAction {
+    pub stream: String,
+    pub consumer: String,
+    pub action: Action,
+}
+
+/// A message that ran out of deliveries (`max_deliver`); `deliveries` is how many it had.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MaxDeliveries {
+    pub stream: String,
+    pub consumer: String,
+    pub stream_seq: u64,
+    pub deliveries: u64,
+}
+
+/// One delivery a client `-NAK`ed or `+TERM`inated (the fields of its ack subject).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeliveryEvent {
+    pub stream: String,
+    pub consumer: String,
+    pub consumer_seq: u64,
+    pub stream_seq: u64,
+    pub deliveries: u64,
+    /// `+TERM <reason>` only; absent when empty.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
 /// One advisory: where it goes and what it says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Advisory {
-    Stream {
-        stream: String,
-        action: Action,
-    },
-    Consumer {
-        stream: String,
-        consumer: String,
-        action: Action,
-    },
-    /// The message ran out of deliveries (`max_deliver`); `deliveries` is how many it had.
-    MaxDeliveries {
-        stream: String,
-        consumer: String,
-        stream_seq: u64,
-        deliveries: u64,
-    },
-    /// A client `-NAK`ed the message.
-    Nak {
-        stream: String,
-        consumer: String,
-        consumer_seq: u64,
-        stream_seq: u64,
-        deliveries: u64,
-    },
-    /// A client `+TERM`inated the message, with an optional reason.
-    Terminated {
-        stream: String,
-        consumer: String,
-        consumer_seq: u64,
-        stream_seq: u64,
-        deliveries: u64,
-        reason: Option<String>,
-    },
+    Stream(StreamAction),
+    Consumer(ConsumerAction),
+    MaxDeliveries(MaxDeliveries),
+    Nak(DeliveryEvent),
+    Terminated(DeliveryEvent),
 }
 
 #[derive(Serialize)]
@@ -79,163 +95,57 @@ struct Typed<'a, T: Serialize> {
     id: &'a str,
     timestamp: Timestamp,
     #[serde(flatten)]
-    body: T,
+    body: &'a T,
 }
 
-#[derive(Serialize)]
-struct StreamAction<'a> {
-    stream: &'a str,
-    action: Action,
-}
-
-#[derive(Serialize)]
-struct ConsumerAction<'a> {
-    stream: &'a str,
-    consumer: &'a str,
-    action: Action,
-}
-
-#[derive(Serialize)]
-struct MaxDeliver<'a> {
-    stream: &'a str,
-    consumer: &'a str,
-    stream_seq: u64,
-    deliveries: u64,
-}
-
-#[derive(Serialize)]
-struct Delivery<'a> {
-    stream: &'a str,
-    consumer: &'a str,
-    consumer_seq: u64,
-    stream_seq: u64,
-    deliveries: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reason: Option<&'a str>,
+fn typed<T: Serialize>(kind: &'static str, id: &str, timestamp: Timestamp, body: &T) -> Vec<u8> {
+    let event = Typed {
+        kind,
+        id,
+        timestamp,
+        body,
+    };
+    serde_json::to_vec(&event).expect("advisories serialize")
 }
 
 impl Advisory {
+    pub fn stream(stream: &str, action: Action) -> Advisory {
+        Advisory::Stream(StreamAction {
+            stream: stream.to_owned(),
+            action,
+        })
+    }
+
+    pub fn consumer(stream: &str, consumer: &str, action: Action) -> Advisory {
+        Advisory::Consumer(ConsumerAction {
+            stream: stream.to_owned(),
+            consumer: consumer.to_owned(),
+            action,
+        })
+    }
+
     /// The subject nats-server publishes it on.
     pub fn subject(&self) -> String {
-        match self {
-            Advisory::Stream { stream, action } => {
-                format!("{PREFIX}STREAM.{}.{stream}", action.subject_word())
+        let (what, stream, consumer) = match self {
+            Advisory::Stream(e) => {
+                return format!("{PREFIX}STREAM.{}.{}", e.action.subject_word(), e.stream)
             }
-            Advisory::Consumer {
-                stream,
-                consumer,
-                action,
-            } => format!(
-                "{PREFIX}CONSUMER.{}.{stream}.{consumer}",
-                action.subject_word()
-            ),
-            Advisory::MaxDeliveries {
-                stream, consumer, ..
-            } => format!("{PREFIX}CONSUMER.MAX_DELIVERIES.{stream}.{consumer}"),
-            Advisory::Nak {
-                stream, consumer, ..
-            } => format!("{PREFIX}CONSUMER.MSG_NAKED.{stream}.{consumer}"),
-            Advisory::Terminated {
-                stream, consumer, ..
-            } => format!("{PREFIX}CONSUMER.MSG_TERMINATED.{stream}.{consumer}"),
-        }
+            Advisory::Consumer(e) => (e.action.subject_word(), &e.stream, &e.consumer),
+            Advisory::MaxDeliveries(e) => ("MAX_DELIVERIES", &e.stream, &e.consumer),
+            Advisory::Nak(e) => ("MSG_NAKED", &e.stream, &e.consumer),
+            Advisory::Terminated(e) => ("MSG_TERMINATED", &e.stream, &e.consumer),
+        };
+        format!("{PREFIX}CONSUMER.{what}.{stream}.{consumer}")
     }
 
     /// The JSON body, stamped with `id` (unique per event) and `timestamp`.
     pub fn to_json(&self, id: &str, timestamp: Timestamp) -> Vec<u8> {
-        fn typed<T: Serialize>(
-            kind: &'static str,
-            id: &str,
-            timestamp: Timestamp,
-            body: T,
-        ) -> Vec<u8> {
-            let event = Typed {
-                kind,
-                id,
-                timestamp,
-                body,
-            };
-            serde_json::to_vec(&event).expect("advisories serialize")
-        }
         match self {
-            Advisory::Stream { stream, action } => typed(
-                "io.nats.jetstream.advisory.v1.stream_action",
-                id,
-                timestamp,
-                StreamAction {
-                    stream,
-                    action: *action,
-                },
-            ),
-            Advisory::Consumer {
-                stream,
-                consumer,
-                action,
-            } => typed(
-                "io.nats.jetstream.advisory.v1.consumer_action",
-                id,
-                timestamp,
-                ConsumerAction {
-                    stream,
-                    consumer,
-                    action: *action,
-                },
-            ),
-            Advisory::MaxDeliveries {
-                stream,
-                consumer,
-                stream_seq,
-                deliveries,
-            } => typed(
-                "io.nats.jetstream.advisory.v1.max_deliver",
-                id,
-                timestamp,
-                MaxDeliver {
-                    stream,
-                    consumer,
-                    stream_seq: *stream_seq,
-                    deliveries: *deliveries,
-                },
-            ),
-            Advisory::Nak {
-                stream,
-                consumer,
-                consumer_seq,
-                stream_seq,
-                deliveries,
-            } => typed(
-                "io.nats.jetstream.advisory.v1.nak",
-                id,
-                timestamp,
-                Delivery {
-                    stream,
-                    consumer,
-                    consumer_seq: *consumer_seq,
-                    stream_seq: *stream_seq,
-                    deliveries: *deliveries,
-                    reason: None,
-                },
-            ),
-            Advisory::Terminated {
-                stream,
-                consumer,
-                consumer_seq,
-                stream_seq,
-                deliveries,
-                reason,
-            } => typed(
-                "io.nats.jetstream.advisory.v1.terminated",
-                id,
-                timestamp,
-                Delivery {
-                    stream,
-                    consumer,
-                    consumer_seq: *consumer_seq,
-                    stream_seq: *stream_seq,
-                    deliveries: *deliveries,
-                    reason: reason.as_deref().filter(|reason| !reason.is_empty()),
-                },
-            ),
+            Advisory::Stream(e) => typed(STREAM_ACTION_TYPE, id, timestamp, e),
+            Advisory::Consumer(e) => typed(CONSUMER_ACTION_TYPE, id, timestamp, e),
+            Advisory::MaxDeliveries(e) => typed(MAX_DELIVER_TYPE, id, timestamp, e),
+            Advisory::Nak(e) => typed(NAK_TYPE, id, timestamp, e),
+            Advisory::Terminated(e) => typed(TERMINATED_TYPE, id, timestamp, e),
         }
     }
 }
@@ -251,10 +161,7 @@ mod tests {
 
     #[test]
     fn stream_and_consumer_actions() {
-        let created = Advisory::Stream {
-            stream: "ORDERS".into(),
-            action: Action::Create,
-        };
+        let created = Advisory::stream("ORDERS", Action::Create);
         assert_eq!(
             created.subject(),
             "$JS.EVENT.ADVISORY.STREAM.CREATED.ORDERS"
@@ -269,20 +176,13 @@ mod tests {
                 "action": "create"
             })
         );
-        let modified = Advisory::Stream {
-            stream: "ORDERS".into(),
-            action: Action::Modify,
-        };
+        let modified = Advisory::stream("ORDERS", Action::Modify);
         assert_eq!(
             modified.subject(),
             "$JS.EVENT.ADVISORY.STREAM.UPDATED.ORDERS"
         );
         assert_eq!(json(&modified)["action"], "modify");
-        let deleted = Advisory::Consumer {
-            stream: "ORDERS".into(),
-            consumer: "proc".into(),
-            action: Action::Delete,
-        };
+        let deleted = Advisory::consumer("ORDERS", "proc", Action::Delete);
         assert_eq!(
             deleted.subject(),
             "$JS.EVENT.ADVISORY.CONSUMER.DELETED.ORDERS.proc"
@@ -302,12 +202,12 @@ mod tests {
 
     #[test]
     fn delivery_advisories() {
-        let max = Advisory::MaxDeliveries {
+        let max = Advisory::MaxDeliveries(MaxDeliveries {
             stream: "S".into(),
             consumer: "C".into(),
             stream_seq: 7,
             deliveries: 3,
-        };
+        });
         assert_eq!(
             max.subject(),
             "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.S.C"
@@ -324,13 +224,15 @@ mod tests {
                 "deliveries": 3
             })
         );
-        let nak = Advisory::Nak {
+        let event = DeliveryEvent {
             stream: "S".into(),
             consumer: "C".into(),
             consumer_seq: 9,
             stream_seq: 7,
             deliveries: 2,
+            reason: None,
         };
+        let nak = Advisory::Nak(event.clone());
         assert_eq!(nak.subject(), "$JS.EVENT.ADVISORY.CONSUMER.MSG_NAKED.S.C");
         let body = json(&nak);
         assert_eq!(body["type"], "io.nats.jetstream.advisory.v1.nak");
@@ -347,20 +249,17 @@ mod tests {
             )
         );
         assert!(body.get("reason").is_none());
-        let term = |reason: Option<&str>| Advisory::Terminated {
-            stream: "S".into(),
-            consumer: "C".into(),
-            consumer_seq: 9,
-            stream_seq: 7,
-            deliveries: 1,
-            reason: reason.map(str::to_owned),
+        let term = |reason: Option<&str>| {
+            Advisory::Terminated(DeliveryEvent {
+                reason: reason.map(str::to_owned),
+                ..event.clone()
+            })
         };
         assert_eq!(
             term(None).subject(),
             "$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.S.C"
         );
         assert_eq!(json(&term(Some("bad input")))["reason"], "bad input");
-        assert!(json(&term(Some(""))).get("reason").is_none());
         assert_eq!(
             json(&term(None))["type"],
             "io.nats.jetstream.advisory.v1.terminated"

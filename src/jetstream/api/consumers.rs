@@ -10,6 +10,7 @@
 
 use std::sync::Arc;
 
+use crate::jetstream::advisories;
 use crate::jetstream::delivery::info::consumer_info;
 use crate::jetstream::delivery::outbox::random_token;
 use crate::jetstream::service::JetStream;
@@ -164,12 +165,7 @@ async fn create(
 }
 
 fn advise_consumer(js: &JetStream, stream: &str, consumer: &str, action: Action) {
-    let advisory = Advisory::Consumer {
-        stream: stream.to_owned(),
-        consumer: consumer.to_owned(),
-        action,
-    };
-    crate::jetstream::advisories::publish(js.shared(), &advisory);
+    advisories::publish(js.shared(), &Advisory::consumer(stream, consumer, action));
 }
 
 /// Every filter must overlap the stream's subjects (10093); streams without subjects

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use crate::jetstream::advisories;
 use crate::jsapi::advisory::{Action, Advisory};
 use crate::jsapi::requests::{
     parse_body, parse_optional_body, StreamInfoRequest, StreamNamesRequest, StreamPurgeRequest,
@@ -93,11 +94,7 @@ pub async fn update(js: &Arc<JetStream>, stream: &str, body: &[u8]) -> Result<Ve
 }
 
 fn advise_stream(js: &JetStream, stream: &str, action: Action) {
-    let advisory = Advisory::Stream {
-        stream: stream.to_owned(),
-        action,
-    };
-    crate::jetstream::advisories::publish(js.shared(), &advisory);
+    advisories::publish(js.shared(), &Advisory::stream(stream, action));
 }
 
 pub fn info(js: &JetStream, stream: &str, body: &[u8]) -> Result<Vec<u8>, ApiError> {

@@ -30,7 +30,7 @@ use crate::jetstream::advisories;
 use crate::jetstream::now_nanos;
 use crate::jetstream::queue::{Dropped, PushError, QueueReceiver, QueueSender, Taken};
 use crate::jetstream::stream::StreamHandle;
-use crate::jsapi::advisory::Advisory;
+use crate::jsapi::advisory::{Advisory, DeliveryEvent};
 use crate::jsapi::{AckKind, AckReply, ApiError};
 use crate::jscore::consumer::{AckOutcome, ConsumerCommand, ConsumerOutcome};
 use crate::jscore::group::{GroupCommand, GroupOutcome};
@@ -164,6 +164,7 @@ fn earns_reply(outcome: &GroupOutcome) -> bool {
 
 /// The advisory nats-server publishes for an applied ack: a `-NAK` or `+TERM` of a message
 /// that was pending (one already acknowledged, or beyond the delivered ones, gets none).
+/// Plain acks (the hot path) return before anything is built.
 fn advisory(stream: &str, item: &AckItem, outcome: &GroupOutcome) -> Option<Advisory> {
     let GroupOutcome::Consumer {
         outcome: ConsumerOutcome::Ack(ack),
@@ -172,25 +173,19 @@ fn advisory(stream: &str, item: &AckItem, outcome: &GroupOutcome) -> Option<Advi
     else {
         return None;
     };
-    let (stream, consumer) = (stream.to_owned(), item.consumer.clone());
-    let (consumer_seq, stream_seq, deliveries) =
-        (item.consumer_seq, item.stream_seq, item.num_delivered);
+    let event = |reason: Option<&String>| DeliveryEvent {
+        stream: stream.to_owned(),
+        consumer: item.consumer.clone(),
+        consumer_seq: item.consumer_seq,
+        stream_seq: item.stream_seq,
+        deliveries: item.num_delivered,
+        reason: reason.filter(|reason| !reason.is_empty()).cloned(),
+    };
     match (&item.kind, ack) {
-        (AckKind::Nak { .. }, AckOutcome::Rescheduled { .. }) => Some(Advisory::Nak {
-            stream,
-            consumer,
-            consumer_seq,
-            stream_seq,
-            deliveries,
-        }),
-        (AckKind::Term { reason }, AckOutcome::Acked { .. }) => Some(Advisory::Terminated {
-            stream,
-            consumer,
-            consumer_seq,
-            stream_seq,
-            deliveries,
-            reason: reason.clone(),
-        }),
+        (AckKind::Nak { .. }, AckOutcome::Rescheduled { .. }) => Some(Advisory::Nak(event(None))),
+        (AckKind::Term { reason }, AckOutcome::Acked { .. }) => {
+            Some(Advisory::Terminated(event(reason.as_ref())))
+        }
         _ => None,
     }
 }
@@ -370,29 +365,35 @@ mod tests {
         let acked = ack(AckOutcome::Acked {
             stream_seqs: vec![7],
         });
+        let event = DeliveryEvent {
+            stream: "S".into(),
+            consumer: "proc".into(),
+            consumer_seq: 9,
+            stream_seq: 7,
+            deliveries: 2,
+            reason: None,
+        };
         assert_eq!(
             advisory("S", &item(AckKind::Nak { delay: None }), &rescheduled),
-            Some(Advisory::Nak {
-                stream: "S".into(),
-                consumer: "proc".into(),
-                consumer_seq: 9,
-                stream_seq: 7,
-                deliveries: 2,
-            })
+            Some(Advisory::Nak(event.clone()))
         );
         let term = item(AckKind::Term {
             reason: Some("bad".into()),
         });
         assert_eq!(
             advisory("S", &term, &acked),
-            Some(Advisory::Terminated {
-                stream: "S".into(),
-                consumer: "proc".into(),
-                consumer_seq: 9,
-                stream_seq: 7,
-                deliveries: 2,
+            Some(Advisory::Terminated(DeliveryEvent {
                 reason: Some("bad".into()),
-            })
+                ..event.clone()
+            }))
+        );
+        // An empty reason is no reason.
+        let blank = item(AckKind::Term {
+            reason: Some(String::new()),
+        });
+        assert_eq!(
+            advisory("S", &blank, &acked),
+            Some(Advisory::Terminated(event))
         );
         // Not pending (already acknowledged), a plain ack, a +WPI: no advisory.
         let not_pending = ack(AckOutcome::NotPending);

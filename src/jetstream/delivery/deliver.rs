@@ -14,7 +14,7 @@ use super::push::PushState;
 use super::task::{ConsumerTask, Gone, Next, MAX_PULL_BATCH, RETRY_AFTER, SWEEP_EVERY};
 use crate::jetstream::advisories;
 use crate::jetstream::now_nanos;
-use crate::jsapi::advisory::Advisory;
+use crate::jsapi::advisory::{Advisory, MaxDeliveries};
 use crate::jsapi::{AckPolicy, ErrorKind, RetentionPolicy};
 use crate::jscore::consumer::{ConsumerCommand, ConsumerOutcome};
 use crate::jscore::group::{GroupCommand, GroupOutcome};
@@ -195,12 +195,12 @@ impl ConsumerTask {
                 .collect()
         });
         for (stream_seq, deliveries) in retired {
-            let advisory = Advisory::MaxDeliveries {
+            let advisory = Advisory::MaxDeliveries(MaxDeliveries {
                 stream: self.stream.name().to_owned(),
                 consumer: self.name.clone(),
                 stream_seq,
                 deliveries,
-            };
+            });
             advisories::publish(self.outbox.shared(), &advisory);
         }
     }

@@ -357,11 +357,7 @@ impl ConsumerTask {
         match self.stream.propose_one(command).await {
             Ok(_) => {
                 tracing::debug!(stream = %self.stream.name(), consumer = %self.name, "inactive consumer deleted");
-                let advisory = Advisory::Consumer {
-                    stream: self.stream.name().to_owned(),
-                    consumer: self.name.clone(),
-                    action: Action::Delete,
-                };
+                let advisory = Advisory::consumer(self.stream.name(), &self.name, Action::Delete);
                 advisories::publish(self.outbox.shared(), &advisory);
                 true
             }
