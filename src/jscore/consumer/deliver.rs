@@ -54,6 +54,9 @@ impl ConsumerState {
     /// their delivery counts: the next `deliver_next` at `now` retires them, which is when
     /// nats-server publishes its max-deliveries advisory.
     pub fn due_exhausted(&self, now_nanos: i64) -> Vec<(u64, u64)> {
+        if self.policy.max_deliver.is_none() {
+            return Vec::new(); // the common case: no limit, nothing to look through
+        }
         self.pending
             .due(now_nanos)
             .filter_map(|seq| {
