@@ -203,7 +203,7 @@ impl StreamState {
             let replaced = match (at_subject_limit, self.subjects.first_seq(subject)) {
                 (true, Some(oldest)) => self
                     .messages
-                    .get(&oldest)
+                    .get(oldest)
                     .map_or(0, |msg| msg.stored_size(self.limits.storage)),
                 _ => 0,
             };

@@ -18,6 +18,7 @@ mod message;
 mod persist;
 mod publish_headers;
 mod remove;
+mod seq_map;
 mod state;
 mod subject_index;
 mod update;
@@ -26,6 +27,8 @@ mod update;
 mod tests_append;
 #[cfg(test)]
 mod tests_remove;
+#[cfg(test)]
+mod tests_seq_map;
 
 pub use append::{AppendOutcome, AppendRequest};
 pub use error::{AppendError, RemoveError};

@@ -46,7 +46,7 @@ impl StreamState {
 
     /// Stored sequences, ascending.
     pub fn seqs(&self) -> impl DoubleEndedIterator<Item = u64> + '_ {
-        self.messages.keys().copied()
+        self.messages.keys()
     }
 
     /// Duplicate-window entries in recording order: (time, msg id, sequence).

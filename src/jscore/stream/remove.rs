@@ -74,7 +74,7 @@ impl StreamState {
         };
         let oldest_kept = now_nanos.saturating_sub(max_age);
         let mut removed = Vec::new();
-        while let Some((&seq, msg)) = self.messages.first_key_value() {
+        while let Some((seq, msg)) = self.messages.first() {
             if msg.ts_nanos > oldest_kept {
                 break;
             }
@@ -87,7 +87,7 @@ impl StreamState {
     /// When the next message will be old enough to expire (for the leader's expiry timer).
     pub fn next_expiry_at(&self) -> Option<i64> {
         let max_age = self.limits.max_age_nanos?;
-        let (_, oldest) = self.messages.first_key_value()?;
+        let (_, oldest) = self.messages.first()?;
         Some(oldest.ts_nanos.saturating_add(max_age))
     }
 
@@ -133,7 +133,7 @@ impl StreamState {
             if !(over_msgs || over_bytes) {
                 break;
             }
-            let Some((&oldest, _)) = self.messages.first_key_value() else {
+            let Some((oldest, _)) = self.messages.first() else {
                 break;
             };
             self.remove_seq(oldest);
@@ -168,7 +168,6 @@ impl StreamState {
         let others: Vec<u64> = self
             .messages
             .keys()
-            .copied()
             .filter(|seq| *seq != keep_seq)
             .collect();
         self.remove_acked(others)
@@ -185,12 +184,12 @@ impl StreamState {
                 self.first_seq = below_seq;
                 return count;
             }
-            let doomed: Vec<u64> = self.messages.range(..below_seq).map(|(s, _)| *s).collect();
+            let doomed: Vec<u64> = self.messages.range(..below_seq).map(|(s, _)| s).collect();
             return self.remove_acked(doomed).len() as u64;
         }
         if keep > 0 {
             let excess = self.message_count().saturating_sub(keep) as usize;
-            let doomed: Vec<u64> = self.messages.keys().take(excess).copied().collect();
+            let doomed: Vec<u64> = self.messages.keys().take(excess).collect();
             return self.remove_acked(doomed).len() as u64;
         }
         let count = self.message_count();

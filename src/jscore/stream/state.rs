@@ -14,6 +14,7 @@ use crate::jscore::subject_filter::SubjectFilter;
 use super::dedup::DedupWindow;
 use super::limits::StreamLimits;
 use super::message::StoredMsg;
+use super::seq_map::SeqMap;
 use super::subject_index::SubjectIndex;
 
 /// The numbers StreamInfo's `state` object needs (minus `consumer_count`, which the stream
@@ -39,7 +40,7 @@ pub struct StreamSummary {
 pub struct StreamState {
     pub(super) config: StreamConfig,
     pub(super) limits: StreamLimits,
-    pub(super) messages: BTreeMap<u64, StoredMsg>,
+    pub(super) messages: SeqMap<StoredMsg>,
     pub(super) subjects: SubjectIndex,
     pub(super) first_seq: u64,
     pub(super) last_seq: u64,
@@ -65,7 +66,7 @@ impl StreamState {
         Self {
             config,
             limits,
-            messages: BTreeMap::new(),
+            messages: SeqMap::new(),
             subjects: SubjectIndex::default(),
             first_seq,
             last_seq,
@@ -109,11 +110,11 @@ impl StreamState {
     }
 
     pub fn contains(&self, seq: u64) -> bool {
-        self.messages.contains_key(&seq)
+        self.messages.contains(seq)
     }
 
     pub fn get(&self, seq: u64) -> Option<&StoredMsg> {
-        self.messages.get(&seq)
+        self.messages.get(seq)
     }
 
     /// Number of `Nats-Msg-Id`s currently inside the duplicate window.
@@ -124,7 +125,7 @@ impl StreamState {
     /// The newest message on a subject, which may contain wildcards (`last_by_subj`).
     pub fn last_by_subject(&self, subject: &str) -> Option<(u64, &StoredMsg)> {
         let seq = self.last_seq_for_subject(subject)?;
-        self.messages.get(&seq).map(|msg| (seq, msg))
+        self.messages.get(seq).map(|msg| (seq, msg))
     }
 
     /// The first message at or after `from_seq` whose subject the filter selects
@@ -135,16 +136,11 @@ impl StreamState {
         from_seq: u64,
     ) -> Option<(u64, &StoredMsg)> {
         if filter.is_all() {
-            return self
-                .messages
-                .range(from_seq..)
-                .next()
-                .map(|(seq, msg)| (*seq, msg));
+            return self.messages.range(from_seq..).next();
         }
         self.messages
             .range(from_seq..)
             .find(|(_, msg)| filter.matches(&msg.subject))
-            .map(|(seq, msg)| (*seq, msg))
     }
 
     /// The sequences at or after `from_seq` whose subject the filter selects, in order: one
@@ -158,11 +154,8 @@ impl StreamState {
         from_seq: u64,
     ) -> impl Iterator<Item = u64> + 'a {
         let all = filter.is_all();
-        let dense = match (
-            self.messages.first_key_value(),
-            self.messages.last_key_value(),
-        ) {
-            (Some((&first, _)), Some((&last, _)))
+        let dense = match (self.messages.first(), self.messages.last()) {
+            (Some((first, _)), Some((last, _)))
                 if all && last - first + 1 == self.message_count() =>
             {
                 Some(from_seq.max(first)..=last)
@@ -173,7 +166,7 @@ impl StreamState {
             self.messages
                 .range(from_seq..)
                 .filter(move |(_, msg)| all || filter.matches(&msg.subject))
-                .map(|(seq, _)| *seq)
+                .map(|(seq, _)| seq)
         });
         dense
             .into_iter()
@@ -184,7 +177,7 @@ impl StreamState {
     /// Messages with sequence > `after_seq` that the filter selects (consumer `num_pending`).
     pub fn count_matching_after(&self, filter: &SubjectFilter, after_seq: u64) -> u64 {
         if filter.is_all() {
-            return count_after(&self.messages, after_seq);
+            return self.messages.count_after(after_seq);
         }
         self.subjects.count_after(filter, after_seq)
     }
@@ -209,7 +202,7 @@ impl StreamState {
     /// The newest sequence among subjects the filter selects.
     pub fn last_seq_matching(&self, filter: &SubjectFilter) -> Option<u64> {
         if filter.is_all() {
-            return self.messages.last_key_value().map(|(seq, _)| *seq);
+            return self.messages.last().map(|(seq, _)| seq);
         }
         self.subjects.last_seq_matching(filter)
     }
@@ -220,7 +213,7 @@ impl StreamState {
         self.messages
             .iter()
             .find(|(_, msg)| msg.ts_nanos >= ts_nanos)
-            .map_or(self.last_seq + 1, |(seq, _)| *seq)
+            .map_or(self.last_seq + 1, |(seq, _)| seq)
     }
 
     /// Per-subject counts for StreamInfo's `subjects_filter`.
@@ -234,7 +227,7 @@ impl StreamState {
             return Vec::new();
         }
         (self.first_seq..=self.last_seq)
-            .filter(|seq| !self.messages.contains_key(seq))
+            .filter(|seq| !self.messages.contains(*seq))
             .collect()
     }
 
@@ -249,10 +242,7 @@ impl StreamState {
             messages,
             bytes: self.bytes,
             first_seq: self.first_seq,
-            first_ts_nanos: self
-                .messages
-                .first_key_value()
-                .map_or(0, |(_, msg)| msg.ts_nanos),
+            first_ts_nanos: self.messages.first().map_or(0, |(_, msg)| msg.ts_nanos),
             last_seq: self.last_seq,
             last_ts_nanos: self.last_ts_nanos,
             num_subjects: self.subjects.num_subjects() as u64,
@@ -295,7 +285,7 @@ impl StreamState {
 
     /// Removes one message, keeping bytes, the subject index and `first_seq` right.
     pub(super) fn remove_seq(&mut self, seq: u64) -> Option<StoredMsg> {
-        let msg = self.messages.remove(&seq)?;
+        let msg = self.messages.remove(seq)?;
         self.bytes = self
             .bytes
             .saturating_sub(msg.stored_size(self.limits.storage));
@@ -303,8 +293,8 @@ impl StreamState {
         if seq == self.first_seq || self.messages.is_empty() {
             self.first_seq = self
                 .messages
-                .first_key_value()
-                .map_or(self.last_seq + 1, |(first, _)| *first);
+                .first()
+                .map_or(self.last_seq + 1, |(first, _)| first);
         }
         Some(msg)
     }
@@ -312,71 +302,4 @@ impl StreamState {
 
 fn is_literal(subject: &str) -> bool {
     !subject.split('.').any(|token| token == "*" || token == ">")
-}
-
-/// Keys of `ordered` greater than `after`, in O(1) when the keys are contiguous and
-/// otherwise by walking the shorter side of `after` (this runs on every delivery, so a
-/// walk over the whole remainder would make consuming a long stream quadratic).
-pub(super) fn count_after<V>(ordered: &BTreeMap<u64, V>, after: u64) -> u64 {
-    let (Some((&first, _)), Some((&last, _))) =
-        (ordered.first_key_value(), ordered.last_key_value())
-    else {
-        return 0;
-    };
-    count_after_in(
-        ordered.len() as u64,
-        first,
-        last,
-        after,
-        || ordered.range(..=after).count() as u64,
-        || ordered.range(after + 1..).count() as u64,
-    )
-}
-
-/// The shared arithmetic of [`count_after`] for any ordered set of `len` keys from `first`
-/// to `last`, given how to count either side by walking.
-pub(super) fn count_after_in(
-    len: u64,
-    first: u64,
-    last: u64,
-    after: u64,
-    count_up_to: impl FnOnce() -> u64,
-    count_beyond: impl FnOnce() -> u64,
-) -> u64 {
-    if len == 0 || after >= last {
-        return 0;
-    }
-    if after < first {
-        return len;
-    }
-    if last - first + 1 == len {
-        return last - after;
-    }
-    if after - first < last - after {
-        len - count_up_to()
-    } else {
-        count_beyond()
-    }
-}
-
-#[cfg(test)]
-mod count_tests {
-    use super::count_after;
-    use std::collections::BTreeMap;
-
-    #[test]
-    fn count_after_matches_a_plain_walk() {
-        let mut contiguous: BTreeMap<u64, ()> = (5..=20).map(|s| (s, ())).collect();
-        let mut gappy = contiguous.clone();
-        for s in [7, 8, 15] {
-            gappy.remove(&s);
-        }
-        for map in [&mut contiguous, &mut gappy] {
-            for after in 0..25 {
-                let walked = map.range(after + 1..).count() as u64;
-                assert_eq!(count_after(map, after), walked, "after {after}");
-            }
-        }
-        assert_eq!(count_after(&BTreeMap::<u64, ()>::new(), 3), 0);
-    }
 }

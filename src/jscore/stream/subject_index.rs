@@ -5,33 +5,36 @@
 //! Replicated implicitly: it is derived from the stored messages and changes with them, so
 //! every replica has the same index (a snapshot may omit it and rebuild it).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use crate::jscore::subject_filter::SubjectFilter;
 
+use super::seq_map::SeqMap;
+
 /// Sequences by subject. Sets rather than counters because removing the oldest or newest
-/// message of a subject must find the next one without a scan.
+/// message of a subject must find the next one without a scan; `SeqMap`s because a subject
+/// that takes most of a stream's messages (or a KV key with one value) is dense.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SubjectIndex {
-    by_subject: BTreeMap<String, BTreeSet<u64>>,
+    by_subject: BTreeMap<String, SeqMap<()>>,
 }
 
 impl SubjectIndex {
     pub fn insert(&mut self, subject: &str, seq: u64) {
         match self.by_subject.get_mut(subject) {
             Some(seqs) => {
-                seqs.insert(seq);
+                seqs.insert(seq, ());
             }
             None => {
                 self.by_subject
-                    .insert(subject.to_string(), BTreeSet::from([seq]));
+                    .insert(subject.to_string(), SeqMap::from_iter([(seq, ())]));
             }
         }
     }
 
     pub fn remove(&mut self, subject: &str, seq: u64) {
         if let Some(seqs) = self.by_subject.get_mut(subject) {
-            seqs.remove(&seq);
+            seqs.remove(seq);
             if seqs.is_empty() {
                 self.by_subject.remove(subject);
             }
@@ -54,19 +57,19 @@ impl SubjectIndex {
 
     /// Oldest sequence on this literal subject.
     pub fn first_seq(&self, subject: &str) -> Option<u64> {
-        self.by_subject.get(subject)?.first().copied()
+        self.by_subject.get(subject)?.first().map(|(seq, _)| seq)
     }
 
     /// Newest sequence on this literal subject.
     pub fn last_seq(&self, subject: &str) -> Option<u64> {
-        self.by_subject.get(subject)?.last().copied()
+        self.by_subject.get(subject)?.last().map(|(seq, _)| seq)
     }
 
     /// Newest sequence among all subjects the filter selects (wildcards allowed), as
     /// nats-server's `LoadLastMsg` does for a wildcard subject.
     pub fn last_seq_matching(&self, filter: &SubjectFilter) -> Option<u64> {
         self.matching(filter)
-            .filter_map(|(_, seqs)| seqs.last().copied())
+            .filter_map(|(_, seqs)| seqs.last().map(|(seq, _)| seq))
             .max()
     }
 
@@ -75,7 +78,7 @@ impl SubjectIndex {
     pub fn last_seq_per_subject(&self, filter: &SubjectFilter) -> Vec<u64> {
         let mut seqs: Vec<u64> = self
             .matching(filter)
-            .filter_map(|(_, seqs)| seqs.last().copied())
+            .filter_map(|(_, seqs)| seqs.last().map(|(seq, _)| seq))
             .collect();
         seqs.sort_unstable();
         seqs
@@ -86,7 +89,7 @@ impl SubjectIndex {
     pub fn last_seqs_up_to(&self, filter: &SubjectFilter, up_to: u64) -> Vec<u64> {
         let mut seqs: Vec<u64> = self
             .matching(filter)
-            .filter_map(|(_, seqs)| seqs.range(..=up_to).next_back().copied())
+            .filter_map(|(_, seqs)| seqs.range(..=up_to).next_back().map(|(seq, _)| seq))
             .collect();
         seqs.sort_unstable();
         seqs
@@ -95,17 +98,7 @@ impl SubjectIndex {
     /// Messages with sequence > `after_seq` on subjects the filter selects.
     pub fn count_after(&self, filter: &SubjectFilter, after_seq: u64) -> u64 {
         self.matching(filter)
-            .map(|(_, seqs)| match (seqs.first(), seqs.last()) {
-                (Some(&first), Some(&last)) => super::state::count_after_in(
-                    seqs.len() as u64,
-                    first,
-                    last,
-                    after_seq,
-                    || seqs.range(..=after_seq).count() as u64,
-                    || seqs.range(after_seq + 1..).count() as u64,
-                ),
-                _ => 0,
-            })
+            .map(|(_, seqs)| seqs.count_after(after_seq))
             .sum()
     }
 
@@ -124,7 +117,7 @@ impl SubjectIndex {
             .values()
             .flat_map(|seqs| {
                 let excess = (seqs.len() as u64).saturating_sub(max_per_subject) as usize;
-                seqs.iter().take(excess).copied()
+                seqs.keys().take(excess)
             })
             .collect();
         seqs.sort_unstable();
@@ -135,7 +128,7 @@ impl SubjectIndex {
     pub fn seqs_matching(&self, filter: &SubjectFilter) -> Vec<u64> {
         let mut seqs: Vec<u64> = self
             .matching(filter)
-            .flat_map(|(_, seqs)| seqs.iter().copied())
+            .flat_map(|(_, seqs)| seqs.keys())
             .collect();
         seqs.sort_unstable();
         seqs
@@ -144,7 +137,7 @@ impl SubjectIndex {
     fn matching<'a>(
         &'a self,
         filter: &'a SubjectFilter,
-    ) -> impl Iterator<Item = (&'a String, &'a BTreeSet<u64>)> + 'a {
+    ) -> impl Iterator<Item = (&'a String, &'a SeqMap<()>)> + 'a {
         self.by_subject
             .iter()
             .filter(move |(subject, _)| filter.matches(subject))
