@@ -1,13 +1,17 @@
 //! JetStream advisories on `$JS.EVENT.ADVISORY.>`, as nats-server publishes them: stream
 //! created / updated / deleted, consumer created / deleted, a message naked, terminated (with
 //! its reason) and out of deliveries (`max_deliver`), an idle ephemeral consumer deleted, each
-//! once and with the typed-event fields (`type`, `id`, `timestamp`).
+//! once and with the typed-event fields (`type`, `id`, `timestamp`). Deleting a stream advises
+//! each of its consumers' deletion before the stream's (nats-server's `stream.stop`), once in
+//! a cluster too; a purge advises nothing.
 
 mod common;
 
 use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer, stream, AckKind};
+use common::cluster::TestCluster;
+use common::jetstream::RETRY_PACE;
 use common::within;
 use futures::StreamExt;
 use serde_json::Value;
@@ -173,4 +177,230 @@ async fn streams_consumers_and_deliveries_are_advised() {
     let (subject, body) = next(&mut advisories).await;
     assert_eq!(subject, "$JS.EVENT.ADVISORY.STREAM.DELETED.ORDERS");
     assert_eq!(body["action"], "delete");
+}
+
+/// Checks a consumer-deleted advisory's subject and body, field by field as nats-server sends
+/// it (`JSConsumerActionAdvisory`, no `domain` without one); returns the consumer's name.
+fn consumer_deleted(stream: &str, subject: &str, body: &Value) -> String {
+    let consumer = body["consumer"].as_str().expect("a consumer").to_owned();
+    assert_eq!(
+        subject,
+        format!("$JS.EVENT.ADVISORY.CONSUMER.DELETED.{stream}.{consumer}")
+    );
+    let mut fields: Vec<&str> = body
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    fields.sort_unstable();
+    assert_eq!(
+        fields,
+        ["action", "consumer", "id", "stream", "timestamp", "type"]
+    );
+    assert_eq!(
+        body["type"],
+        "io.nats.jetstream.advisory.v1.consumer_action"
+    );
+    assert_eq!(
+        (&body["stream"], &body["action"]),
+        (&stream.into(), &"delete".into())
+    );
+    consumer
+}
+
+/// The advisories of deleting `stream` with consumers `a` and `b`: each consumer's deletion
+/// once (in either order: nats-server walks a map), then the stream's.
+async fn expect_stream_deletion(advisories: &mut async_nats::Subscriber, stream: &str) {
+    let mut consumers = Vec::new();
+    for _ in 0..2 {
+        let (subject, body) = next(advisories).await;
+        consumers.push(consumer_deleted(stream, &subject, &body));
+    }
+    consumers.sort();
+    assert_eq!(consumers, ["a", "b"]);
+    let (subject, body) = next(advisories).await;
+    assert_eq!(
+        subject,
+        format!("$JS.EVENT.ADVISORY.STREAM.DELETED.{stream}")
+    );
+    assert_eq!(body["action"], "delete");
+}
+
+#[tokio::test]
+async fn deleting_a_stream_advises_its_consumers_first_and_a_purge_nothing() {
+    let (server, _dir) = common::start_jetstream().await;
+    let client = common::connect(&server).await;
+    let mut advisories = client.subscribe("$JS.EVENT.ADVISORY.>").await.unwrap();
+    client.flush().await.unwrap();
+    let js = jetstream::new(client.clone());
+
+    let stream = js
+        .create_stream(stream::Config {
+            name: "PAYMENTS".into(),
+            subjects: vec!["payments.*".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        next(&mut advisories).await.0,
+        "$JS.EVENT.ADVISORY.STREAM.CREATED.PAYMENTS"
+    );
+    for name in ["a", "b"] {
+        stream
+            .create_consumer(consumer::pull::Config {
+                durable_name: Some(name.into()),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            next(&mut advisories).await.0,
+            format!("$JS.EVENT.ADVISORY.CONSUMER.CREATED.PAYMENTS.{name}")
+        );
+    }
+    js.publish("payments.new", "one".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    // A purge is not advised (nats-server's `stream.purge` only moves its consumers on):
+    // the next advisory is the marker stream's creation.
+    assert_eq!(stream.purge().await.unwrap().purged, 1);
+    js.create_stream(stream::Config {
+        name: "MARK".into(),
+        subjects: vec!["mark".into()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        next(&mut advisories).await.0,
+        "$JS.EVENT.ADVISORY.STREAM.CREATED.MARK"
+    );
+
+    js.delete_stream("PAYMENTS").await.unwrap();
+    expect_stream_deletion(&mut advisories, "PAYMENTS").await;
+    // Nothing more of it: the next advisory is the marker's deletion.
+    js.delete_stream("MARK").await.unwrap();
+    assert_eq!(
+        next(&mut advisories).await.0,
+        "$JS.EVENT.ADVISORY.STREAM.DELETED.MARK"
+    );
+}
+
+/// Subscribes `subject` on `clients[at]` and waits until a message published there from every
+/// node arrives (interest travels each route in order, so what was subscribed before on the
+/// same connection is known everywhere too).
+async fn await_interest(clients: &[async_nats::Client], at: usize) {
+    let probe = format!("probe.{at}");
+    let mut sub = clients[at].subscribe(probe.clone()).await.unwrap();
+    clients[at].flush().await.unwrap();
+    for from in clients {
+        within("interest to propagate", async {
+            loop {
+                from.publish(probe.clone(), "probe".into()).await.unwrap();
+                from.flush().await.unwrap();
+                let arrived = tokio::time::timeout(RETRY_PACE, sub.next()).await;
+                if arrived.is_ok() {
+                    return;
+                }
+            }
+        })
+        .await;
+    }
+    // Later probes that were already on their way.
+    while tokio::time::timeout(RETRY_PACE, sub.next()).await.is_ok() {}
+}
+
+/// Creates `name` (one replica) with the durable pull consumers `consumers`, retried (bounded)
+/// as a cluster client does while leaders are being elected.
+async fn r1_stream_with(js: &jetstream::Context, name: &str, consumers: &[&str]) {
+    let config = stream::Config {
+        name: name.into(),
+        subjects: vec![format!("{}.*", name.to_lowercase())],
+        ..Default::default()
+    };
+    within("the stream and its consumers", async {
+        'attempt: loop {
+            let Ok(stream) = js.get_or_create_stream(config.clone()).await else {
+                tokio::time::sleep(RETRY_PACE).await;
+                continue;
+            };
+            for &consumer in consumers {
+                let config = consumer::pull::Config {
+                    durable_name: Some(consumer.into()),
+                    ..Default::default()
+                };
+                if stream
+                    .get_or_create_consumer(consumer, config)
+                    .await
+                    .is_err()
+                {
+                    tokio::time::sleep(RETRY_PACE).await;
+                    continue 'attempt;
+                }
+            }
+            return;
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_cluster_a_stream_deletion_is_advised_once_by_the_meta_leader() {
+    let cluster = TestCluster::start(3);
+    let mut clients = Vec::new();
+    let mut advisories = Vec::new();
+    for i in 0..cluster.size() {
+        let client = within("client", async_nats::connect(cluster.url(i)))
+            .await
+            .expect("client connects");
+        advisories.push(
+            client
+                .subscribe("$JS.EVENT.ADVISORY.*.DELETED.>")
+                .await
+                .unwrap(),
+        );
+        clients.push(client);
+    }
+    for i in 0..cluster.size() {
+        await_interest(&clients, i).await;
+    }
+    let js = jetstream::new(clients[0].clone());
+    let meta_leader = cluster.wait_for("the meta leader", || {
+        let name = cluster.jsz(0)["meta_leader"].as_str()?.to_owned();
+        (0..cluster.size()).find(|i| name == format!("n{i}"))
+    });
+    // The stream is placed away from the meta leader, which answers STREAM.DELETE: its
+    // consumers are learned from the stream's leader before the deletion.
+    let mut placed = None;
+    for name in ["S1", "S2", "S3"] {
+        r1_stream_with(&js, name, &[]).await;
+        if cluster.leader_of(name) != meta_leader {
+            placed = Some(name);
+            break;
+        }
+    }
+    let stream = placed.expect("a stream placed away from the meta leader");
+    r1_stream_with(&js, stream, &["a", "b"]).await;
+
+    within("the deletion", js.delete_stream(stream))
+        .await
+        .unwrap();
+    for advisories in &mut advisories {
+        expect_stream_deletion(advisories, stream).await;
+    }
+    // Each once: the next advisory everywhere is the marker's deletion.
+    r1_stream_with(&js, "MARK", &[]).await;
+    within("the marker's deletion", js.delete_stream("MARK"))
+        .await
+        .unwrap();
+    for advisories in &mut advisories {
+        assert_eq!(
+            next(advisories).await.0,
+            "$JS.EVENT.ADVISORY.STREAM.DELETED.MARK"
+        );
+    }
 }

@@ -124,6 +124,17 @@ impl Advisory {
         })
     }
 
+    /// What deleting `stream` advises, in nats-server's order (`stream.stop`): the deletion of
+    /// each of its `consumers` first (`consumer.stopWithFlags`, one advisory per consumer),
+    /// then the stream's own. A purge advises nothing.
+    pub fn stream_deletion(stream: &str, consumers: &[String]) -> Vec<Advisory> {
+        consumers
+            .iter()
+            .map(|consumer| Advisory::consumer(stream, consumer, Action::Delete))
+            .chain(std::iter::once(Advisory::stream(stream, Action::Delete)))
+            .collect()
+    }
+
     /// The subject nats-server publishes it on.
     pub fn subject(&self) -> String {
         let (what, stream, consumer) = match self {
@@ -198,6 +209,28 @@ mod tests {
                 "action": "delete"
             })
         );
+    }
+
+    #[test]
+    fn stream_deletion_advises_its_consumers_first() {
+        let subjects = |consumers: &[String]| -> Vec<String> {
+            Advisory::stream_deletion("S", consumers)
+                .iter()
+                .map(Advisory::subject)
+                .collect()
+        };
+        assert_eq!(subjects(&[]), ["$JS.EVENT.ADVISORY.STREAM.DELETED.S"]);
+        assert_eq!(
+            subjects(&["a".into(), "b".into()]),
+            [
+                "$JS.EVENT.ADVISORY.CONSUMER.DELETED.S.a",
+                "$JS.EVENT.ADVISORY.CONSUMER.DELETED.S.b",
+                "$JS.EVENT.ADVISORY.STREAM.DELETED.S",
+            ]
+        );
+        let advisories = Advisory::stream_deletion("S", &["a".into()]);
+        assert_eq!(advisories[0], Advisory::consumer("S", "a", Action::Delete));
+        assert_eq!(json(&advisories[0])["action"], "delete");
     }
 
     #[test]

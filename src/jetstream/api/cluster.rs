@@ -19,6 +19,8 @@ use tokio::sync::oneshot;
 use super::super::service::JetStream;
 use crate::cluster::ClusterNode;
 use crate::consensus::{NodeId, RaftGroup};
+use crate::jsapi::requests::ConsumersRequest;
+use crate::jsapi::response::ConsumerNamesResponse;
 use crate::jsapi::stream_info::{ClusterInfo, PeerInfo};
 use crate::jsapi::subject::ApiRequest;
 use crate::jsapi::{ApiError, ErrorKind, StreamInfo};
@@ -150,6 +152,35 @@ async fn remote_stream_info_within(
         return None;
     }
     serde_json::from_value(value).ok()
+}
+
+/// The names of stream `name`'s consumers, every `CONSUMER.NAMES` page, as the node answering
+/// for the stream reports them; `None` if no answer came in time or the answer was an error.
+pub async fn remote_consumer_names(js: &JetStream, name: &str) -> Option<Vec<String>> {
+    let mut names: Vec<String> = Vec::new();
+    loop {
+        let request = ConsumersRequest {
+            offset: names.len() as i64,
+        };
+        let reply = internal_request(
+            js,
+            format!("$JS.API.CONSUMER.NAMES.{name}"),
+            Bytes::from(serde_json::to_vec(&request).ok()?),
+            INTERNAL_REQUEST_TIMEOUT,
+        )
+        .await?;
+        let value: serde_json::Value = serde_json::from_slice(&reply.payload).ok()?;
+        if value.get("error").is_some() {
+            return None;
+        }
+        let page: ConsumerNamesResponse = serde_json::from_value(value).ok()?;
+        let total = usize::try_from(page.paged.total).unwrap_or(0);
+        let last_page = page.consumers.is_empty();
+        names.extend(page.consumers);
+        if last_page || names.len() >= total {
+            return Some(names);
+        }
+    }
 }
 
 /// The info of stream `name` from wherever it is led; waits (bounded) for a new stream to

@@ -239,7 +239,8 @@ fn page<T: Clone>(items: &[T], offset: i64, limit: usize) -> (Vec<T>, Paged) {
     (items[start..end].to_vec(), paged)
 }
 
-fn sorted_names(handle: &StreamHandle) -> Vec<String> {
+/// The names of the stream's consumers in this replica, sorted.
+pub fn sorted_names(handle: &StreamHandle) -> Vec<String> {
     handle
         .view()
         .read(|group| group.consumer_names().map(str::to_owned).collect())

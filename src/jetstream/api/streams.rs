@@ -109,16 +109,45 @@ pub fn info(js: &JetStream, stream: &str, body: &[u8]) -> Result<Vec<u8>, ApiErr
     ))
 }
 
+/// `STREAM.DELETE`. Like nats-server, the deletion of each of the stream's consumers is
+/// advised too, before the stream's own (`Advisory::stream_deletion`).
 pub async fn delete(js: &Arc<JetStream>, stream: &str) -> Result<Vec<u8>, ApiError> {
+    let consumers = consumers_to_advise(js, stream).await;
     js.propose_meta(MetaCommand::DeleteStream {
         name: stream.to_owned(),
     })
     .await?;
-    advise_stream(js, stream, Action::Delete);
+    for advisory in Advisory::stream_deletion(stream, &consumers) {
+        advisories::publish(js.shared(), &advisory);
+    }
     Ok(encode_success(
         ResponseType::StreamDelete,
         &SuccessResponse::OK,
     ))
+}
+
+/// The consumers a deletion of `stream` takes with it, read before the deletion is proposed:
+/// they live in the stream's group (not in the meta state), which the deletion removes. This
+/// node answers `STREAM.DELETE` as the meta leader and publishes every advisory of it (so each
+/// is published once in a cluster, in order); it reads its own replica if it leads the stream
+/// (or runs alone), and else asks the node answering for the stream (`CONSUMER.NAMES`), falling
+/// back to its own follower replica, if any, when nobody answers.
+async fn consumers_to_advise(js: &JetStream, stream: &str) -> Vec<String> {
+    if js.assignment(stream).is_none() {
+        return Vec::new();
+    }
+    let local = || {
+        js.stream(stream)
+            .map(|handle| super::consumers::sorted_names(&handle))
+            .unwrap_or_default()
+    };
+    if js.cluster().is_none() || js.leads_stream(stream) {
+        return local();
+    }
+    match super::cluster::remote_consumer_names(js, stream).await {
+        Some(names) => names,
+        None => local(),
+    }
 }
 
 pub async fn purge(js: &Arc<JetStream>, stream: &str, body: &[u8]) -> Result<Vec<u8>, ApiError> {
