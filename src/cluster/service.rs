@@ -5,18 +5,30 @@
 //! - `Raft`: looks the group up in the node's `GroupRegistry` and hands the RPC to its openraft
 //!   instance. A group not (yet) running here — the node has not reconciled the meta entry that
 //!   creates it — answers `unavailable`, which the sender treats as unreachable and retries.
+//!   A vote request first waits a little for the group to start (see [`VOTE_WAITS_FOR_GROUP`]).
 //! - `Propose`: a proposal forwarded by a follower; applied here if this node leads the group,
 //!   forwarded once more if it knows a newer leader.
 //! - `Route`: the calling node's core-NATS route (see `route`).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
 use tonic::{Request, Response, Status, Streaming};
 
 use super::proto::{self, cluster_server::Cluster, raft_reply, RaftKind};
 use super::ClusterNode;
-use crate::consensus::{codec, Proposal, TypeConfig};
+use crate::consensus::{codec, GroupId, Proposal, RaftGroup, TypeConfig};
+
+/// How long a vote request for a group that does not run here waits for it to start. The first
+/// replica of a new stream asks for votes as soon as it has started the group (`Bootstrap`),
+/// and the other replicas start theirs when the stream's meta entry reaches them, usually a few
+/// milliseconds later; answering `unavailable` at once would fail that election, and the next
+/// comes an election timeout later. Below openraft's vote timeout (the election timeout's
+/// minimum, 300 ms).
+const VOTE_WAITS_FOR_GROUP: Duration = Duration::from_millis(200);
+/// How often a waiting vote request looks for the group.
+const GROUP_POLL: Duration = Duration::from_millis(5);
 
 /// See the module docs.
 #[derive(Clone)]
@@ -27,6 +39,20 @@ pub struct ClusterService {
 impl ClusterService {
     pub fn new(node: Arc<ClusterNode>) -> Self {
         ClusterService { node }
+    }
+
+    /// The running group `id`, waiting up to `wait` for it to start.
+    async fn group_within(&self, id: GroupId, wait: Duration) -> Option<Arc<RaftGroup>> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            if let Some(group) = self.node.group(id) {
+                return Some(group);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(GROUP_POLL).await;
+        }
     }
 }
 
@@ -73,15 +99,19 @@ impl Cluster for ClusterService {
         request: Request<proto::RaftRequest>,
     ) -> Result<Response<proto::RaftReply>, Status> {
         let request = request.into_inner();
-        let Some(group) = self.node.group(request.group) else {
+        let kind = RaftKind::try_from(request.kind)
+            .map_err(|_| Status::invalid_argument("unknown raft rpc kind"))?;
+        let wait = match kind {
+            RaftKind::Vote => VOTE_WAITS_FOR_GROUP,
+            _ => Duration::ZERO,
+        };
+        let Some(group) = self.group_within(request.group, wait).await else {
             return Ok(unavailable(format!(
                 "group {} does not run on this node",
                 request.group
             )));
         };
         let raft = group.raft();
-        let kind = RaftKind::try_from(request.kind)
-            .map_err(|_| Status::invalid_argument("unknown raft rpc kind"))?;
         Ok(match kind {
             RaftKind::AppendEntries => {
                 let rpc: AppendEntriesRequest<TypeConfig> =

@@ -90,6 +90,39 @@ pub struct GroupStart {
     pub transport: Arc<dyn PeerTransport>,
     pub machine: Box<dyn GroupMachine>,
     pub options: GroupOptions,
+    /// Which voters initialize the group's membership if it is new.
+    pub bootstrap: Bootstrap,
+}
+
+/// Which voters of a new group initialize its membership when they start it. openraft makes a
+/// voter that initializes stand for election at once (term 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bootstrap {
+    /// Every voter, at once: for voters that start together (the meta group as a cluster
+    /// boots). Simultaneous candidates may split the first vote; an election timeout settles it.
+    EveryVoter,
+    /// This voter at once, so it leads within one vote round trip (the placement's first
+    /// replica: first replicas are spread, so leaders are). The other voters start without a
+    /// membership, grant it their vote and learn the membership from its first append. One
+    /// that has seen neither after [`BOOTSTRAP_FALLBACK`] (the first voter is down)
+    /// initializes the membership itself. A voter that started late never runs an election of
+    /// its own next to a leader elected meanwhile: one at a higher term would depose that
+    /// leader, leaving the group without one for an election timeout.
+    First(NodeId),
+}
+
+/// How long a voter of a new [`Bootstrap::First`] group waits for the first voter before it
+/// initializes the membership itself: several vote round trips and an election timeout.
+pub const BOOTSTRAP_FALLBACK: Duration = Duration::from_secs(2);
+
+impl Bootstrap {
+    /// Whether `node` initializes a new group with `voters` as soon as it starts it.
+    fn initializes_at_once(self, node: NodeId, voters: &BTreeMap<NodeId, Node>) -> bool {
+        match self {
+            Bootstrap::EveryVoter => true,
+            Bootstrap::First(first) => first == node || !voters.contains_key(&first),
+        }
+    }
 }
 
 /// Starting a group failed.
@@ -147,8 +180,23 @@ pub struct RaftGroup {
     batcher: ProposalBatcher,
     /// For forwarding proposals to the leader.
     transport: Arc<dyn PeerTransport>,
-    /// This start initialized the group's membership (it had no log yet).
-    new: bool,
+}
+
+/// [`Bootstrap::First`] on a voter that is not first: initializes the membership after
+/// [`BOOTSTRAP_FALLBACK`] unless the group has heard from a candidate or leader by then.
+fn initialize_unless_joined(raft: Raft, group: GroupId, voters: BTreeMap<NodeId, Node>) {
+    tokio::spawn(async move {
+        tokio::time::sleep(BOOTSTRAP_FALLBACK).await;
+        // openraft counts a granted vote as initialized too; an error means the group stopped.
+        if !matches!(raft.is_initialized().await, Ok(false)) {
+            return;
+        }
+        match raft.initialize(voters).await {
+            Ok(()) => tracing::info!(group, "first voter silent: initialized the membership"),
+            Err(RaftError::APIError(InitializeError::NotAllowed(_))) => {}
+            Err(e) => tracing::debug!(group, "late initialize failed: {e}"),
+        }
+    });
 }
 
 /// How often a proposal may be forwarded before it fails: a leader change in the middle is
@@ -167,6 +215,7 @@ impl RaftGroup {
             transport,
             machine,
             options,
+            bootstrap,
         } = start;
         let config = Arc::new(options.raft_config(group)?);
         let log = GroupLogStore::new(group, storage.log.clone());
@@ -182,12 +231,11 @@ impl RaftGroup {
         let raft = Raft::new(node, config, network, log.clone(), state_machine)
             .await
             .map_err(|e| StartError::Raft(e.to_string()))?;
-        let mut started = RaftGroup {
+        let started = RaftGroup {
             group,
             node,
             batcher: ProposalBatcher::start(raft.clone()),
             transport,
-            new: false,
             raft,
             log,
             view,
@@ -198,14 +246,15 @@ impl RaftGroup {
             .is_initialized()
             .await
             .map_err(|e| StartError::Raft(e.to_string()))?;
-        if !initialized {
-            started.new = true;
+        if !initialized && bootstrap.initializes_at_once(node, &voters) {
             match started.raft.initialize(voters).await {
                 Ok(()) => {}
                 // Another voter initialized first: fine.
                 Err(RaftError::APIError(InitializeError::NotAllowed(_))) => {}
                 Err(e) => return Err(StartError::Raft(e.to_string())),
             }
+        } else if !initialized {
+            initialize_unless_joined(started.raft.clone(), group, voters);
         } else if single_voter {
             // A restarted single voter would wait an election timeout before leading again.
             started
@@ -219,11 +268,6 @@ impl RaftGroup {
             started.wait_for_leader(options.leader_wait).await?;
         }
         Ok(started)
-    }
-
-    /// True if this start created the group (on this node): it had no log before.
-    pub fn is_new(&self) -> bool {
-        self.new
     }
 
     pub fn id(&self) -> GroupId {

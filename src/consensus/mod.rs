@@ -53,7 +53,7 @@ pub mod types;
 #[cfg(test)]
 mod tests;
 
-pub use group::{GroupOptions, ProposeError, RaftGroup, StartError};
+pub use group::{Bootstrap, GroupOptions, ProposeError, RaftGroup, StartError};
 pub use log_store::GroupLogStore;
 pub use machine::{GroupMachine, MachineError, MachineTxn, MachineView};
 pub use network::{GroupNetworkFactory, NoPeers, PeerTransport};

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 
-use super::group::{GroupOptions, GroupStart, RaftGroup, StartError};
+use super::group::{Bootstrap, GroupOptions, GroupStart, RaftGroup, StartError};
 use super::machine::GroupMachine;
 use super::network::PeerTransport;
 use super::node_storage::NodeStorage;
@@ -91,6 +91,7 @@ impl GroupRegistry {
         &self,
         group: GroupId,
         voters: BTreeMap<NodeId, Node>,
+        bootstrap: Bootstrap,
         machine: Box<dyn GroupMachine>,
     ) -> Result<Arc<RaftGroup>, RegistryError> {
         let _lifecycle = self.lifecycle.lock().await;
@@ -105,6 +106,7 @@ impl GroupRegistry {
             transport: self.transport.clone(),
             machine,
             options: self.options.clone(),
+            bootstrap,
         })
         .await
         .map_err(|source| RegistryError::Start { group, source })?;

@@ -40,7 +40,8 @@ use super::stream_machine::StreamMachine;
 use crate::cluster::{ClusterNode, SINGLE_NODE_ID};
 use crate::consensus::node_storage::StorageOpenError;
 use crate::consensus::{
-    GroupOptions, GroupRegistry, NoPeers, Node, NodeId, NodeStorage, PeerTransport, RaftGroup,
+    Bootstrap, GroupOptions, GroupRegistry, NoPeers, Node, NodeId, NodeStorage, PeerTransport,
+    RaftGroup,
 };
 use crate::jsapi::{ApiError, ErrorKind, StorageType};
 use crate::server::router::Router;
@@ -474,10 +475,17 @@ impl JetStream {
             });
         }
         let (machine, view) = StreamMachine::new(assignment.config.clone());
+        // The placement's first replica stands for election at once; placement spreads first
+        // replicas, so leaders spread.
+        let bootstrap = match assignment.replicas.first() {
+            Some(first) if self.cluster.is_some() => Bootstrap::First(*first),
+            _ => Bootstrap::EveryVoter,
+        };
         let group = registry
             .start(
                 assignment.group,
                 voters(self.cluster.as_deref(), &assignment.replicas),
+                bootstrap,
                 Box::new(machine),
             )
             .await
@@ -485,16 +493,6 @@ impl JetStream {
                 group: assignment.group,
                 message: e.to_string(),
             })?;
-        // A new replicated group elects the first replica of its placement at once, instead
-        // of after an election timeout; placement spreads first replicas, so leaders spread.
-        if group.is_new()
-            && assignment.replicas.len() > 1
-            && assignment.replicas.first() == Some(&self.node)
-        {
-            if let Err(e) = group.raft().trigger().elect().await {
-                tracing::warn!(group = assignment.group, "could not start an election: {e}");
-            }
-        }
         Ok((group, view))
     }
 
@@ -556,7 +554,12 @@ async fn start_meta_group(
         None => vec![node],
     };
     registry
-        .start(META_GROUP, voters(cluster, &nodes), Box::new(machine))
+        .start(
+            META_GROUP,
+            voters(cluster, &nodes),
+            Bootstrap::EveryVoter,
+            Box::new(machine),
+        )
         .await
         .map_err(|e| JetStreamError::Group {
             group: META_GROUP,

@@ -114,9 +114,23 @@ impl JetraftProcess {
     }
 }
 
+/// How many of its last log lines a node prints when the test that ran it fails.
+const LOG_TAIL_ON_FAILURE: usize = 300;
+
 impl Drop for JetraftProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if std::thread::panicking() {
+            // The test failed: its output (shown on failure) carries what the node logged.
+            while let Ok(line) = self.lines.recv_timeout(Duration::from_millis(200)) {
+                self.log.push(line);
+            }
+            let skip = self.log.len().saturating_sub(LOG_TAIL_ON_FAILURE);
+            eprintln!("---- jetraft pid {} log (last lines) ----", self.pid());
+            for line in &self.log[skip..] {
+                eprintln!("{line}");
+            }
+        }
     }
 }

@@ -3,6 +3,7 @@
 //! many groups sharing one log.
 
 mod bench;
+mod bootstrap;
 mod group;
 mod many_groups;
 mod recovery;

@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::consensus::group::{GroupOptions, GroupStart, RaftGroup};
+use crate::consensus::group::{Bootstrap, GroupOptions, GroupStart, RaftGroup};
 use crate::consensus::machine::{
     ApplyPosition, GroupMachine, MachineError, MachineTxn, MachineView,
 };
@@ -111,6 +111,7 @@ pub async fn start_single(
         storage: storage.clone(),
         transport: Arc::new(NoPeers),
         machine: Box::new(machine),
+        bootstrap: Bootstrap::EveryVoter,
         options,
     })
     .await

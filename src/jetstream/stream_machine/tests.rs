@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::consensus::group::GroupStart;
+use crate::consensus::group::{Bootstrap, GroupStart};
 use crate::consensus::{GroupOptions, NoPeers, NodeStorage, RaftGroup};
 use crate::jetstream::stream::StreamHandle;
 use crate::jsapi::consumer_config::{AckPolicy, ConsumerConfig};
@@ -34,6 +34,7 @@ async fn start(storage: &NodeStorage) -> StreamHandle {
         storage: storage.clone(),
         transport: Arc::new(NoPeers),
         machine: Box::new(machine),
+        bootstrap: Bootstrap::EveryVoter,
         options: GroupOptions {
             heartbeat: Duration::from_millis(50),
             election_timeout: (Duration::from_millis(150), Duration::from_millis(300)),

@@ -1,0 +1,181 @@
+//! Who starts a new replicated group's first election (`Bootstrap`), over an in-memory mesh of
+//! three voters in one process: the first voter leads in term 1 even when it starts after the
+//! others, and without it the others elect a leader once they stop waiting for it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::error::InstallSnapshotError;
+use openraft::network::RPCOption;
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use parking_lot::Mutex;
+
+use super::support::*;
+use crate::consensus::group::{Bootstrap, GroupStart, RaftGroup, BOOTSTRAP_FALLBACK};
+use crate::consensus::network::{unreachable_error, PeerTransport, RpcError, RpcFuture};
+use crate::consensus::node_storage::NodeStorage;
+use crate::consensus::types::{GroupId, Node, NodeId, Raft, TypeConfig};
+
+const GROUP: GroupId = 11;
+const VOTERS: [NodeId; 3] = [1, 2, 3];
+
+/// Every started voter by node id; an RPC to one not started fails as unreachable, as over
+/// gRPC to a node that does not run the group yet.
+#[derive(Clone, Default)]
+struct Mesh {
+    nodes: Arc<Mutex<HashMap<NodeId, Raft>>>,
+}
+
+impl Mesh {
+    fn target(&self, target: NodeId) -> Option<Raft> {
+        self.nodes.lock().get(&target).cloned()
+    }
+}
+
+impl PeerTransport for Mesh {
+    fn append_entries(
+        &self,
+        _group: GroupId,
+        target: NodeId,
+        _node: Node,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        _option: RPCOption,
+    ) -> RpcFuture<AppendEntriesResponse<NodeId>, RpcError> {
+        let raft = self.target(target);
+        Box::pin(async move {
+            let raft = raft.ok_or_else(|| unreachable_error("not started"))?;
+            raft.append_entries(rpc)
+                .await
+                .map_err(|e| unreachable_error(e.to_string()))
+        })
+    }
+
+    fn vote(
+        &self,
+        _group: GroupId,
+        target: NodeId,
+        _node: Node,
+        rpc: VoteRequest<NodeId>,
+        _option: RPCOption,
+    ) -> RpcFuture<VoteResponse<NodeId>, RpcError> {
+        let raft = self.target(target);
+        Box::pin(async move {
+            let raft = raft.ok_or_else(|| unreachable_error("not started"))?;
+            raft.vote(rpc)
+                .await
+                .map_err(|e| unreachable_error(e.to_string()))
+        })
+    }
+
+    fn install_snapshot(
+        &self,
+        _group: GroupId,
+        target: NodeId,
+        _node: Node,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        _option: RPCOption,
+    ) -> RpcFuture<InstallSnapshotResponse<NodeId>, RpcError<InstallSnapshotError>> {
+        let raft = self.target(target);
+        Box::pin(async move {
+            let raft = raft.ok_or_else(|| unreachable_error("not started"))?;
+            raft.install_snapshot(rpc)
+                .await
+                .map_err(|e| unreachable_error(e.to_string()))
+        })
+    }
+}
+
+fn voters() -> BTreeMap<NodeId, Node> {
+    VOTERS
+        .iter()
+        .map(|id| (*id, Node::new(format!("mesh-{id}"))))
+        .collect()
+}
+
+async fn start_voter(
+    mesh: &Mesh,
+    storage: &NodeStorage,
+    node: NodeId,
+    bootstrap: Bootstrap,
+) -> RaftGroup {
+    let group = RaftGroup::start(GroupStart {
+        group: GROUP,
+        node,
+        voters: voters(),
+        storage: storage.clone(),
+        transport: Arc::new(mesh.clone()),
+        machine: Box::new(Counters::default()),
+        options: test_options(),
+        bootstrap,
+    })
+    .await
+    .expect("voter starts");
+    mesh.nodes.lock().insert(node, group.raft().clone());
+    group
+}
+
+fn term(group: &RaftGroup) -> u64 {
+    group.raft().metrics().borrow().current_term
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_voter_leads_in_term_one_though_it_starts_last() {
+    let dirs: Vec<_> = VOTERS
+        .iter()
+        .map(|_| tempfile::tempdir().unwrap())
+        .collect();
+    let storages: Vec<_> = dirs.iter().map(|d| open_storage(d.path())).collect();
+    let mesh = Mesh::default();
+    // Voters 2 and 3 run before the first one; they stand for nothing on their own.
+    let second = start_voter(&mesh, &storages[1], 2, Bootstrap::First(1)).await;
+    let third = start_voter(&mesh, &storages[2], 3, Bootstrap::First(1)).await;
+    let first = start_voter(&mesh, &storages[0], 1, Bootstrap::First(1)).await;
+
+    let wait = Duration::from_secs(5);
+    assert_eq!(first.wait_for_leader(wait).await.unwrap(), 1);
+    assert_eq!(second.wait_for_leader(wait).await.unwrap(), 1);
+    assert_eq!(third.wait_for_leader(wait).await.unwrap(), 1);
+    // One election, won at once: nobody ran another next to it.
+    assert_eq!(term(&first), 1);
+
+    // The group works: the leader's proposal is committed and applied.
+    let response = first.propose(increment("c")).await.unwrap();
+    assert_eq!(value_of(&response), 1);
+    assert_eq!(term(&first), 1);
+    for group in [&first, &second, &third] {
+        group.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_first_voter_the_others_elect_a_leader_after_the_fallback() {
+    let dirs: Vec<_> = VOTERS
+        .iter()
+        .map(|_| tempfile::tempdir().unwrap())
+        .collect();
+    let storages: Vec<_> = dirs.iter().map(|d| open_storage(d.path())).collect();
+    let mesh = Mesh::default();
+    let started = tokio::time::Instant::now();
+    let second = start_voter(&mesh, &storages[1], 2, Bootstrap::First(1)).await;
+    let third = start_voter(&mesh, &storages[2], 3, Bootstrap::First(1)).await;
+
+    let leader = second
+        .wait_for_leader(BOOTSTRAP_FALLBACK + Duration::from_secs(5))
+        .await
+        .expect("the two running voters elect a leader");
+    assert!(leader == 2 || leader == 3, "leader {leader}");
+    // They waited for the first voter before initializing on their own.
+    assert!(started.elapsed() >= BOOTSTRAP_FALLBACK);
+    assert_eq!(second.voter_ids(), third.voter_ids());
+    assert_eq!(second.voter_ids().len(), 3, "the first voter stays a voter");
+    let leading = if leader == 2 { &second } else { &third };
+    let response = leading.propose(increment("c")).await.unwrap();
+    assert_eq!(value_of(&response), 1);
+    for group in [&second, &third] {
+        group.shutdown().await.unwrap();
+    }
+}
