@@ -264,6 +264,30 @@ async fn an_isolated_leader_stops_acknowledging_and_the_majority_goes_on() {
         .await;
     assert!(lost.is_err(), "an isolated leader acknowledged a publish");
 
+    // Without a quorum it stops serving before the majority can have elected another leader:
+    // clients never see two leaders. Its replica then answers STREAM.INFO with no leader.
+    tokio::task::block_in_place(|| {
+        cluster.wait_for("the isolated leader to stop serving", || {
+            (cluster.replica(old_leader, STREAM)?["leader"] == false).then_some(())
+        })
+    });
+    let mut leaderless_info = None;
+    for _attempt in 0..20 {
+        if let Ok(mut stream) = cut_off.get_stream(STREAM).await {
+            let info = stream.info().await.cloned();
+            if let Ok(info) = info {
+                let leader = info.cluster.as_ref().and_then(|c| c.leader.clone());
+                if leader.as_deref().unwrap_or_default().is_empty() {
+                    leaderless_info = Some(info);
+                    break;
+                }
+            }
+        }
+        tokio::time::sleep(RETRY_PACE).await;
+    }
+    let info = leaderless_info.expect("the cut-off replica answers STREAM.INFO without a leader");
+    assert_eq!(info.state.messages, 10, "its replica's state");
+
     // The majority elects a new leader and takes writes.
     let majority = client(cluster.url((old_leader + 1) % 3)).await;
     for id in 10..20 {

@@ -231,6 +231,14 @@ pub fn cluster_info(js: &JetStream, group: &RaftGroup) -> ClusterInfo {
     };
     let name_of = |id: NodeId| cluster.peer_name(id).unwrap_or_else(|| id.to_string());
     let metrics = group.raft().metrics().borrow().clone();
+    // A leader cut off from its quorum reports no leader, as it serves none.
+    let lost_after = crate::jetstream::leadership::quorum_lost_after(group.raft().config());
+    let (_, knows_leader) = crate::jetstream::leadership::leadership_of(
+        &metrics,
+        js.node_id(),
+        Duration::ZERO,
+        lost_after,
+    );
     let last_index = metrics.last_log_index.unwrap_or(0);
     let leading = metrics.replication.is_some();
     let matched = metrics.replication.clone().unwrap_or_default();
@@ -268,7 +276,10 @@ pub fn cluster_info(js: &JetStream, group: &RaftGroup) -> ClusterInfo {
     ClusterInfo {
         name: cluster.cluster_name().to_string(),
         raft_group: format!("S-R{}F-{:x}", group.voter_ids().len(), group.id()),
-        leader: metrics.current_leader.map(name_of).unwrap_or_default(),
+        leader: match knows_leader {
+            true => metrics.current_leader.map(name_of).unwrap_or_default(),
+            false => String::new(),
+        },
         leader_since: None,
         replicas,
     }
