@@ -287,6 +287,12 @@ async fn an_isolated_leader_stops_acknowledging_and_the_majority_goes_on() {
     }
     let info = leaderless_info.expect("the cut-off replica answers STREAM.INFO without a leader");
     assert_eq!(info.state.messages, 10, "its replica's state");
+    // Nor does it know a meta leader (had it led the meta group, it stopped as well).
+    tokio::task::block_in_place(|| {
+        cluster.wait_for("the cut-off node to know no meta leader", || {
+            (cluster.jsz(old_leader)["meta_leader"] == "").then_some(())
+        })
+    });
 
     // The majority elects a new leader and takes writes.
     let majority = client(cluster.url((old_leader + 1) % 3)).await;

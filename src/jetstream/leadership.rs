@@ -174,8 +174,9 @@ pub(super) async fn watch_meta_leadership(js: Weak<JetStream>, shutdown: Cancell
         let mut metrics = group.raft().metrics();
         let mut reporting = true;
         loop {
-            let knows_leader = metrics.borrow_and_update().current_leader.is_some();
+            metrics.borrow_and_update();
             let Some(js) = js.upgrade() else { return };
+            let knows_leader = meta_leadership(&group, js.node).1;
             js.note_meta_leader_known(knows_leader);
             if !Arc::ptr_eq(&js.meta_group(), &group) {
                 break;
@@ -189,6 +190,19 @@ pub(super) async fn watch_meta_leadership(js: Weak<JetStream>, shutdown: Cancell
             }
         }
     }
+}
+
+/// Whether this node leads the meta group, and whether it knows a meta leader, by the rule of
+/// [`leadership_of`]: a meta leader cut off from its quorum neither answers as one nor
+/// counts as a known leader.
+fn meta_leadership(group: &RaftGroup, node: crate::consensus::NodeId) -> (bool, bool) {
+    let lost_after = quorum_lost_after(group.raft().config());
+    leadership_of(
+        &group.raft().metrics().borrow(),
+        node,
+        Duration::ZERO,
+        lost_after,
+    )
 }
 
 /// How often the meta watcher looks for a restarted meta group.
@@ -325,12 +339,16 @@ impl JetStream {
 
     /// Whether this node leads the meta group (and so answers account and stream-set requests).
     pub fn is_meta_leader(&self) -> bool {
-        self.meta_group().leader() == Some(self.node)
+        meta_leadership(&self.meta_group(), self.node).0
     }
 
     /// The meta leader's name, empty while there is none.
     pub fn meta_leader_name(&self) -> String {
-        match (self.meta_group().leader(), &self.cluster) {
+        let group = self.meta_group();
+        let leader = group
+            .leader()
+            .filter(|_| meta_leadership(&group, self.node).1);
+        match (leader, &self.cluster) {
             (None, _) => String::new(),
             (Some(_), None) => self.shared.identity.server_name.clone(),
             (Some(id), Some(cluster)) => cluster.peer_name(id).unwrap_or_else(|| id.to_string()),
