@@ -100,21 +100,24 @@ pub struct ReplicaState {
 /// from the leader) plus half the minimum election timeout. A follower stands for election
 /// after the lease plus a timeout (at least the minimum), counted from the last heartbeat it
 /// got, which the leader sent before it got the acks it counts from: so a leader cut off from
-/// its followers stops serving (checked every heartbeat interval) before any other replica can
-/// have been elected, and clients never see two leaders answer. nats-server's leader steps
-/// down after 10 s without a quorum, while its followers elect another after 4–9 s.
+/// its followers stops serving before any other replica can have been elected, and clients
+/// never see two leaders answer. nats-server's leader steps down after 10 s without a quorum,
+/// while its followers elect another after 4–9 s.
 pub fn quorum_lost_after(config: &openraft::Config) -> Duration {
     Duration::from_millis(config.election_timeout_max + config.election_timeout_min / 2)
 }
 
 /// Whether this replica serves the stream as its leader, and whether it knows a leader, from
-/// the group's metrics as observed `age` ago. A leader of several voters that has not heard
-/// from a quorum for `lost_after` neither serves nor counts as a known leader: the stream is
-/// leaderless to this node (`api::leaderless`) until a quorum answers again.
+/// the group's latest metrics. A leader of several voters that has not heard from a quorum for
+/// `lost_after` neither serves nor counts as a known leader: the stream is leaderless to this
+/// node (`api::leaderless`) until a quorum answers again. openraft recomputes
+/// `millis_since_quorum_ack` whenever its core reports metrics, which a leader cut off from its
+/// followers keeps doing (every failed heartbeat is an event); a core blocked on a slow fsync
+/// reports nothing meanwhile and is not taken for one that lost its quorum (it commits nothing
+/// then either).
 pub fn leadership_of(
     m: &openraft::RaftMetrics<crate::consensus::NodeId, crate::consensus::Node>,
     node: crate::consensus::NodeId,
-    age: Duration,
     lost_after: Duration,
 ) -> (bool, bool) {
     let leader =
@@ -123,7 +126,7 @@ pub fn leadership_of(
     let quorum = !leader
         || voters <= 1
         || m.millis_since_quorum_ack
-            .is_some_and(|ms| Duration::from_millis(ms) + age <= lost_after);
+            .is_some_and(|ms| Duration::from_millis(ms) <= lost_after);
     // openraft reports a leader only for a committed vote: a candidate, or a voter that
     // granted a vote to one, knows none until a leader's first append.
     (leader && quorum, m.current_leader.is_some() && quorum)
@@ -131,17 +134,10 @@ pub fn leadership_of(
 
 async fn watch(js: Weak<JetStream>, name: String, group: Arc<RaftGroup>, stop: CancellationToken) {
     let mut metrics = group.raft().metrics();
-    let config = group.raft().config().clone();
-    let lost_after = quorum_lost_after(&config);
-    let recheck = Duration::from_millis(config.heartbeat_interval);
-    let mut observed = Instant::now();
+    let lost_after = quorum_lost_after(group.raft().config());
     loop {
-        let (leading, knows_leader, is_leader) = {
-            let m = metrics.borrow_and_update();
-            let (leading, knows_leader) =
-                leadership_of(&m, group.node(), observed.elapsed(), lost_after);
-            (leading, knows_leader, m.state == ServerState::Leader)
-        };
+        let (leading, knows_leader) =
+            leadership_of(&metrics.borrow_and_update(), group.node(), lost_after);
         match js.upgrade() {
             Some(js) => {
                 js.note_leader_known(&name, knows_leader);
@@ -151,14 +147,7 @@ async fn watch(js: Weak<JetStream>, name: String, group: Arc<RaftGroup>, stop: C
         }
         tokio::select! {
             _ = stop.cancelled() => return,
-            changed = metrics.changed() => {
-                if changed.is_err() {
-                    return;
-                }
-                observed = Instant::now();
-            }
-            // A leader's quorum contact ages without any metrics change when nobody answers.
-            _ = tokio::time::sleep(recheck), if is_leader => {}
+            changed = metrics.changed() => if changed.is_err() { return },
         }
     }
 }
@@ -197,12 +186,7 @@ pub(super) async fn watch_meta_leadership(js: Weak<JetStream>, shutdown: Cancell
 /// counts as a known leader.
 fn meta_leadership(group: &RaftGroup, node: crate::consensus::NodeId) -> (bool, bool) {
     let lost_after = quorum_lost_after(group.raft().config());
-    leadership_of(
-        &group.raft().metrics().borrow(),
-        node,
-        Duration::ZERO,
-        lost_after,
-    )
+    leadership_of(&group.raft().metrics().borrow(), node, lost_after)
 }
 
 /// How often the meta watcher looks for a restarted meta group.
