@@ -32,7 +32,11 @@ impl JetStream {
                     hosted
                 });
                 let wanted = usize::try_from(config.num_replicas.max(1)).unwrap_or(usize::MAX);
-                place(&cluster.peers().ids(), &hosted, wanted, &config.name)?
+                let placed = place(&cluster.peers().ids(), &hosted, wanted, &config.name)?;
+                let me = self.node_id();
+                reachable_first(placed, |node| {
+                    node == me || super::api::cluster::reaches(cluster, node)
+                })
             }
         };
         Ok(MetaCommand::CreateStreamOn {
@@ -73,6 +77,20 @@ pub fn place(
     Ok(ranked)
 }
 
+/// `replicas` with the first one this node reaches moved to the front (the others keep their
+/// order). The first replica alone starts the new group's first election (`Bootstrap::First`);
+/// one that is down would leave the others waiting for it (2 s) before they elect without it.
+pub fn reachable_first(
+    mut replicas: Vec<NodeId>,
+    reachable: impl Fn(NodeId) -> bool,
+) -> Vec<NodeId> {
+    if let Some(at) = replicas.iter().position(|node| reachable(*node)) {
+        let first = replicas.remove(at);
+        replicas.insert(0, first);
+    }
+    replicas
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,6 +108,15 @@ mod tests {
         let mut sorted = all.clone();
         sorted.sort_unstable();
         assert_eq!(sorted, vec![10, 20, 30]);
+    }
+
+    #[test]
+    fn a_reachable_replica_goes_first() {
+        let up = |node| node != 7;
+        assert_eq!(reachable_first(vec![7, 3, 9], up), vec![3, 7, 9]);
+        assert_eq!(reachable_first(vec![3, 7, 9], up), vec![3, 7, 9]);
+        // Nobody reachable: the placement stands.
+        assert_eq!(reachable_first(vec![7, 8], |_| false), vec![7, 8]);
     }
 
     #[test]
