@@ -114,19 +114,23 @@ pub fn quorum_lost_after(config: &openraft::Config) -> Duration {
 /// `millis_since_quorum_ack` whenever its core reports metrics, which a leader cut off from its
 /// followers keeps doing (every failed heartbeat is an event); a core blocked on a slow fsync
 /// reports nothing meanwhile and is not taken for one that lost its quorum (it commits nothing
-/// then either).
+/// then either). A leader just elected has no quorum ack yet (openraft does not count the
+/// votes): it counts as in contact, having just heard from a quorum, unless `unacked_for`
+/// (how long it has led without one, where the caller tracks it) passes `lost_after`.
 pub fn leadership_of(
     m: &openraft::RaftMetrics<crate::consensus::NodeId, crate::consensus::Node>,
     node: crate::consensus::NodeId,
     lost_after: Duration,
+    unacked_for: Duration,
 ) -> (bool, bool) {
     let leader =
         m.state == ServerState::Leader && m.current_leader == Some(node) && m.running_state.is_ok();
     let voters = m.membership_config.membership().voter_ids().count();
-    let quorum = !leader
-        || voters <= 1
-        || m.millis_since_quorum_ack
-            .is_some_and(|ms| Duration::from_millis(ms) <= lost_after);
+    let in_contact = match m.millis_since_quorum_ack {
+        Some(ms) => Duration::from_millis(ms) <= lost_after,
+        None => unacked_for <= lost_after,
+    };
+    let quorum = !leader || voters <= 1 || in_contact;
     // openraft reports a leader only for a committed vote: a candidate, or a voter that
     // granted a vote to one, knows none until a leader's first append.
     (leader && quorum, m.current_leader.is_some() && quorum)
@@ -135,9 +139,20 @@ pub fn leadership_of(
 async fn watch(js: Weak<JetStream>, name: String, group: Arc<RaftGroup>, stop: CancellationToken) {
     let mut metrics = group.raft().metrics();
     let lost_after = quorum_lost_after(group.raft().config());
+    // Since when this node has led in the current term without a quorum ack.
+    let mut unacked_since: Option<(u64, Instant)> = None;
     loop {
-        let (leading, knows_leader) =
-            leadership_of(&metrics.borrow_and_update(), group.node(), lost_after);
+        let (leading, knows_leader) = {
+            let m = metrics.borrow_and_update();
+            let unacked = m.state == ServerState::Leader && m.millis_since_quorum_ack.is_none();
+            unacked_since = match unacked_since {
+                Some((term, since)) if unacked && term == m.current_term => Some((term, since)),
+                _ if unacked => Some((m.current_term, Instant::now())),
+                _ => None,
+            };
+            let unacked_for = unacked_since.map_or(Duration::ZERO, |(_, since)| since.elapsed());
+            leadership_of(&m, group.node(), lost_after, unacked_for)
+        };
         match js.upgrade() {
             Some(js) => {
                 js.note_leader_known(&name, knows_leader);
@@ -186,7 +201,12 @@ pub(super) async fn watch_meta_leadership(js: Weak<JetStream>, shutdown: Cancell
 /// counts as a known leader.
 fn meta_leadership(group: &RaftGroup, node: crate::consensus::NodeId) -> (bool, bool) {
     let lost_after = quorum_lost_after(group.raft().config());
-    leadership_of(&group.raft().metrics().borrow(), node, lost_after)
+    leadership_of(
+        &group.raft().metrics().borrow(),
+        node,
+        lost_after,
+        Duration::ZERO,
+    )
 }
 
 /// How often the meta watcher looks for a restarted meta group.

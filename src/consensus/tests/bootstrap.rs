@@ -15,7 +15,7 @@ use openraft::raft::{
 use parking_lot::Mutex;
 
 use super::support::*;
-use crate::consensus::group::{Bootstrap, GroupStart, RaftGroup, BOOTSTRAP_FALLBACK};
+use crate::consensus::group::{Bootstrap, GroupOptions, GroupStart, RaftGroup, BOOTSTRAP_FALLBACK};
 use crate::consensus::network::{unreachable_error, PeerTransport, RpcError, RpcFuture};
 use crate::consensus::node_storage::NodeStorage;
 use crate::consensus::types::{GroupId, Node, NodeId, Raft, TypeConfig};
@@ -96,6 +96,15 @@ fn voters() -> BTreeMap<NodeId, Node> {
         .collect()
 }
 
+/// Election timeouts long enough that a busy test machine does not retry the first election.
+fn patient_options() -> GroupOptions {
+    GroupOptions {
+        heartbeat: Duration::from_millis(100),
+        election_timeout: (Duration::from_millis(1000), Duration::from_millis(2000)),
+        ..GroupOptions::default()
+    }
+}
+
 async fn start_voter(
     mesh: &Mesh,
     storage: &NodeStorage,
@@ -109,7 +118,7 @@ async fn start_voter(
         storage: storage.clone(),
         transport: Arc::new(mesh.clone()),
         machine: Box::new(Counters::default()),
-        options: test_options(),
+        options: patient_options(),
         bootstrap,
     })
     .await
@@ -135,7 +144,7 @@ async fn the_first_voter_leads_in_term_one_though_it_starts_last() {
     let third = start_voter(&mesh, &storages[2], 3, Bootstrap::First(1)).await;
     let first = start_voter(&mesh, &storages[0], 1, Bootstrap::First(1)).await;
 
-    let wait = Duration::from_secs(5);
+    let wait = Duration::from_secs(10);
     assert_eq!(first.wait_for_leader(wait).await.unwrap(), 1);
     assert_eq!(second.wait_for_leader(wait).await.unwrap(), 1);
     assert_eq!(third.wait_for_leader(wait).await.unwrap(), 1);
@@ -164,10 +173,12 @@ async fn without_the_first_voter_the_others_elect_a_leader_after_the_fallback() 
     let third = start_voter(&mesh, &storages[2], 3, Bootstrap::First(1)).await;
 
     let leader = second
-        .wait_for_leader(BOOTSTRAP_FALLBACK + Duration::from_secs(5))
+        .wait_for_leader(BOOTSTRAP_FALLBACK + Duration::from_secs(10))
         .await
         .expect("the two running voters elect a leader");
     assert!(leader == 2 || leader == 3, "leader {leader}");
+    let wait = Duration::from_secs(10);
+    assert_eq!(third.wait_for_leader(wait).await.unwrap(), leader);
     // They waited for the first voter before initializing on their own.
     assert!(started.elapsed() >= BOOTSTRAP_FALLBACK);
     assert_eq!(second.voter_ids(), third.voter_ids());
