@@ -18,11 +18,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{mpsc, oneshot, watch, Semaphore};
 
 use openraft::error::RaftError;
 
 use super::group::ProposeError;
+use super::log_store::Durable;
 use super::types::{Command, Proposal, Raft, Response};
 
 /// Entries of one group in openraft at the same time. One: openraft would only queue a second
@@ -56,9 +57,11 @@ pub(crate) struct ProposalBatcher {
 }
 
 impl ProposalBatcher {
-    pub fn start(raft: Raft) -> ProposalBatcher {
+    /// `durable` follows how far the group's log is fsynced here: an entry's responses wait
+    /// for it (see `log_store`).
+    pub fn start(raft: Raft, durable: watch::Receiver<Durable>) -> ProposalBatcher {
         let (queue, receiver) = mpsc::unbounded_channel();
-        tokio::spawn(run(raft, receiver));
+        tokio::spawn(run(raft, durable, receiver));
         ProposalBatcher { queue }
     }
 
@@ -83,7 +86,11 @@ impl ProposalBatcher {
     }
 }
 
-async fn run(raft: Raft, mut queue: mpsc::UnboundedReceiver<Pending>) {
+async fn run(
+    raft: Raft,
+    durable: watch::Receiver<Durable>,
+    mut queue: mpsc::UnboundedReceiver<Pending>,
+) {
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     // A unit taken from the queue that did not fit the previous entry.
     let mut held: Option<Pending> = None;
@@ -150,6 +157,7 @@ async fn run(raft: Raft, mut queue: mpsc::UnboundedReceiver<Pending>) {
         // `client_write_ff` hands the entry to RaftCore before returning, so batches reach the
         // log in the order they were taken from the queue; only the wait is concurrent.
         let submitted = raft.client_write_ff(Proposal { commands }).await;
+        let mut durable = durable.clone();
         tokio::spawn(async move {
             let outcome = match submitted {
                 Err(fatal) => Err(ProposeError::Stopped(fatal.to_string())),
@@ -158,10 +166,22 @@ async fn run(raft: Raft, mut queue: mpsc::UnboundedReceiver<Pending>) {
                         "raft core dropped the proposal".into(),
                     )),
                     Ok(Err(error)) => Err(ProposeError::from(RaftError::APIError(error))),
-                    Ok(Ok(written)) => Ok(written.data.responses),
+                    Ok(Ok(written)) => Ok((written.log_id.index, written.data.responses)),
                 },
             };
             drop(permit);
+            // Committed and applied; acknowledged only once durable here too (this node
+            // proposed it, so it leads, and its own copy may have counted before its fsync).
+            let outcome = match outcome {
+                Ok((index, responses)) => {
+                    let reached = durable.wait_for(|d| d.index >= index || d.failed).await;
+                    match reached {
+                        Ok(d) if d.index >= index => Ok(responses),
+                        _ => Err(ProposeError::Stopped("the log write failed".into())),
+                    }
+                }
+                Err(error) => Err(error),
+            };
             deliver(replies, outcome);
         });
     }

@@ -218,7 +218,7 @@ impl RaftGroup {
             bootstrap,
         } = start;
         let config = Arc::new(options.raft_config(group)?);
-        let log = GroupLogStore::new(group, storage.log.clone());
+        let log = GroupLogStore::new(group, node, storage.log.clone());
         let state_machine = GroupStateMachine::open(
             group,
             storage.state.clone(),
@@ -234,7 +234,7 @@ impl RaftGroup {
         let started = RaftGroup {
             group,
             node,
-            batcher: ProposalBatcher::start(raft.clone()),
+            batcher: ProposalBatcher::start(raft.clone(), log.durable()),
             transport,
             raft,
             log,

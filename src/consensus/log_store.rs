@@ -12,9 +12,16 @@
 //! | `save_vote` | `SetMeta(VOTE, codec(vote))` |
 //! | `save_committed` | `SetMeta(COMMITTED, codec(log_id))`, carried by the group's next write |
 //!
-//! Durability: `append` submits the entries (readable at once, as openraft requires) and calls
-//! openraft's `LogFlushed` callback only from the engine's completion, i.e. after the batch was
-//! fdatasynced; vote, truncate and purge return only once durable. The engine completes
+//! Durability: `append` submits the entries (readable at once, as openraft requires). On a
+//! follower it calls openraft's `LogFlushed` callback from the engine's completion, after the
+//! batch was fdatasynced, so its answer to the leader counts a durable copy. On the leader
+//! (this store saved a committed vote for its own node) it calls it once the batch is
+//! *written* (page cache, before the fsync): openraft 0.9 waits for that callback before it
+//! replicates the entries, so the leader's fsync would otherwise run in series with the
+//! followers' instead of beside them. The leader's own copy may then count toward the commit
+//! before it is durable; what is acknowledged to a client waits for it too ([`Durable`], the
+//! group's fsynced index, awaited by the proposal batcher), so an acknowledged entry is on
+//! the disks of a quorum either way. vote, truncate and purge return only once durable. The engine completes
 //! requests in submission order, so the group's IO is serialized as openraft demands. Group
 //! commit comes from the engine: appends of all groups queued while it syncs share the next
 //! fsync.
@@ -26,6 +33,7 @@
 use std::fmt::Debug;
 use std::io;
 use std::ops::RangeBounds;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
@@ -33,7 +41,7 @@ use openraft::{AnyError, OptionalSend, RaftLogReader, StorageIOError};
 use parking_lot::Mutex;
 
 use super::codec;
-use super::types::{Entry, GroupId, LogId, StorageError, TypeConfig, Vote};
+use super::types::{Entry, GroupId, LogId, NodeId, StorageError, TypeConfig, Vote};
 use crate::store::log::{LogEngine, LogError, LogOp, MetaKey};
 
 fn read_logs_err(e: impl std::error::Error + 'static) -> StorageError {
@@ -53,12 +61,24 @@ struct CommittedState {
     dirty: bool,
 }
 
+/// How far a group's log is durable on this node (fsynced), and whether a write failed (then
+/// it never gets further).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Durable {
+    pub index: u64,
+    pub failed: bool,
+}
+
 /// The Raft log of one group. See the module docs.
 #[derive(Clone)]
 pub struct GroupLogStore {
     group: GroupId,
+    node: NodeId,
     engine: LogEngine,
     committed: Arc<Mutex<CommittedState>>,
+    /// This node leads under the vote saved last: appends are its own entries.
+    leads: Arc<AtomicBool>,
+    durable: Arc<tokio::sync::watch::Sender<Durable>>,
 }
 
 impl Debug for GroupLogStore {
@@ -70,12 +90,25 @@ impl Debug for GroupLogStore {
 }
 
 impl GroupLogStore {
-    pub fn new(group: GroupId, engine: LogEngine) -> GroupLogStore {
+    pub fn new(group: GroupId, node: NodeId, engine: LogEngine) -> GroupLogStore {
+        // What recovery found counts as durable: the engine wrote it before this start.
+        let recovered = Durable {
+            index: engine.last_index(group).unwrap_or(0),
+            failed: false,
+        };
         GroupLogStore {
             group,
+            node,
             engine,
             committed: Arc::default(),
+            leads: Arc::default(),
+            durable: Arc::new(tokio::sync::watch::channel(recovered).0),
         }
+    }
+
+    /// Follows how far the group's log is durable here.
+    pub fn durable(&self) -> tokio::sync::watch::Receiver<Durable> {
+        self.durable.subscribe()
     }
 
     pub fn group(&self) -> GroupId {
@@ -180,10 +213,16 @@ impl RaftLogStorage<TypeConfig> for GroupLogStore {
             key: MetaKey::VOTE,
             value: codec::encode(vote),
         }]);
+        // Appends follow the vote saved before them: a new leader's (ours or another's) or a
+        // candidate's. Not leading until the write is durable, then as the vote says.
+        self.leads.store(false, Ordering::Release);
         self.engine
             .write(ops)
             .await
-            .map_err(|e| StorageIOError::write_vote(AnyError::new(&e)).into())
+            .map_err(|e| StorageIOError::write_vote(AnyError::new(&e)))?;
+        let ours = vote.is_committed() && vote.leader_id().voted_for() == Some(self.node);
+        self.leads.store(ours, Ordering::Release);
+        Ok(())
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote>, StorageError> {
@@ -236,10 +275,52 @@ impl RaftLogStorage<TypeConfig> for GroupLogStore {
                 payload: codec::encode(&entry),
             })
             .collect();
+        let last = ops.iter().rev().find_map(|op| match op {
+            LogOp::Append { index, .. } => Some(*index),
+            _ => None,
+        });
         let ops = self.with_committed(ops);
+        let durable = self.durable.clone();
+        let note_durable = move |result: &Result<(), LogError>| match result {
+            Ok(()) => {
+                durable.send_if_modified(|d| match last {
+                    Some(last) if last > d.index => {
+                        d.index = last;
+                        true
+                    }
+                    _ => false,
+                });
+            }
+            Err(_) => {
+                durable.send_modify(|d| d.failed = true);
+            }
+        };
+        if !self.leads.load(Ordering::Acquire) {
+            return self
+                .engine
+                .submit(ops, move |result| {
+                    note_durable(&result);
+                    callback.log_io_completed(result.map_err(io::Error::other));
+                })
+                .map_err(write_logs_err);
+        }
+        // The leader's own entries: openraft hears of them once written (module docs).
+        let callback = Arc::new(Mutex::new(Some(callback)));
+        let on_written = {
+            let callback = callback.clone();
+            move || {
+                if let Some(callback) = callback.lock().take() {
+                    callback.log_io_completed(Ok(()));
+                }
+            }
+        };
         self.engine
-            .submit(ops, move |result| {
-                callback.log_io_completed(result.map_err(io::Error::other));
+            .submit_staged(ops, Some(Box::new(on_written)), move |result| {
+                note_durable(&result);
+                // The write itself failed: openraft has not heard yet.
+                if let Some(callback) = callback.lock().take() {
+                    callback.log_io_completed(result.map_err(io::Error::other));
+                }
             })
             .map_err(write_logs_err)
     }
@@ -249,7 +330,14 @@ impl RaftLogStorage<TypeConfig> for GroupLogStore {
             group: self.group,
             index: log_id.index,
         }]);
-        self.engine.write(ops).await.map_err(write_logs_err)
+        self.engine.write(ops).await.map_err(write_logs_err)?;
+        let below = log_id.index.saturating_sub(1);
+        self.durable.send_if_modified(|d| {
+            let higher = d.index > below;
+            d.index = d.index.min(below);
+            higher
+        });
+        Ok(())
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {

@@ -107,3 +107,26 @@ async fn concurrent_units_share_entries_and_keep_their_own_responses() {
     }
     group.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proposal_whose_fsync_failed_is_not_acknowledged() {
+    // The leader hears of its own entry once written, before the fsync (log_store): the
+    // proposal's answer must still wait for the fsync, and fail with it.
+    let dir = tempfile::tempdir().unwrap();
+    let fault = std::sync::Arc::new(crate::store::log::FaultInjector::new());
+    let options = crate::store::log::LogOptions {
+        fault: Some(fault.clone()),
+        ..crate::store::log::LogOptions::default()
+    };
+    let storage = crate::consensus::NodeStorage::open(dir.path(), options)
+        .expect("open node storage")
+        .0;
+    let group = start_single(&storage, 5, Counters::default(), test_options()).await;
+    let response = group.propose(increment("a")).await.unwrap();
+    assert_eq!(value_of(&response), 1);
+
+    fault.fail_next_sync();
+    let failed = group.propose(increment("a")).await;
+    assert!(failed.is_err(), "acknowledged without an fsync: {failed:?}");
+    assert_eq!(fault.fired(), 1);
+}

@@ -16,7 +16,7 @@ impl StoreBuilder<TypeConfig, GroupLogStore, GroupStateMachine, TempDir> for Tem
         let dir = tempfile::tempdir().expect("temp dir");
         let storage = open_storage(dir.path());
         let group = 42;
-        let log = GroupLogStore::new(group, storage.log.clone());
+        let log = GroupLogStore::new(group, 1, storage.log.clone());
         let state_machine = GroupStateMachine::open(
             group,
             storage.state.clone(),

@@ -275,11 +275,26 @@ impl LogEngine {
         ops: Vec<LogOp>,
         on_durable: impl FnOnce(Result<(), LogError>) + Send + 'static,
     ) -> Result<(), LogError> {
+        self.submit_staged(ops, None, on_durable)
+    }
+
+    /// [`submit`](Self::submit), with `on_written` run (on the writer thread) once the ops are
+    /// written to the segment file, before its fsync: safe from a crash of this process from
+    /// then on, not yet from one of the machine. Not run if the write fails.
+    pub fn submit_staged(
+        &self,
+        ops: Vec<LogOp>,
+        on_written: Option<Box<dyn FnOnce() + Send + 'static>>,
+        on_durable: impl FnOnce(Result<(), LogError>) + Send + 'static,
+    ) -> Result<(), LogError> {
         let shared = &self.inner.shared;
         if let Some(cause) = shared.broken.get() {
             return Err(LogError::Broken(cause.clone()));
         }
         if ops.is_empty() {
+            if let Some(on_written) = on_written {
+                on_written();
+            }
             on_durable(Ok(()));
             return Ok(());
         }
@@ -291,6 +306,7 @@ impl LogEngine {
             ops,
             rewrites: Vec::new(),
             undo,
+            written: on_written,
             done,
         };
         if let Err(mpsc::SendError(request)) = requests.send(request) {

@@ -33,6 +33,9 @@ use super::Shared;
 
 /// Called once with the outcome of a request, on the writer thread: keep it short.
 pub(crate) type Completion = Box<dyn FnOnce(Result<(), LogError>) + Send + 'static>;
+/// Called once a request's records were written to the segment file (in the page cache, not
+/// yet fsynced), on the writer thread; never if the write failed.
+pub(crate) type Written = Box<dyn FnOnce() + Send + 'static>;
 
 /// One `write`/`submit` call, already applied to the memtable; or a compaction copy.
 pub(crate) struct Request {
@@ -40,6 +43,7 @@ pub(crate) struct Request {
     /// Compaction copies: (group, index, payload), each group's entries highest index first.
     pub rewrites: Vec<(u64, u64, Bytes)>,
     pub undo: Vec<Undo>,
+    pub written: Option<Written>,
     pub done: Completion,
 }
 
@@ -156,7 +160,7 @@ impl Writer {
                 continue;
             }
             self.add_compaction(&mut batch, &requests);
-            match self.write_batch(&batch) {
+            match self.write_batch(&mut batch) {
                 Ok(segment) => self.complete(batch, segment),
                 Err(cause) => {
                     Counters::add(&self.disk.counters.failed_batches, 1);
@@ -169,7 +173,7 @@ impl Writer {
     }
 
     /// Write and fsync one batch; returns the segment it went to.
-    fn write_batch(&mut self, batch: &[Request]) -> io::Result<u64> {
+    fn write_batch(&mut self, batch: &mut [Request]) -> io::Result<u64> {
         if self
             .active
             .as_ref()
@@ -182,7 +186,7 @@ impl Writer {
         }
         self.buf.clear();
         let mut flags = FLAG_START_OF_BATCH;
-        for request in batch {
+        for request in batch.iter() {
             let last = request.record_count() - 1;
             for (position, op) in request.ops.iter().enumerate() {
                 if position == last {
@@ -211,6 +215,11 @@ impl Writer {
             active.zeroed = to;
         }
         self.disk.write_at(&active.file, &self.buf, active.len)?;
+        for request in batch.iter_mut() {
+            if let Some(written) = request.written.take() {
+                written();
+            }
+        }
         self.disk.sync(&active.file)?;
         active.len += self.buf.len() as u64;
         Counters::add(&self.disk.counters.batches, 1);
@@ -437,6 +446,7 @@ impl Writer {
                 ops: Vec::new(),
                 rewrites,
                 undo: Vec::new(),
+                written: None,
                 done: Box::new(|_| {}),
             });
         }
