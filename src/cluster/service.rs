@@ -5,7 +5,7 @@
 //! - `Raft`: looks the group up in the node's `GroupRegistry` and hands the RPC to its openraft
 //!   instance. A group not (yet) running here — the node has not reconciled the meta entry that
 //!   creates it — answers `unavailable`, which the sender treats as unreachable and retries.
-//!   A vote request first waits a little for the group to start (see [`VOTE_WAITS_FOR_GROUP`]).
+//!   A vote request first waits a little for the group to start (`VOTE_WAITS_FOR_GROUP`).
 //! - `Propose`: a proposal forwarded by a follower; applied here if this node leads the group,
 //!   forwarded once more if it knows a newer leader.
 //! - `Route`: the calling node's core-NATS route (see `route`).

@@ -302,6 +302,18 @@ impl RaftGroup {
         Ok(metrics.current_leader.expect("waited for a leader"))
     }
 
+    /// Whether this replica serves as leader and knows one, by the lost-quorum rule of
+    /// [`leadership_of`](super::leadership::leadership_of). A leader just elected counts as in
+    /// contact (a caller that tracks for how long it has led without an ack uses the function).
+    pub fn leadership(&self) -> super::leadership::Leadership {
+        super::leadership::leadership_of(
+            &self.raft.metrics().borrow(),
+            self.node,
+            super::leadership::quorum_lost_after(self.raft.config()),
+            Duration::ZERO,
+        )
+    }
+
     /// The current leader, if known.
     pub fn leader(&self) -> Option<NodeId> {
         self.raft.metrics().borrow().current_leader

@@ -7,8 +7,9 @@
 //!   [`Response`] payloads that the layers above (jscore's stream and meta commands) encode.
 //! - [`codec`]: the versioned encodings of everything consensus writes to disk.
 //! - [`log_store`]: openraft's `RaftLogStorage` for one group over the node-wide write-ahead log
-//!   ([`crate::store::log::LogEngine`]): entries, vote, committed and purge marks. Durable (fsynced,
-//!   group-committed with every other group) before openraft is told so.
+//!   ([`crate::store::log::LogEngine`]): entries, vote, committed and purge marks. A follower's
+//!   entries are durable (fsynced, group-committed with every other group) before openraft is
+//!   told so, a leader's own entries once written; [`log_store::Durable`] follows the fsyncs.
 //! - [`machine`]: the [`GroupMachine`] trait that the application state machines implement, and
 //!   the transaction/view they get over their slice of sled.
 //! - [`state_db`]: the node's sled database ([`StateDb`]), the key layout of the groups in it, and
@@ -20,13 +21,17 @@
 //!   installs snapshots; restores from the snapshot file when sled is behind after a crash.
 //! - [`network`]: openraft's network factory over a [`PeerTransport`]; for now only
 //!   [`NoPeers`] (single node). The gRPC transport implements the same trait later.
-//! - [`group`]: [`RaftGroup`], one running group: start, propose, shut down.
+//! - [`group`]: [`RaftGroup`], one running group: start (who initializes a new group:
+//!   [`Bootstrap`]), propose, shut down.
+//! - [`leadership`]: whether a replica serves as leader, with the lost-quorum rule.
 //! - [`batcher`]: packs concurrent proposals to one group into shared Raft entries.
 //! - [`registry`]: [`GroupRegistry`], the node's groups by id.
 //! - [`node_storage`]: [`NodeStorage`], the storage every group of a node shares.
 //!
 //! Durability chain (DESIGN.md, "durable before acknowledged"): a proposal is acknowledged after
-//! openraft applied it, which happens only after its entry was fsynced by the log engine. sled may
+//! openraft applied it, which happens only after a quorum holds its entry (followers count once
+//! they fsynced it), and after the leader's own fsync of it (the batcher waits for
+//! [`log_store::Durable`]). sled may
 //! lag (its `flush()` does not fsync); the log is purged only up to a snapshot, and a snapshot is
 //! reported to openraft only after its file was fsynced *and* sled was really synced (see
 //! [`state_db`]), so after a crash sled (or, failing that, the snapshot file) always covers
@@ -39,6 +44,7 @@
 pub mod batcher;
 pub mod codec;
 pub mod group;
+pub mod leadership;
 pub mod log_store;
 pub mod machine;
 pub mod network;

@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::publish;
 use super::service::JetStream;
+use crate::consensus::leadership::{leadership_of, quorum_lost_after};
 use crate::consensus::RaftGroup;
 use crate::server::subscription::Subscription;
 
@@ -95,54 +96,13 @@ pub struct ReplicaState {
     pub last_seq: u64,
 }
 
-/// How long a leader may go without hearing from a quorum before it stops serving, from its
-/// group's Raft config: the leader lease (followers refuse votes for that long after they heard
-/// from the leader) plus half the minimum election timeout. A follower stands for election
-/// after the lease plus a timeout (at least the minimum), counted from the last heartbeat it
-/// got, which the leader sent before it got the acks it counts from: so a leader cut off from
-/// its followers stops serving before any other replica can have been elected, and clients
-/// never see two leaders answer. nats-server's leader steps down after 10 s without a quorum,
-/// while its followers elect another after 4–9 s.
-pub fn quorum_lost_after(config: &openraft::Config) -> Duration {
-    Duration::from_millis(config.election_timeout_max + config.election_timeout_min / 2)
-}
-
-/// Whether this replica serves the stream as its leader, and whether it knows a leader, from
-/// the group's latest metrics. A leader of several voters that has not heard from a quorum for
-/// `lost_after` neither serves nor counts as a known leader: the stream is leaderless to this
-/// node (`api::leaderless`) until a quorum answers again. openraft recomputes
-/// `millis_since_quorum_ack` whenever its core reports metrics, which a leader cut off from its
-/// followers keeps doing (every failed heartbeat is an event); a core blocked on a slow fsync
-/// reports nothing meanwhile and is not taken for one that lost its quorum (it commits nothing
-/// then either). A leader just elected has no quorum ack yet (openraft does not count the
-/// votes): it counts as in contact, having just heard from a quorum, unless `unacked_for`
-/// (how long it has led without one, where the caller tracks it) passes `lost_after`.
-pub fn leadership_of(
-    m: &openraft::RaftMetrics<crate::consensus::NodeId, crate::consensus::Node>,
-    node: crate::consensus::NodeId,
-    lost_after: Duration,
-    unacked_for: Duration,
-) -> (bool, bool) {
-    let leader =
-        m.state == ServerState::Leader && m.current_leader == Some(node) && m.running_state.is_ok();
-    let voters = m.membership_config.membership().voter_ids().count();
-    let in_contact = match m.millis_since_quorum_ack {
-        Some(ms) => Duration::from_millis(ms) <= lost_after,
-        None => unacked_for <= lost_after,
-    };
-    let quorum = !leader || voters <= 1 || in_contact;
-    // openraft reports a leader only for a committed vote: a candidate, or a voter that
-    // granted a vote to one, knows none until a leader's first append.
-    (leader && quorum, m.current_leader.is_some() && quorum)
-}
-
 async fn watch(js: Weak<JetStream>, name: String, group: Arc<RaftGroup>, stop: CancellationToken) {
     let mut metrics = group.raft().metrics();
     let lost_after = quorum_lost_after(group.raft().config());
     // Since when this node has led in the current term without a quorum ack.
     let mut unacked_since: Option<(u64, Instant)> = None;
     loop {
-        let (leading, knows_leader) = {
+        let lead = {
             let m = metrics.borrow_and_update();
             let unacked = m.state == ServerState::Leader && m.millis_since_quorum_ack.is_none();
             unacked_since = match unacked_since {
@@ -155,8 +115,8 @@ async fn watch(js: Weak<JetStream>, name: String, group: Arc<RaftGroup>, stop: C
         };
         match js.upgrade() {
             Some(js) => {
-                js.note_leader_known(&name, knows_leader);
-                js.set_leading(&name, leading);
+                js.note_leader_known(&name, lead.knows_leader);
+                js.set_leading(&name, lead.leads);
             }
             None => return,
         }
@@ -180,7 +140,7 @@ pub(super) async fn watch_meta_leadership(js: Weak<JetStream>, shutdown: Cancell
         loop {
             metrics.borrow_and_update();
             let Some(js) = js.upgrade() else { return };
-            let knows_leader = meta_leadership(&group, js.node).1;
+            let knows_leader = group.leadership().knows_leader;
             js.note_meta_leader_known(knows_leader);
             if !Arc::ptr_eq(&js.meta_group(), &group) {
                 break;
@@ -194,19 +154,6 @@ pub(super) async fn watch_meta_leadership(js: Weak<JetStream>, shutdown: Cancell
             }
         }
     }
-}
-
-/// Whether this node leads the meta group, and whether it knows a meta leader, by the rule of
-/// [`leadership_of`]: a meta leader cut off from its quorum neither answers as one nor
-/// counts as a known leader.
-fn meta_leadership(group: &RaftGroup, node: crate::consensus::NodeId) -> (bool, bool) {
-    let lost_after = quorum_lost_after(group.raft().config());
-    leadership_of(
-        &group.raft().metrics().borrow(),
-        node,
-        lost_after,
-        Duration::ZERO,
-    )
 }
 
 /// How often the meta watcher looks for a restarted meta group.
@@ -343,15 +290,13 @@ impl JetStream {
 
     /// Whether this node leads the meta group (and so answers account and stream-set requests).
     pub fn is_meta_leader(&self) -> bool {
-        meta_leadership(&self.meta_group(), self.node).0
+        self.meta_group().leadership().leads
     }
 
     /// The meta leader's name, empty while there is none.
     pub fn meta_leader_name(&self) -> String {
         let group = self.meta_group();
-        let leader = group
-            .leader()
-            .filter(|_| meta_leadership(&group, self.node).1);
+        let leader = group.leader().filter(|_| group.leadership().knows_leader);
         match (leader, &self.cluster) {
             (None, _) => String::new(),
             (Some(_), None) => self.shared.identity.server_name.clone(),

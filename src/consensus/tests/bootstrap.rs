@@ -31,8 +31,21 @@ struct Mesh {
 }
 
 impl Mesh {
-    fn target(&self, target: NodeId) -> Option<Raft> {
-        self.nodes.lock().get(&target).cloned()
+    /// Hands an RPC to `target`'s openraft, or fails as unreachable if it has not started.
+    fn call<T, E, F, Fut>(&self, target: NodeId, rpc: F) -> RpcFuture<T, RpcError<E>>
+    where
+        T: Send + 'static,
+        E: std::error::Error + Send + 'static,
+        F: FnOnce(Raft) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Result<T, openraft::error::RaftError<NodeId, E>>> + Send,
+    {
+        let raft = self.nodes.lock().get(&target).cloned();
+        Box::pin(async move {
+            let raft = raft.ok_or_else(|| unreachable_error("not started"))?;
+            rpc(raft)
+                .await
+                .map_err(|e| unreachable_error(e.to_string()))
+        })
     }
 }
 
@@ -45,13 +58,7 @@ impl PeerTransport for Mesh {
         rpc: AppendEntriesRequest<TypeConfig>,
         _option: RPCOption,
     ) -> RpcFuture<AppendEntriesResponse<NodeId>, RpcError> {
-        let raft = self.target(target);
-        Box::pin(async move {
-            let raft = raft.ok_or_else(|| unreachable_error("not started"))?;
-            raft.append_entries(rpc)
-                .await
-                .map_err(|e| unreachable_error(e.to_string()))
-        })
+        self.call(target, |raft| async move { raft.append_entries(rpc).await })
     }
 
     fn vote(
@@ -62,13 +69,7 @@ impl PeerTransport for Mesh {
         rpc: VoteRequest<NodeId>,
         _option: RPCOption,
     ) -> RpcFuture<VoteResponse<NodeId>, RpcError> {
-        let raft = self.target(target);
-        Box::pin(async move {
-            let raft = raft.ok_or_else(|| unreachable_error("not started"))?;
-            raft.vote(rpc)
-                .await
-                .map_err(|e| unreachable_error(e.to_string()))
-        })
+        self.call(target, |raft| async move { raft.vote(rpc).await })
     }
 
     fn install_snapshot(
@@ -79,13 +80,10 @@ impl PeerTransport for Mesh {
         rpc: InstallSnapshotRequest<TypeConfig>,
         _option: RPCOption,
     ) -> RpcFuture<InstallSnapshotResponse<NodeId>, RpcError<InstallSnapshotError>> {
-        let raft = self.target(target);
-        Box::pin(async move {
-            let raft = raft.ok_or_else(|| unreachable_error("not started"))?;
-            raft.install_snapshot(rpc)
-                .await
-                .map_err(|e| unreachable_error(e.to_string()))
-        })
+        self.call(
+            target,
+            |raft| async move { raft.install_snapshot(rpc).await },
+        )
     }
 }
 

@@ -232,13 +232,7 @@ pub fn cluster_info(js: &JetStream, group: &RaftGroup) -> ClusterInfo {
     let name_of = |id: NodeId| cluster.peer_name(id).unwrap_or_else(|| id.to_string());
     let metrics = group.raft().metrics().borrow().clone();
     // A leader cut off from its quorum reports no leader, as it serves none.
-    let lost_after = crate::jetstream::leadership::quorum_lost_after(group.raft().config());
-    let (_, knows_leader) = crate::jetstream::leadership::leadership_of(
-        &metrics,
-        js.node_id(),
-        lost_after,
-        Duration::ZERO,
-    );
+    let knows_leader = group.leadership().knows_leader;
     let last_index = metrics.last_log_index.unwrap_or(0);
     let leading = metrics.replication.is_some();
     let matched = metrics.replication.clone().unwrap_or_default();
