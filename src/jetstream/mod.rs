@@ -1,8 +1,8 @@
 //! The JetStream front: one `JetStream` per node with `-js`. It owns the node's Raft storage
 //! and group registry, the meta group (stream definitions and their group ids) and one
 //! `StreamHandle` per stream, and it plugs into the router as internal subscribers:
-//! `$JS.API.>` (the API, `api/`), each stream's subjects (`publish.rs`) and `$JS.ACK.>`
-//! (`delivery/`).
+//! `$JS.API.>` (the API, `api/`), each stream's subjects (`publish.rs`) and, on a stream's
+//! leader, its `$JS.ACK.<stream>.>` (`delivery/`).
 //!
 //! One code path: a single node is a cluster of one. Every stream — and the meta state — is
 //! an openraft group (here with one voter), every mutation a proposal that returns after its

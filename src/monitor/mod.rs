@@ -1,8 +1,10 @@
 //! HTTP monitoring, as nats-server's `-m/--http_port`: `/healthz`, `/varz` (JSON shaped like
-//! nats-server's), `/jsz` (each local stream replica) and `/metrics` (the same counters in Prometheus text format).
+//! nats-server's), `/jsz` (each local stream replica), `/routez` (the routes to the other
+//! nodes and their traffic) and `/metrics` (the same counters in Prometheus text format).
 
 mod jsz;
 mod metrics;
+mod routez;
 mod varz;
 
 use std::sync::Arc;
@@ -20,11 +22,12 @@ pub async fn serve(shared: Arc<ServerShared>, listener: TcpListener) {
     let app = Router::new()
         .route(
             "/",
-            get(|| async { "jetraft monitoring: /healthz /varz /jsz /metrics\n" }),
+            get(|| async { "jetraft monitoring: /healthz /varz /jsz /routez /metrics\n" }),
         )
         .route("/healthz", get(healthz))
         .route("/varz", get(varz::handler))
         .route("/jsz", get(jsz::handler))
+        .route("/routez", get(routez::handler))
         .route("/metrics", get(metrics::handler))
         .with_state(shared);
     let served = axum::serve(listener, app)

@@ -155,7 +155,7 @@ pub async fn handler(State(shared): State<Arc<ServerShared>>) -> Json<Varz> {
     Json(Varz::collect(&shared))
 }
 
-fn rfc3339(time: SystemTime) -> String {
+pub(super) fn rfc3339(time: SystemTime) -> String {
     time::OffsetDateTime::from(time)
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default()

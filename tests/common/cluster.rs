@@ -195,17 +195,26 @@ impl TestCluster {
 
     /// `/jsz` of node `i`, parsed.
     pub fn jsz(&self, i: usize) -> serde_json::Value {
+        self.monitor(i, "/jsz")
+    }
+
+    /// `/routez` of node `i`, parsed.
+    pub fn routez(&self, i: usize) -> serde_json::Value {
+        self.monitor(i, "/routez")
+    }
+
+    /// The JSON body of node `i`'s monitoring endpoint `path`.
+    fn monitor(&self, i: usize, path: &str) -> serde_json::Value {
         let mut stream = TcpStream::connect(("127.0.0.1", self.http_ports[i])).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(5)))
             .unwrap();
-        stream
-            .write_all(b"GET /jsz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            .unwrap();
+        let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).unwrap();
         let mut response = String::new();
         stream.read_to_string(&mut response).unwrap();
         let body = response.split("\r\n\r\n").nth(1).unwrap_or_default();
-        serde_json::from_str(body).unwrap_or_else(|e| panic!("bad /jsz body {body:?}: {e}"))
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("bad {path} body {body:?}: {e}"))
     }
 
     /// Node `i`'s local replica of `stream`, from `/jsz`.

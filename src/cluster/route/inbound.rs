@@ -11,6 +11,8 @@ use super::*;
 pub(super) struct Inbound {
     routes: Arc<Routes>,
     peer: u64,
+    /// The peer's link, whose counters record what arrives from it.
+    link: Arc<PeerLink>,
     stream: u64,
     cache: MatchCache<Matches>,
     dispatch: Dispatch,
@@ -19,6 +21,7 @@ pub(super) struct Inbound {
 impl Inbound {
     pub(super) fn new(routes: Arc<Routes>, peer: u64, stream: u64) -> Self {
         Inbound {
+            link: routes.link(peer),
             routes,
             peer,
             stream,
@@ -80,6 +83,7 @@ impl Inbound {
         if !is_valid_subject(&msg.subject) {
             return;
         }
+        self.link.traffic.count_in(&msg);
         let queues: Vec<Bytes> = routed.queues.into_iter().map(Bytes::from).collect();
         let route = if routed.has_route {
             Bytes::from(routed.route)

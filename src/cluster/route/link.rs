@@ -20,6 +20,32 @@ pub(crate) struct PeerLink {
     pub(super) wake_writer: Notify,
     pub(super) started: AtomicBool,
     pub(super) dropped: AtomicU64,
+    /// Traffic with this peer, as nats-server's `/routez` counts it (messages and their
+    /// header + payload bytes): queued to it here, delivered from it by the inbound stream.
+    pub(super) traffic: Traffic,
+}
+
+/// Message counters of one route, both ways.
+#[derive(Debug, Default)]
+pub(crate) struct Traffic {
+    pub(super) in_msgs: AtomicU64,
+    pub(super) in_bytes: AtomicU64,
+    pub(super) out_msgs: AtomicU64,
+    pub(super) out_bytes: AtomicU64,
+}
+
+impl Traffic {
+    pub(super) fn count_in(&self, msg: &Message) {
+        self.in_msgs.fetch_add(1, Ordering::Relaxed);
+        self.in_bytes
+            .fetch_add(msg.size() as u64, Ordering::Relaxed);
+    }
+
+    fn count_out(&self, msg: &Message) {
+        self.out_msgs.fetch_add(1, Ordering::Relaxed);
+        self.out_bytes
+            .fetch_add(msg.size() as u64, Ordering::Relaxed);
+    }
 }
 
 #[derive(Debug, Default)]
@@ -105,6 +131,7 @@ impl PeerLink {
             wake_writer: Notify::new(),
             started: AtomicBool::new(false),
             dropped: AtomicU64::new(0),
+            traffic: Traffic::default(),
         }
     }
 
@@ -201,6 +228,8 @@ impl RemoteSubscriber for PeerLink {
             queues.to_vec(),
             route.cloned(),
         ));
+        drop(queue);
+        self.traffic.count_out(msg);
         Forwarded {
             delivered: true,
             wake,

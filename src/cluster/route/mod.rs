@@ -64,6 +64,27 @@ pub struct Routes {
     next_stream: AtomicU64,
 }
 
+/// One route's state and counters (see [`Routes::stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RouteStats {
+    /// The outbound stream to the peer is open.
+    pub connected: bool,
+    /// An inbound stream from the peer is open.
+    pub inbound: bool,
+    /// Bytes of messages queued for the peer, not yet sent.
+    pub pending_bytes: usize,
+    /// Messages (and their header + payload bytes) received from the peer.
+    pub in_msgs: u64,
+    pub in_bytes: u64,
+    /// Messages (and bytes) forwarded to the peer.
+    pub out_msgs: u64,
+    pub out_bytes: u64,
+    /// Messages to the peer dropped because its queue was full.
+    pub dropped: u64,
+    /// The peer's (subject, queue) interests installed here.
+    pub subscriptions: usize,
+}
+
 /// One peer's interest as its current inbound stream declared it.
 #[derive(Debug)]
 struct InboundNode {
@@ -144,6 +165,27 @@ impl Routes {
     /// Whether an inbound route stream from `peer` is open.
     pub fn has_inbound(&self, peer: u64) -> bool {
         self.inbound.lock().contains_key(&peer)
+    }
+
+    /// The route to `peer` as `/routez` shows it; `None` for a peer never seen.
+    pub fn stats(&self, peer: u64) -> Option<RouteStats> {
+        let link = self.peers.lock().get(&peer)?.clone();
+        let (connected, pending_bytes) = {
+            let queue = link.queue.lock();
+            (queue.connected, queue.bytes)
+        };
+        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        Some(RouteStats {
+            connected,
+            inbound: self.has_inbound(peer),
+            pending_bytes,
+            in_msgs: load(&link.traffic.in_msgs),
+            in_bytes: load(&link.traffic.in_bytes),
+            out_msgs: load(&link.traffic.out_msgs),
+            out_bytes: load(&link.traffic.out_bytes),
+            dropped: load(&link.dropped),
+            subscriptions: self.remote_interest_count(peer),
+        })
     }
 
     /// How many (subject, queue) interests `peer` currently has installed here.

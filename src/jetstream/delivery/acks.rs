@@ -1,8 +1,9 @@
-//! Acknowledgements: the internal subscriber on `$JS.ACK.>` (and `$JS.FC.>` flow-control
-//! replies), and one ack batcher per stream that turns every ack waiting at that moment
-//! into one proposal — many `GroupCommand::Consumer` commands in one Raft entry, one fsync
-//! (group commit) — with up to `MAX_IN_FLIGHT` proposals on their way (the group's proposal
-//! batcher merges them with whatever else the group is proposing).
+//! Acknowledgements: the internal subscriber on each led stream's `$JS.ACK.<stream>.>` (and
+//! `$JS.FC.<stream>.>` flow-control replies), and one ack batcher per stream that turns
+//! every ack waiting at that moment into one proposal — many `GroupCommand::Consumer`
+//! commands in one Raft entry, one fsync (group commit) — with up to `MAX_IN_FLIGHT`
+//! proposals on their way (the group's proposal batcher merges them with whatever else the
+//! group is proposing).
 //!
 //! After the entry is applied: a double-ack (an ack published with a reply subject, nats.go
 //! `AckSync`/`DoubleAck`) gets an empty message on that reply; `+NXT` becomes a pull request
@@ -58,8 +59,9 @@ pub(super) struct AckItem {
     reply: Option<Bytes>,
 }
 
-/// The internal subscriber on `$JS.ACK.>` and `$JS.FC.>`; parses and hands off, never
-/// blocks (it runs on the publishing client's task).
+/// The internal subscriber on the ack and flow-control subjects of every stream this node
+/// delivers for; parses and hands off, never blocks (it runs on the publishing client's
+/// task).
 #[derive(Debug)]
 pub(super) struct AckInbox {
     registry: Weak<DeliveryRegistry>,

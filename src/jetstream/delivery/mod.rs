@@ -2,8 +2,8 @@
 //!
 //! * `registry` (this file) — `DeliveryRegistry`, one per node: the streams this node
 //!   delivers for, one delivery task per consumer (`task.rs`), one ack batcher per stream
-//!   behind a bounded queue (`acks.rs`), and the internal subscriptions on `$JS.ACK.>` and
-//!   `$JS.FC.>`.
+//!   behind a bounded queue (`acks.rs`), and, per stream it delivers for, the internal
+//!   subscriptions on `$JS.ACK.<stream>.>` and `$JS.FC.<stream>.>`.
 //! * `task.rs` / `deliver.rs` — a consumer's delivery task: its loop and timers, and how
 //!   it proposes `DeliverNext` and sends the result.
 //! * `pull.rs` / `waiting.rs` — pull requests (`CONSUMER.MSG.NEXT`) and their queue.
@@ -13,6 +13,12 @@
 //!
 //! Every delivery is a replicated `DeliverNext` command (see `jscore::consumer`); only the
 //! waiting pull requests, timers and activity times live here, in the leader's memory.
+//!
+//! Only the node delivering for a stream (its leader) subscribes the stream's ack and
+//! flow-control subjects, as nats-server subscribes a consumer's ack subject on its leader
+//! only. In a cluster that interest reaches the other nodes, so an ack sent through any node
+//! travels to the leader once and nowhere else (a node-wide `$JS.ACK.>` on every node had
+//! every ack forwarded to every node, to be parsed and dropped there).
 //!
 //! Locking: `streams` is a small map behind a std-style mutex, never held across an
 //! `.await` nor while publishing (a publish can re-enter through the ack subscriber).
@@ -45,10 +51,15 @@ use acks::AckItem;
 use outbox::Outbox;
 use task::Event;
 
-/// Subjects every delivered message's ack reply falls under.
-const ACK_SUBJECTS: &str = "$JS.ACK.>";
-/// Subjects of flow-control replies.
-const FLOW_CONTROL_SUBJECTS: &str = "$JS.FC.>";
+/// The subjects a stream's delivered messages' ack replies, and its flow-control replies,
+/// fall under (`$JS.ACK.<stream>.>`, `$JS.FC.<stream>.>`). Stream names hold no `.`, `*`
+/// or `>`, so each is one token.
+fn stream_reply_subjects(stream: &str) -> [String; 2] {
+    [
+        format!("{}{stream}.>", crate::jsapi::ACK_PREFIX),
+        format!("{}{stream}.>", outbox::FLOW_CONTROL_PREFIX),
+    ]
+}
 
 /// What this node knows about one consumer's activity (leader memory, not replicated):
 /// `last_active` times, `num_waiting`, `push_bound`, when this node first saw it (ConsumerInfo
@@ -93,6 +104,8 @@ struct StreamEntry {
     consumers: HashMap<String, ConsumerEntry>,
     /// Bounded (`acks::MAX_QUEUED_ACKS`); dropping it ends the stream's ack batcher.
     acks: QueueSender<AckItem>,
+    /// The stream's ack and flow-control subscriptions, removed with the entry.
+    subscriptions: Vec<Arc<Subscription>>,
 }
 
 /// One per node (held by `JetStream`).
@@ -100,34 +113,25 @@ struct StreamEntry {
 pub struct DeliveryRegistry {
     me: Weak<DeliveryRegistry>,
     outbox: Outbox,
+    /// Never locked while subscribing or unsubscribing (the router calls out to the routes).
     streams: Mutex<HashMap<String, StreamEntry>>,
-    subscriptions: Mutex<Vec<Arc<Subscription>>>,
+    /// The ack and flow-control subscriber of every stream (it looks the stream up here).
+    inbox: Arc<acks::AckInbox>,
     /// Acks dropped because their stream's ack queue was full.
     acks_dropped: Dropped,
 }
 
 impl DeliveryRegistry {
-    /// Creates the registry and subscribes `$JS.ACK.>` and `$JS.FC.>`. Call from inside the
-    /// runtime; tasks run on `shared.tasks` and stop with `shared.shutdown`.
+    /// Creates the registry. Call from inside the runtime; tasks run on `shared.tasks` and
+    /// stop with `shared.shutdown`.
     pub fn new(shared: Arc<ServerShared>) -> Arc<DeliveryRegistry> {
-        let registry = Arc::new_cyclic(|me| DeliveryRegistry {
+        Arc::new_cyclic(|me| DeliveryRegistry {
             me: me.clone(),
-            outbox: Outbox::new(shared.clone()),
+            outbox: Outbox::new(shared),
             streams: Mutex::new(HashMap::new()),
-            subscriptions: Mutex::new(Vec::new()),
+            inbox: Arc::new(acks::AckInbox::new(me.clone())),
             acks_dropped: Dropped::default(),
-        });
-        let inbox = Arc::new(acks::AckInbox::new(Arc::downgrade(&registry)));
-        let subscriptions = vec![
-            shared
-                .router
-                .subscribe_internal(ACK_SUBJECTS, None, inbox.clone()),
-            shared
-                .router
-                .subscribe_internal(FLOW_CONTROL_SUBJECTS, None, inbox),
-        ];
-        *registry.subscriptions.lock() = subscriptions;
-        registry
+        })
     }
 
     fn shared(&self) -> &Arc<ServerShared> {
@@ -139,42 +143,47 @@ impl DeliveryRegistry {
         &self.shared().identity.server_name
     }
 
-    /// A stream group runs on this node (created, or loaded at start-up): start its ack
-    /// batcher and a delivery task for each consumer it has. Idempotent; a different handle
-    /// under the same name (deleted and re-created) replaces the old one.
+    /// This node leads a stream group (or its only replica runs here): subscribe the
+    /// stream's ack and flow-control subjects, start its ack batcher and a delivery task for
+    /// each consumer it has. Idempotent; a different handle under the same name (deleted and
+    /// re-created) replaces the old one.
     pub fn attach_stream(&self, handle: &Arc<StreamHandle>) {
         let names: Vec<String> = handle
             .view()
             .read(|group| group.consumer_names().map(str::to_owned).collect());
-        {
-            let mut streams = self.streams.lock();
-            let current = streams.get(handle.name());
-            if current.is_some_and(|entry| Arc::ptr_eq(&entry.handle, handle)) {
-                drop(streams);
-                for name in names {
-                    self.consumer(handle, &name);
-                }
-                return;
-            }
-            if let Some(old) = streams.remove(handle.name()) {
-                close_consumers(old);
-            }
+        if !self.is_attached(handle) {
+            // Subscribed before the entry exists: an ack arriving in between finds no
+            // stream and is dropped, as one arriving before the leader took over would be.
+            let subscriptions = self.subscribe_replies(handle.name());
             let (acks, incoming) = queue::bounded(acks::MAX_QUEUED_ACKS);
-            let shared = self.shared().clone();
-            shared.tasks.spawn(acks::run(
-                self.me.clone(),
-                handle.clone(),
-                incoming,
-                self.outbox.clone(),
-            ));
-            streams.insert(
-                handle.name().to_owned(),
-                StreamEntry {
-                    handle: handle.clone(),
-                    consumers: HashMap::new(),
-                    acks,
-                },
-            );
+            let entry = StreamEntry {
+                handle: handle.clone(),
+                consumers: HashMap::new(),
+                acks,
+                subscriptions,
+            };
+            let replaced = {
+                let mut streams = self.streams.lock();
+                if streams
+                    .get(handle.name())
+                    .is_some_and(|current| Arc::ptr_eq(&current.handle, handle))
+                {
+                    Err(entry) // attached concurrently
+                } else {
+                    self.shared().tasks.spawn(acks::run(
+                        self.me.clone(),
+                        handle.clone(),
+                        incoming,
+                        self.outbox.clone(),
+                    ));
+                    Ok(streams.insert(handle.name().to_owned(), entry))
+                }
+            };
+            match replaced {
+                Ok(Some(old)) => self.retire(old, || Event::Deleted),
+                Ok(None) => {}
+                Err(unused) => self.unsubscribe(&unused.subscriptions),
+            }
         }
         for name in names {
             self.consumer(handle, &name);
@@ -186,7 +195,7 @@ impl DeliveryRegistry {
     pub fn detach_stream(&self, stream: &str) {
         let removed = self.streams.lock().remove(stream);
         if let Some(entry) = removed {
-            close_consumers(entry);
+            self.retire(entry, || Event::Deleted);
         }
     }
 
@@ -196,9 +205,7 @@ impl DeliveryRegistry {
     pub fn leadership_lost(&self, stream: &str) {
         let removed = self.streams.lock().remove(stream);
         if let Some(entry) = removed {
-            for consumer in entry.consumers.into_values() {
-                let _ = consumer.events.send(Event::LeadershipChange);
-            }
+            self.retire(entry, || Event::LeadershipChange);
         }
     }
 
@@ -263,10 +270,45 @@ impl DeliveryRegistry {
         entry.events.send(Event::Pull { reply, request }).is_ok()
     }
 
-    /// Unsubscribes `$JS.ACK.>` and `$JS.FC.>` (tasks end with the server's shutdown token).
+    /// Unsubscribes every stream's ack and flow-control subjects (tasks end with the
+    /// server's shutdown token).
     pub fn shutdown(&self) {
-        for sub in self.subscriptions.lock().drain(..) {
-            self.shared().router.unsubscribe(&sub);
+        let subscriptions: Vec<Arc<Subscription>> = self
+            .streams
+            .lock()
+            .values_mut()
+            .flat_map(|entry| entry.subscriptions.drain(..))
+            .collect();
+        self.unsubscribe(&subscriptions);
+    }
+
+    fn is_attached(&self, handle: &Arc<StreamHandle>) -> bool {
+        self.streams
+            .lock()
+            .get(handle.name())
+            .is_some_and(|entry| Arc::ptr_eq(&entry.handle, handle))
+    }
+
+    /// Subscribes `stream`'s ack and flow-control subjects. No lock of ours is held.
+    fn subscribe_replies(&self, stream: &str) -> Vec<Arc<Subscription>> {
+        let router = &self.shared().router;
+        stream_reply_subjects(stream)
+            .iter()
+            .map(|subject| router.subscribe_internal(subject, None, self.inbox.clone()))
+            .collect()
+    }
+
+    fn unsubscribe(&self, subscriptions: &[Arc<Subscription>]) {
+        for sub in subscriptions {
+            self.shared().router.unsubscribe(sub);
+        }
+    }
+
+    /// A removed stream entry: its subscriptions go, its consumers' tasks get `event`.
+    fn retire(&self, entry: StreamEntry, event: impl Fn() -> Event) {
+        self.unsubscribe(&entry.subscriptions);
+        for consumer in entry.consumers.into_values() {
+            let _ = consumer.events.send(event());
         }
     }
 
@@ -354,12 +396,6 @@ impl DeliveryRegistry {
 
     fn outbox(&self) -> &Outbox {
         &self.outbox
-    }
-}
-
-fn close_consumers(entry: StreamEntry) {
-    for consumer in entry.consumers.into_values() {
-        let _ = consumer.events.send(Event::Deleted);
     }
 }
 
