@@ -25,7 +25,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
+use tonic::transport::server::TcpIncoming;
 
 use crate::config::cluster::ClusterConfig;
 use crate::consensus::{GroupId, GroupRegistry, NodeId, RaftGroup};
@@ -107,15 +107,15 @@ impl ClusterNode {
             .max_encoding_message_size(max_message);
         let shutdown = shared.shutdown.clone();
         shared.tasks.spawn(async move {
+            // The builder's `tcp_nodelay` applies only to a listener tonic binds itself;
+            // accepted connections of our own listener get it from `TcpIncoming`. Without
+            // it, Nagle held back the small Raft replies behind unacknowledged segments.
+            let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
             let served = tonic::transport::Server::builder()
-                .tcp_nodelay(true)
                 .initial_stream_window_size(transport::STREAM_WINDOW)
                 .initial_connection_window_size(transport::CONNECTION_WINDOW)
                 .add_service(service)
-                .serve_with_incoming_shutdown(
-                    TcpListenerStream::new(listener),
-                    shutdown.cancelled_owned(),
-                )
+                .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
                 .await;
             if let Err(e) = served {
                 tracing::error!("cluster listener failed: {e}");
