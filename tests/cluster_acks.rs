@@ -6,27 +6,14 @@
 
 mod common;
 
-use std::time::Duration;
-
 use async_nats::jetstream::{self, consumer::pull, stream};
 use common::cluster::TestCluster;
-use common::jetstream::RETRY_PACE;
+use common::jetstream::{cluster_client, RETRY_PACE};
 use futures::StreamExt;
 use serde_json::Value;
 
 const STREAM: &str = "ACKS";
 const MESSAGES: usize = 300;
-
-async fn client(url: String) -> jetstream::Context {
-    let client = async_nats::ConnectOptions::new()
-        .connection_timeout(Duration::from_secs(2))
-        .connect(url)
-        .await
-        .expect("client connects");
-    let mut js = jetstream::new(client);
-    js.set_timeout(Duration::from_secs(3));
-    js
-}
 
 /// Retries `attempt` (bounded) as a cluster client does while leaders are being elected.
 async fn retried<T, F: std::future::Future<Output = Option<T>>>(
@@ -89,7 +76,7 @@ fn route(cluster: &TestCluster, at: usize, peer: usize) -> Value {
 async fn acks_cross_only_the_route_to_the_stream_leader() {
     let cluster = TestCluster::start(3);
     cluster.wait_for_meta_leader();
-    let js = client(cluster.url(0)).await;
+    let js = cluster_client(cluster.url(0)).await;
     retried("the R3 stream", || async {
         js.get_or_create_stream(stream::Config {
             name: STREAM.into(),
@@ -109,7 +96,7 @@ async fn acks_cross_only_the_route_to_the_stream_leader() {
     assert_eq!(routez["num_routes"], 2, "{routez}");
     assert_eq!(routez["server_name"], format!("n{leader}"));
 
-    let at_leader = client(cluster.url(leader)).await;
+    let at_leader = cluster_client(cluster.url(leader)).await;
     for i in 0..MESSAGES {
         at_leader
             .publish("acks.new", format!("m{i}").into())
@@ -128,7 +115,7 @@ async fn acks_cross_only_the_route_to_the_stream_leader() {
 
     // One consumer read through the leader's node, one through a follower's.
     consume_all(&at_leader, "at-leader").await;
-    let at_follower = client(cluster.url(follower)).await;
+    let at_follower = cluster_client(cluster.url(follower)).await;
     consume_all(&at_follower, "at-follower").await;
 
     // The follower's client's acks reached the leader over their route ...

@@ -9,24 +9,13 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer::pull, stream};
 use common::cluster::TestCluster;
-use common::jetstream::{publish_until_acked, RETRY_PACE};
+use common::jetstream::{cluster_client, publish_until_acked, RETRY_PACE};
 use futures::StreamExt;
 
 const STREAM: &str = "ORDERS";
 
 /// Each test runs three jetraft processes; on a small machine they run one at a time.
 static ONE_CLUSTER_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-async fn client(url: String) -> jetstream::Context {
-    let client = async_nats::ConnectOptions::new()
-        .connection_timeout(Duration::from_secs(2))
-        .connect(url)
-        .await
-        .expect("client connects");
-    let mut js = jetstream::new(client);
-    js.set_timeout(Duration::from_secs(3));
-    js
-}
 
 async fn create_r3(js: &jetstream::Context) {
     let config = stream::Config {
@@ -100,7 +89,7 @@ async fn read_all(js: &jetstream::Context, expected: usize) -> Vec<u64> {
 async fn r3_stream_survives_kill_9_of_its_leader() {
     let _one = ONE_CLUSTER_AT_A_TIME.lock().await;
     let mut cluster = TestCluster::start(3);
-    let admin = client(cluster.url(0)).await;
+    let admin = cluster_client(cluster.url(0)).await;
     create_r3(&admin).await;
     let stream = admin.get_stream(STREAM).await.unwrap();
     // A cluster client retries an API call that timed out during a leader change (bounded).
@@ -123,7 +112,7 @@ async fn r3_stream_survives_kill_9_of_its_leader() {
     let leader = cluster.leader_of(STREAM);
     let follower = (leader + 1) % 3;
     // Through a follower: the publishes reach the leader over the route.
-    let js = client(cluster.url(follower)).await;
+    let js = cluster_client(cluster.url(follower)).await;
     let mut acked = BTreeSet::new();
     for id in 0..200 {
         acked.insert((id, publish_until_acked(&js, id).await));
@@ -188,7 +177,7 @@ async fn r3_stream_survives_kill_9_of_its_leader() {
 async fn without_quorum_writes_are_refused_and_nothing_is_lost() {
     let _one = ONE_CLUSTER_AT_A_TIME.lock().await;
     let mut cluster = TestCluster::start(3);
-    let admin = client(cluster.url(0)).await;
+    let admin = cluster_client(cluster.url(0)).await;
     create_r3(&admin).await;
     for id in 0..20 {
         publish_until_acked(&admin, id).await;
@@ -209,7 +198,7 @@ async fn without_quorum_writes_are_refused_and_nothing_is_lost() {
     );
 
     cluster.restart(1);
-    let js = client(cluster.url(survivor)).await;
+    let js = cluster_client(cluster.url(survivor)).await;
     let seq = publish_until_acked(&js, 20).await;
     assert!(seq >= 21, "sequence {seq} after 20 acked messages");
     let ids = read_all(&js, 21).await;
@@ -221,7 +210,7 @@ async fn a_follower_behind_a_compacted_log_catches_up_by_snapshot() {
     let _one = ONE_CLUSTER_AT_A_TIME.lock().await;
     // Snapshot every 50 entries and purge the log behind it.
     let mut cluster = TestCluster::start_with(3, &["--raft_compact_every", "50"]);
-    let admin = client(cluster.url(0)).await;
+    let admin = cluster_client(cluster.url(0)).await;
     create_r3(&admin).await;
     let leader = cluster.leader_of(STREAM);
     let behind = (leader + 1) % 3;
@@ -229,7 +218,7 @@ async fn a_follower_behind_a_compacted_log_catches_up_by_snapshot() {
     cluster.kill(behind);
 
     // Each synchronous publish is its own Raft entry: several snapshots and purges happen.
-    let js = client(cluster.url(other)).await;
+    let js = cluster_client(cluster.url(other)).await;
     for id in 0..300 {
         publish_until_acked(&js, id).await;
     }
@@ -247,13 +236,13 @@ async fn a_follower_behind_a_compacted_log_catches_up_by_snapshot() {
 async fn an_isolated_leader_stops_acknowledging_and_the_majority_goes_on() {
     let _one = ONE_CLUSTER_AT_A_TIME.lock().await;
     let cluster = TestCluster::start_partitionable(3).await;
-    let admin = client(cluster.url(0)).await;
+    let admin = cluster_client(cluster.url(0)).await;
     create_r3(&admin).await;
     for id in 0..10 {
         publish_until_acked(&admin, id).await;
     }
     let old_leader = tokio::task::block_in_place(|| cluster.leader_of(STREAM));
-    let cut_off = client(cluster.url(old_leader)).await;
+    let cut_off = cluster_client(cluster.url(old_leader)).await;
     cluster.isolate(old_leader);
 
     // The isolated leader cannot reach a quorum: nothing published through it is acknowledged.
@@ -295,7 +284,7 @@ async fn an_isolated_leader_stops_acknowledging_and_the_majority_goes_on() {
     });
 
     // The majority elects a new leader and takes writes.
-    let majority = client(cluster.url((old_leader + 1) % 3)).await;
+    let majority = cluster_client(cluster.url((old_leader + 1) % 3)).await;
     for id in 10..20 {
         publish_until_acked(&majority, id).await;
     }

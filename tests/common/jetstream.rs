@@ -8,6 +8,19 @@ use async_nats::jetstream::{self, context::Publish};
 /// them; every retry loop is bounded by its attempt count.
 pub const RETRY_PACE: Duration = Duration::from_millis(100);
 
+/// A JetStream context on a client of the node at `url`, with the short timeouts the
+/// cluster tests retry behind.
+pub async fn cluster_client(url: String) -> jetstream::Context {
+    let client = async_nats::ConnectOptions::new()
+        .connection_timeout(Duration::from_secs(2))
+        .connect(url)
+        .await
+        .expect("client connects");
+    let mut js = jetstream::new(client);
+    js.set_timeout(Duration::from_secs(3));
+    js
+}
+
 /// Publishes message `id` to `orders.new` until it is acknowledged (the same `Nats-Msg-Id`
 /// each time, so a retry of a publish whose ack was lost is a duplicate, not a second
 /// message); returns its sequence. At most 100 attempts.
