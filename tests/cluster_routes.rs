@@ -625,7 +625,7 @@ async fn messages_at_the_payload_limit_cross_the_route() {
         assert_eq!(msg.payload.len(), max);
         assert!(msg.payload.iter().all(|&b| b == i));
     }
-    assert_eq!(nodes[0].routes.dropped_messages(2), 0);
+    assert_eq!(nodes[0].routes.stats(2).unwrap_or_default().dropped, 0);
     for node in nodes {
         node.stop().await;
     }

@@ -146,14 +146,6 @@ impl Routes {
             .spawn(async move { routes.run_outbound(link, client).await });
     }
 
-    /// Messages dropped because `peer`'s route was backed up past [`MAX_QUEUED_BYTES`].
-    pub fn dropped_messages(&self, peer: u64) -> u64 {
-        self.peers
-            .lock()
-            .get(&peer)
-            .map_or(0, |link| link.dropped.load(Ordering::Relaxed))
-    }
-
     /// Whether the outbound stream to `peer` is currently open.
     pub fn is_connected(&self, peer: u64) -> bool {
         self.peers
