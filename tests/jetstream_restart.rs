@@ -9,6 +9,20 @@ use common::process::JetraftProcess;
 use common::within;
 use futures::StreamExt;
 
+/// Publishes `payload` to `subject` and waits for its PubAck; returns the stream sequence.
+async fn publish_acked(
+    js: &jetstream::Context,
+    subject: &'static str,
+    payload: &'static str,
+) -> u64 {
+    js.publish(subject, payload.into())
+        .await
+        .unwrap()
+        .await
+        .unwrap()
+        .sequence
+}
+
 fn start(store: &std::path::Path) -> (JetraftProcess, String) {
     let mut node = JetraftProcess::spawn(&[
         "-a",
@@ -98,13 +112,7 @@ async fn kill_9_loses_nothing_acknowledged() {
         .unwrap();
     assert_eq!(&first.payload[..], b"order 200");
     first.double_ack().await.unwrap();
-    let ack = js
-        .publish("orders.new", "after".into())
-        .await
-        .unwrap()
-        .await
-        .unwrap();
-    assert_eq!(ack.sequence, 501);
+    assert_eq!(publish_acked(&js, "orders.new", "after").await, 501);
 }
 
 /// `storage: memory` as a clustered nats-server: PubAcks do not wait for an fsync (the node's WAL is not
@@ -144,28 +152,14 @@ async fn memory_streams_skip_fsync_and_restart_empty() {
     // A PubAck of the file stream means its entry is fsynced, and the WAL syncs in order, so
     // the writes behind the creates (the new groups' votes and first entries) are durable too:
     // nothing of theirs is left to be counted during the memory publishes.
-    js.publish("kept.x", "k".into())
-        .await
-        .unwrap()
-        .await
-        .unwrap();
+    publish_acked(&js, "kept.x", "k").await;
     let fsyncs = || server.jetstream().unwrap().log_stats().fsyncs;
     let before = fsyncs();
     for i in 1..=50u64 {
-        let ack = js
-            .publish("fast.x", "m".into())
-            .await
-            .unwrap()
-            .await
-            .unwrap();
-        assert_eq!(ack.sequence, i);
+        assert_eq!(publish_acked(&js, "fast.x", "m").await, i);
     }
     assert_eq!(fsyncs(), before, "memory publishes fsync nothing");
-    js.publish("kept.x", "k".into())
-        .await
-        .unwrap()
-        .await
-        .unwrap();
+    publish_acked(&js, "kept.x", "k").await;
     assert!(fsyncs() > before, "a file publish is fsynced");
     let mut memory = js.get_stream("FAST").await.unwrap();
     assert_eq!(memory.info().await.unwrap().state.messages, 50);
@@ -180,12 +174,6 @@ async fn memory_streams_skip_fsync_and_restart_empty() {
     assert_eq!(info.state.consumer_count, 0);
     let mut kept = js.get_stream("KEPT").await.unwrap();
     assert_eq!(kept.info().await.unwrap().state.messages, 2);
-    let ack = js
-        .publish("fast.x", "again".into())
-        .await
-        .unwrap()
-        .await
-        .unwrap();
-    assert_eq!(ack.sequence, 1);
+    assert_eq!(publish_acked(&js, "fast.x", "again").await, 1);
     server.shutdown().await;
 }
