@@ -307,3 +307,87 @@ async fn an_isolated_leader_stops_acknowledging_and_the_majority_goes_on() {
     let ids = read_all(&majority, 20).await;
     assert_eq!(ids, (0..20).collect::<Vec<_>>());
 }
+
+/// Creates `name` with `replicas` through `js` (retried, bounded, as a client does while the
+/// cluster settles) and returns the names of the nodes it was placed on.
+async fn placed_on(js: &jetstream::Context, name: &str, replicas: usize) -> BTreeSet<String> {
+    let config = stream::Config {
+        name: name.into(),
+        subjects: vec![format!("{}.*", name.to_lowercase())],
+        num_replicas: replicas,
+        ..Default::default()
+    };
+    // A create placed on a node that is down waits for a leader that never comes, so bound
+    // the retries by time, not by count.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while std::time::Instant::now() < deadline {
+        if let Ok(stream) = js.create_stream(config.clone()).await {
+            let cluster = stream.cached_info().cluster.clone().expect("cluster block");
+            let mut nodes: BTreeSet<String> =
+                cluster.replicas.iter().map(|r| r.name.clone()).collect();
+            nodes.extend(cluster.leader);
+            return nodes;
+        }
+        tokio::time::sleep(RETRY_PACE).await;
+    }
+    panic!("stream {name} not created");
+}
+
+/// A node that is down gets no replicas of new streams while enough others are up; with too
+/// few up (R3 on three nodes, one down) the stream is still created on all three, as
+/// nats-server creates it, and the down replica catches up once it is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_streams_are_placed_on_nodes_that_are_up() {
+    let _one = ONE_CLUSTER_AT_A_TIME.lock().await;
+    let mut cluster = TestCluster::start(3);
+    cluster.wait_for_meta_leader();
+    let meta: usize = cluster.wait_for("a meta leader", || {
+        let name = cluster.jsz(0)["meta_leader"].as_str()?.to_string();
+        name.strip_prefix('n')?.parse().ok()
+    });
+    let dead = (meta + 1) % 3;
+    cluster.kill(dead);
+    let dead_name = format!("n{dead}");
+    cluster.wait_for("the meta leader to see the node gone", || {
+        let routez = cluster.routez(meta);
+        let route = routez["routes"]
+            .as_array()?
+            .iter()
+            .find(|route| route["remote_name"] == dead_name.as_str())?
+            .clone();
+        (route["connected"] == false && route["inbound"] == false).then_some(())
+    });
+
+    let js = cluster_client(cluster.url(meta)).await;
+    // The down node hosts nothing, so least-loaded placement would pick it first.
+    for name in ["UP1", "UP2", "UP3"] {
+        let nodes = placed_on(&js, name, 2).await;
+        assert_eq!(nodes.len(), 2, "{name}: {nodes:?}");
+        assert!(
+            !nodes.contains(&dead_name),
+            "{name} placed on the down node: {nodes:?}"
+        );
+    }
+    let nodes = placed_on(&js, "ALL3", 3).await;
+    assert!(nodes.contains(&dead_name), "R3 over three nodes: {nodes:?}");
+
+    let mut acked = false;
+    for _attempt in 0..50 {
+        if let Ok(ack) = js.publish("all3.new", "order".into()).await {
+            if ack.await.is_ok() {
+                acked = true;
+                break;
+            }
+        }
+        tokio::time::sleep(RETRY_PACE).await;
+    }
+    assert!(
+        acked,
+        "a publish into ALL3 with two of its three replicas up"
+    );
+    cluster.restart(dead);
+    cluster.wait_for("the returned node's ALL3 replica to catch up", || {
+        let replica = cluster.replica(dead, "ALL3")?;
+        (replica["last_seq"] == 1).then_some(())
+    });
+}

@@ -1,7 +1,8 @@
-//! Where a new stream's replicas go: `num_replicas` distinct nodes of the cluster, preferring
-//! the nodes that host the fewest streams (so load and, with it, leaders spread out). Pure;
-//! the meta leader calls it before proposing the stream, so the placement is part of the
-//! replicated command and every node agrees on it.
+//! Where a new stream's replicas go: `num_replicas` distinct nodes of the cluster (the ones
+//! the meta leader reaches, if there are enough), preferring the nodes that host the fewest
+//! streams (so load and, with it, leaders spread out). The meta leader decides before it
+//! proposes the stream, so the placement is part of the replicated command and every node
+//! agrees on it.
 
 use std::collections::BTreeMap;
 
@@ -32,11 +33,11 @@ impl JetStream {
                     hosted
                 });
                 let wanted = usize::try_from(config.num_replicas.max(1)).unwrap_or(usize::MAX);
-                let placed = place(&cluster.peers().ids(), &hosted, wanted, &config.name)?;
                 let me = self.node_id();
-                reachable_first(placed, |node| {
-                    node == me || super::api::cluster::reaches(cluster, node)
-                })
+                let up = |node| node == me || super::api::cluster::reaches(cluster, node);
+                let candidates = up_nodes_if_enough(&cluster.peers().ids(), up, wanted);
+                let placed = place(&candidates, &hosted, wanted, &config.name)?;
+                reachable_first(placed, up)
             }
         };
         Ok(MetaCommand::CreateStreamOn {
@@ -75,6 +76,23 @@ pub fn place(
     ranked.sort_by_key(|node| (hosted.get(node).copied().unwrap_or(0), tie(*node)));
     ranked.truncate(replicas);
     Ok(ranked)
+}
+
+/// The nodes a new stream may be placed on: those that are `up`, if there are at least
+/// `replicas` of them; otherwise all of `nodes` (a 3-node cluster with one node down still
+/// takes an R3 stream, the down replica catching up when it returns — nats-server 2.15 does
+/// the same, reporting that replica `offline`).
+pub fn up_nodes_if_enough(
+    nodes: &[NodeId],
+    up: impl Fn(NodeId) -> bool,
+    replicas: usize,
+) -> Vec<NodeId> {
+    let reachable: Vec<NodeId> = nodes.iter().copied().filter(|node| up(*node)).collect();
+    if reachable.len() >= replicas {
+        reachable
+    } else {
+        nodes.to_vec()
+    }
 }
 
 /// `replicas` with the first one this node reaches moved to the front (the others keep their
@@ -117,6 +135,27 @@ mod tests {
         assert_eq!(reachable_first(vec![3, 7, 9], up), vec![3, 7, 9]);
         // Nobody reachable: the placement stands.
         assert_eq!(reachable_first(vec![7, 8], |_| false), vec![7, 8]);
+    }
+
+    #[test]
+    fn a_node_that_is_down_is_left_out_while_enough_are_up() {
+        let nodes = [1, 2, 3, 4, 5];
+        let up = |node| node != 4;
+        assert_eq!(up_nodes_if_enough(&nodes, up, 3), vec![1, 2, 3, 5]);
+        assert_eq!(up_nodes_if_enough(&nodes, up, 4), vec![1, 2, 3, 5]);
+        // Not enough up: every node stays a candidate.
+        assert_eq!(up_nodes_if_enough(&nodes, up, 5), nodes.to_vec());
+        assert_eq!(up_nodes_if_enough(&[1, 2, 3], |n| n == 1, 3), vec![1, 2, 3]);
+        // Placement over the candidates never picks the down node while others are up:
+        // node 4 hosts the fewest streams, and is still left out.
+        let mut hosted = BTreeMap::new();
+        for node in [1, 2, 3, 5] {
+            hosted.insert(node, 3);
+        }
+        let candidates = up_nodes_if_enough(&nodes, up, 3);
+        let picked = place(&candidates, &hosted, 3, "S").unwrap();
+        assert!(!picked.contains(&4), "{picked:?}");
+        assert!(place(&nodes, &hosted, 3, "S").unwrap().contains(&4));
     }
 
     #[test]
