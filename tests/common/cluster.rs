@@ -22,12 +22,17 @@ pub struct TestCluster {
 }
 
 /// A free loopback port (bound and released; the OS does not hand it out again at once).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// `count` distinct free loopback ports. The listeners are held until all are bound: ports
+/// taken one at a time could repeat (the kernel may hand out a port again once it is
+/// released), and a node's client port equal to another's cluster port fails its start.
+fn free_ports(count: usize) -> Vec<u16> {
+    let listeners: Vec<TcpListener> = (0..count)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    listeners
+        .iter()
+        .map(|listener| listener.local_addr().unwrap().port())
+        .collect()
 }
 
 impl TestCluster {
@@ -102,14 +107,15 @@ impl TestCluster {
     }
 
     fn prepare(size: usize, extra_args: &[&str]) -> TestCluster {
+        let ports = free_ports(3 * size);
         TestCluster {
             proxies: Default::default(),
             extra_args: extra_args.iter().map(|a| a.to_string()).collect(),
             dirs: (0..size).map(|_| tempfile::tempdir().unwrap()).collect(),
             nodes: (0..size).map(|_| None).collect(),
-            client_ports: (0..size).map(|_| free_port()).collect(),
-            http_ports: (0..size).map(|_| free_port()).collect(),
-            cluster_ports: (0..size).map(|_| free_port()).collect(),
+            client_ports: ports[..size].to_vec(),
+            http_ports: ports[size..2 * size].to_vec(),
+            cluster_ports: ports[2 * size..].to_vec(),
         }
     }
 
