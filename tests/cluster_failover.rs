@@ -348,14 +348,19 @@ async fn new_streams_are_placed_on_nodes_that_are_up() {
     let dead = (meta + 1) % 3;
     cluster.kill(dead);
     let dead_name = format!("n{dead}");
-    cluster.wait_for("the meta leader to see the node gone", || {
-        let routez = cluster.routez(meta);
-        let route = routez["routes"]
-            .as_array()?
-            .iter()
-            .find(|route| route["remote_name"] == dead_name.as_str())?
-            .clone();
-        (route["connected"] == false && route["inbound"] == false).then_some(())
+    // Both survivors (either may lead the meta group after the kill) see it gone.
+    cluster.wait_for("the survivors to see the node gone", || {
+        let gone = |at: usize| {
+            let routez = cluster.routez(at);
+            routez["routes"].as_array().is_some_and(|routes| {
+                routes.iter().any(|route| {
+                    route["remote_name"] == dead_name.as_str()
+                        && route["connected"] == false
+                        && route["inbound"] == false
+                })
+            })
+        };
+        (0..3).filter(|&i| i != dead).all(gone).then_some(())
     });
 
     let js = cluster_client(cluster.url(meta)).await;
