@@ -62,14 +62,9 @@ async fn consume_all(js: &jetstream::Context, durable: &str) {
 
 /// Node `at`'s route to node `peer`, from `/routez`.
 fn route(cluster: &TestCluster, at: usize, peer: usize) -> Value {
-    let routez = cluster.routez(at);
-    routez["routes"]
-        .as_array()
-        .expect("routes")
-        .iter()
-        .find(|route| route["remote_name"] == format!("n{peer}"))
-        .unwrap_or_else(|| panic!("no route to n{peer} in {routez}"))
-        .clone()
+    cluster
+        .route(at, peer)
+        .unwrap_or_else(|| panic!("no route to n{peer} in {}", cluster.routez(at)))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

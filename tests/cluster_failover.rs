@@ -18,28 +18,34 @@ const STREAM: &str = "ORDERS";
 static ONE_CLUSTER_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 async fn create_r3(js: &jetstream::Context) {
-    let config = stream::Config {
-        name: STREAM.into(),
-        subjects: vec!["orders.*".into()],
-        num_replicas: 3,
-        ..Default::default()
-    };
-    // Creating is idempotent: a create whose reply was lost in a leader change is retried.
-    let mut created = None;
-    for _attempt in 0..20 {
-        match js.create_stream(config.clone()).await {
-            Ok(stream) => {
-                created = Some(stream);
-                break;
-            }
-            Err(_) => tokio::time::sleep(RETRY_PACE).await,
-        }
-    }
-    let stream = created.expect("R3 stream created");
-    let mut info = stream.cached_info().clone();
-    let cluster = info.cluster.take().expect("cluster block");
+    let cluster = create_retried(js, STREAM, 3).await;
     assert_eq!(cluster.name.as_deref(), Some("test"));
     assert_eq!(cluster.replicas.len(), 2, "two followers: {cluster:?}");
+}
+
+/// Creates stream `name` (subjects `<name in lower case>.*`) with `replicas` and returns its
+/// cluster block. Creating is idempotent, so a create whose reply was lost in a leader change
+/// is retried; bounded by time, since a create placed on a node that is down waits for a
+/// leader that never comes.
+async fn create_retried(
+    js: &jetstream::Context,
+    name: &str,
+    replicas: usize,
+) -> stream::ClusterInfo {
+    let config = stream::Config {
+        name: name.into(),
+        subjects: vec![format!("{}.*", name.to_lowercase())],
+        num_replicas: replicas,
+        ..Default::default()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while std::time::Instant::now() < deadline {
+        if let Ok(stream) = js.create_stream(config.clone()).await {
+            return stream.cached_info().cluster.clone().expect("cluster block");
+        }
+        tokio::time::sleep(RETRY_PACE).await;
+    }
+    panic!("stream {name} not created");
 }
 
 /// Reads the whole stream through a fresh consumer and returns the payload ids in order.
@@ -308,29 +314,12 @@ async fn an_isolated_leader_stops_acknowledging_and_the_majority_goes_on() {
     assert_eq!(ids, (0..20).collect::<Vec<_>>());
 }
 
-/// Creates `name` with `replicas` through `js` (retried, bounded, as a client does while the
-/// cluster settles) and returns the names of the nodes it was placed on.
+/// The names of the nodes stream `name`, created with `replicas`, was placed on.
 async fn placed_on(js: &jetstream::Context, name: &str, replicas: usize) -> BTreeSet<String> {
-    let config = stream::Config {
-        name: name.into(),
-        subjects: vec![format!("{}.*", name.to_lowercase())],
-        num_replicas: replicas,
-        ..Default::default()
-    };
-    // A create placed on a node that is down waits for a leader that never comes, so bound
-    // the retries by time, not by count.
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while std::time::Instant::now() < deadline {
-        if let Ok(stream) = js.create_stream(config.clone()).await {
-            let cluster = stream.cached_info().cluster.clone().expect("cluster block");
-            let mut nodes: BTreeSet<String> =
-                cluster.replicas.iter().map(|r| r.name.clone()).collect();
-            nodes.extend(cluster.leader);
-            return nodes;
-        }
-        tokio::time::sleep(RETRY_PACE).await;
-    }
-    panic!("stream {name} not created");
+    let cluster = create_retried(js, name, replicas).await;
+    let mut nodes: BTreeSet<String> = cluster.replicas.iter().map(|r| r.name.clone()).collect();
+    nodes.extend(cluster.leader);
+    nodes
 }
 
 /// A node that is down gets no replicas of new streams while enough others are up; with too
@@ -341,24 +330,16 @@ async fn new_streams_are_placed_on_nodes_that_are_up() {
     let _one = ONE_CLUSTER_AT_A_TIME.lock().await;
     let mut cluster = TestCluster::start(3);
     cluster.wait_for_meta_leader();
-    let meta: usize = cluster.wait_for("a meta leader", || {
-        let name = cluster.jsz(0)["meta_leader"].as_str()?.to_string();
-        name.strip_prefix('n')?.parse().ok()
-    });
+    let meta = cluster.meta_leader();
     let dead = (meta + 1) % 3;
     cluster.kill(dead);
     let dead_name = format!("n{dead}");
     // Both survivors (either may lead the meta group after the kill) see it gone.
     cluster.wait_for("the survivors to see the node gone", || {
         let gone = |at: usize| {
-            let routez = cluster.routez(at);
-            routez["routes"].as_array().is_some_and(|routes| {
-                routes.iter().any(|route| {
-                    route["remote_name"] == dead_name.as_str()
-                        && route["connected"] == false
-                        && route["inbound"] == false
-                })
-            })
+            cluster
+                .route(at, dead)
+                .is_some_and(|route| route["connected"] == false && route["inbound"] == false)
         };
         (0..3).filter(|&i| i != dead).all(gone).then_some(())
     });

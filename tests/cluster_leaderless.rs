@@ -166,15 +166,6 @@ fn wait_until_applied_everywhere(cluster: &TestCluster, nodes: &[usize]) {
     });
 }
 
-/// Index of the meta leader, from `/jsz` of a running node.
-fn meta_leader(cluster: &TestCluster) -> usize {
-    cluster.wait_for("a meta leader", || {
-        let i = (0..cluster.size()).find(|&i| cluster.is_running(i))?;
-        let name = cluster.jsz(i)["meta_leader"].as_str()?.to_string();
-        name.strip_prefix('n')?.parse().ok()
-    })
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_without_quorum_answers_from_its_replica_until_a_leader_is_back() {
     let _one = ONE_CLUSTER_AT_A_TIME.lock().await;
@@ -187,7 +178,7 @@ async fn a_stream_without_quorum_answers_from_its_replica_until_a_leader_is_back
     // both groups and can never win an election (one vote of three). (A leader left without a
     // quorum keeps leading in openraft 0.9, and so keeps answering.)
     let leader = cluster.leader_of(STREAM);
-    let meta = meta_leader(&cluster);
+    let meta = cluster.meta_leader();
     let survivor = (0..3).find(|&i| i != leader && i != meta).unwrap();
     for dead in (0..3).filter(|&i| i != survivor) {
         cluster.kill(dead);

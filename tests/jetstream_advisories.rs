@@ -369,10 +369,7 @@ async fn in_a_cluster_a_stream_deletion_is_advised_once_by_the_meta_leader() {
         await_interest(&clients, i).await;
     }
     let js = jetstream::new(clients[0].clone());
-    let meta_leader = cluster.wait_for("the meta leader", || {
-        let name = cluster.jsz(0)["meta_leader"].as_str()?.to_owned();
-        (0..cluster.size()).find(|i| name == format!("n{i}"))
-    });
+    let meta_leader = cluster.meta_leader();
     // The stream is placed away from the meta leader, which answers STREAM.DELETE: its
     // consumers are learned from the stream's leader before the deletion.
     let mut placed = None;

@@ -87,9 +87,9 @@ pub fn up_nodes_if_enough(
     up: impl Fn(NodeId) -> bool,
     replicas: usize,
 ) -> Vec<NodeId> {
-    let reachable: Vec<NodeId> = nodes.iter().copied().filter(|node| up(*node)).collect();
-    if reachable.len() >= replicas {
-        reachable
+    let up_nodes: Vec<NodeId> = nodes.iter().copied().filter(|node| up(*node)).collect();
+    if up_nodes.len() >= replicas {
+        up_nodes
     } else {
         nodes.to_vec()
     }

@@ -21,7 +21,6 @@ pub struct TestCluster {
     proxies: std::collections::HashMap<(usize, usize), Proxy>,
 }
 
-/// A free loopback port (bound and released; the OS does not hand it out again at once).
 /// `count` distinct free loopback ports. The listeners are held until all are bound: ports
 /// taken one at a time could repeat (the kernel may hand out a port again once it is
 /// released), and a node's client port equal to another's cluster port fails its start.
@@ -221,6 +220,24 @@ impl TestCluster {
         stream.read_to_string(&mut response).unwrap();
         let body = response.split("\r\n\r\n").nth(1).unwrap_or_default();
         serde_json::from_str(body).unwrap_or_else(|e| panic!("bad {path} body {body:?}: {e}"))
+    }
+
+    /// Index of the meta leader, as a running node's `/jsz` names it, waiting until one does.
+    pub fn meta_leader(&self) -> usize {
+        self.wait_for("a meta leader", || {
+            let i = (0..self.size()).find(|&i| self.is_running(i))?;
+            let name = self.jsz(i)["meta_leader"].as_str()?.to_string();
+            name.strip_prefix('n')?.parse().ok()
+        })
+    }
+
+    /// Node `at`'s route to node `peer`, from `/routez`; `None` if it lists none.
+    pub fn route(&self, at: usize, peer: usize) -> Option<serde_json::Value> {
+        self.routez(at)["routes"]
+            .as_array()?
+            .iter()
+            .find(|route| route["remote_name"] == format!("n{peer}").as_str())
+            .cloned()
     }
 
     /// Node `i`'s local replica of `stream`, from `/jsz`.
