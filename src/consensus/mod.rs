@@ -20,7 +20,8 @@
 //!   to sled through its [`GroupMachine`], atomically with the applied log id; builds and
 //!   installs snapshots; restores from the snapshot file when sled is behind after a crash.
 //! - [`network`]: openraft's network factory over a [`PeerTransport`]; for now only
-//!   [`NoPeers`] (single node). The gRPC transport implements the same trait later.
+//!   [`NoPeers`] (single node); `cluster::GrpcTransport` implements the same trait.
+//! - [`commit_hold`]: commit-only heartbeats held back for the next append.
 //! - [`group`]: [`RaftGroup`], one running group: start (who initializes a new group:
 //!   [`Bootstrap`]), propose, shut down.
 //! - [`leadership`]: whether a replica serves as leader, with the lost-quorum rule.
@@ -43,6 +44,7 @@
 
 pub mod batcher;
 pub mod codec;
+pub mod commit_hold;
 pub mod group;
 pub mod leadership;
 pub mod log_store;

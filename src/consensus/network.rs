@@ -16,6 +16,7 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Instant;
 
 use openraft::error::{InstallSnapshotError, RPCError, RaftError, Unreachable};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
@@ -24,6 +25,9 @@ use openraft::raft::{
     VoteRequest, VoteResponse,
 };
 
+use parking_lot::Mutex;
+
+use super::commit_hold::{self, CommitHold, Plan};
 use super::group::ProposeError;
 use super::types::{GroupId, Node, NodeId, Proposal, Response, TypeConfig};
 
@@ -158,16 +162,39 @@ impl RaftNetworkFactory<TypeConfig> for GroupNetworkFactory {
             target,
             node: node.clone(),
             transport: self.transport.clone(),
+            hold: Arc::default(),
         }
     }
 }
 
-/// The connection of one group to one peer (openraft's `RaftNetwork`).
+/// The connection of one group to one peer (openraft's `RaftNetwork`). Commit-only
+/// heartbeats are held back for the next append ([`commit_hold`]).
 pub struct GroupNetwork {
     group: GroupId,
     target: NodeId,
     node: Node,
     transport: Arc<dyn PeerTransport>,
+    hold: Arc<Mutex<CommitHold>>,
+}
+
+impl GroupNetwork {
+    /// Sends `rpc` after [`commit_hold::HOLD`] unless another request to the peer went first.
+    fn send_later(&self, ticket: u64, rpc: AppendEntriesRequest<TypeConfig>, option: RPCOption) {
+        let (group, target, node) = (self.group, self.target, self.node.clone());
+        let (transport, hold) = (self.transport.clone(), self.hold.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(commit_hold::HOLD).await;
+            if !hold.lock().still_held(ticket, &rpc) {
+                return;
+            }
+            let (last, vote) = (commit_hold::last_of(&rpc), rpc.vote);
+            let answer = transport
+                .append_entries(group, target, node, rpc, option)
+                .await;
+            hold.lock()
+                .answered(last, vote, answer.as_ref().ok(), Instant::now());
+        });
+    }
 }
 
 impl RaftNetwork<TypeConfig> for GroupNetwork {
@@ -176,9 +203,19 @@ impl RaftNetwork<TypeConfig> for GroupNetwork {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RpcError> {
-        self.transport
+        if let Plan::Hold { ticket } = self.hold.lock().plan(&rpc, Instant::now()) {
+            self.send_later(ticket, rpc, option);
+            return Ok(AppendEntriesResponse::Success);
+        }
+        let (last, vote) = (commit_hold::last_of(&rpc), rpc.vote);
+        let answer = self
+            .transport
             .append_entries(self.group, self.target, self.node.clone(), rpc, option)
-            .await
+            .await;
+        self.hold
+            .lock()
+            .answered(last, vote, answer.as_ref().ok(), Instant::now());
+        answer
     }
 
     async fn install_snapshot(
