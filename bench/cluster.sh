@@ -84,11 +84,12 @@ jsz_last_seq() {
 
 # start_cluster KEY RUN: 3 nodes, wait for client ports, meta leader, $JS.API.INFO
 start_cluster() {
-    local key=$1 run=$2 i routes pid dir deadline ml
+    local key=$1 run=$2 i routes pid dir deadline ml ports
+    mapfile -t ports < <(free_ports $((3 * ${#NODES[@]})))
     for i in "${NODES[@]}"; do
-        CPORT[$key:$i]=$(free_port)
-        HPORT[$key:$i]=$(free_port)
-        CLPORT[$key:$i]=$(free_port)
+        CPORT[$key:$i]=${ports[3 * (i - 1)]}
+        HPORT[$key:$i]=${ports[3 * (i - 1) + 1]}
+        CLPORT[$key:$i]=${ports[3 * (i - 1) + 2]}
     done
     routes="nats-route://127.0.0.1:${CLPORT[$key:1]},nats-route://127.0.0.1:${CLPORT[$key:2]},nats-route://127.0.0.1:${CLPORT[$key:3]}"
     CLUSTER_CMD[$key]="${BIN[$key]} -a 127.0.0.1 -p <port> -m <http_port> -js -sd <dir> -n n<i> --cluster_name ${key}bench --cluster nats://127.0.0.1:<cluster_port> --routes $(sed -E 's/:[0-9]+/:<cp>/g' <<<"$routes")"

@@ -45,8 +45,7 @@ url_of() { echo "nats://127.0.0.1:${PORT[$1]}"; } # url_of KEY
 # start_bench_server KEY BIN -> PORT[KEY], MON[KEY], MONMODE[KEY]
 start_bench_server() {
     local key=$1 bin=$2 port mon i mode=none
-    port=$(free_port)
-    mon=$(free_port)
+    { read -r port; read -r mon; } < <(free_ports 2)
     spawn "$TMP/server-$key.log" "$bin" -a 127.0.0.1 -p "$port" -m "$mon"
     if ! wait_port "$SPAWNED_PID" "$port"; then
         tail -n 20 "$TMP/server-$key.log" || true

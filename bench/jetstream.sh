@@ -60,8 +60,7 @@ NC() { nats_at "$(url_of "$1")" "${@:2}"; }      # NC KEY ARGS...: the nats CLI 
 # start_bench_server KEY -> PORT[KEY], MON[KEY]; waits until JetStream answers
 start_bench_server() {
     local key=$1 port mon pid dir=$TMP/store-$1
-    port=$(free_port)
-    mon=$(free_port)
+    { read -r port; read -r mon; } < <(free_ports 2)
     mkdir -p "$dir"
     case $key in
     ref) set -- "$REF_BIN" -a 127.0.0.1 -p "$port" -m "$mon" -js -sd "$dir" ;;

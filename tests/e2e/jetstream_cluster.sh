@@ -65,10 +65,11 @@ setup_tmp jetraft-e2e-js-cluster
 CLUSTER_NAME=jrtest$$
 declare -A CPORT=() HPORT=() CLPORT=() NODE_PID=()
 NODES=(1 2 3)
+mapfile -t ports < <(free_ports $((3 * ${#NODES[@]})))
 for i in "${NODES[@]}"; do
-    CPORT[$i]=$(free_port)
-    HPORT[$i]=$(free_port)
-    CLPORT[$i]=$(free_port)
+    CPORT[$i]=${ports[3 * (i - 1)]}
+    HPORT[$i]=${ports[3 * (i - 1) + 1]}
+    CLPORT[$i]=${ports[3 * (i - 1) + 2]}
 done
 ROUTES="nats-route://127.0.0.1:${CLPORT[1]},nats-route://127.0.0.1:${CLPORT[2]},nats-route://127.0.0.1:${CLPORT[3]}"
 

@@ -44,6 +44,9 @@
 #                    as soon as a line of FILE matches PATTERN (grep). Not for use
 #                    inside $(...): only the parent shell can reap its children.
 #   free_port        print a free TCP port on 127.0.0.1 (asks ${PYTHON:-python3}).
+#   free_ports N     print N distinct free TCP ports on 127.0.0.1, one per line (all bound
+#                    at once before any is released: taken one at a time, the kernel may
+#                    hand the same port out twice).
 #   wait_port PID PORT [SECS]  wait up to SECS (10) s, while PID is alive, until
 #                    127.0.0.1:PORT accepts a TCP connection; returns 1 if it never does.
 #   start_server NAME [FLAGS...]  start `$SERVER -a 127.0.0.1 -p <free port> FLAGS...`
@@ -163,6 +166,14 @@ wait_exit() {
 }
 free_port() {
     "${PYTHON:-python3}" -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'
+}
+free_ports() {
+    "${PYTHON:-python3}" -c '
+import socket, sys
+socks = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in socks:
+    s.bind(("127.0.0.1", 0))
+print("\n".join(str(s.getsockname()[1]) for s in socks))' "$1"
 }
 wait_port() {
     local pid=$1 port=$2 secs=${3:-10} i
