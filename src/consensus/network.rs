@@ -4,10 +4,12 @@
 //!
 //! - [`NoPeers`]: the transport of a single node: every peer is unreachable. A single-voter group
 //!   never sends an RPC, so this is all a one-node broker needs.
-//! - The gRPC transport (tonic, later) implements [`PeerTransport`] too: one channel per peer,
+//! - `cluster::GrpcTransport` implements [`PeerTransport`] over tonic: one channel per peer,
 //!   RPCs tagged with the group id, and on the receiving node a dispatcher that looks the group
 //!   up in the [`GroupRegistry`](super::GroupRegistry) and calls `Raft::append_entries` /
-//!   `vote` / `install_snapshot` on it. Nothing here changes when it lands.
+//!   `vote` / `install_snapshot` on it.
+//! - [`GroupNetwork`] holds commit-only heartbeats back for the next append
+//!   ([`super::commit_hold`]).
 //!
 //! Snapshots go through the chunked `install_snapshot` RPC: openraft 0.9's default
 //! `full_snapshot` reads the snapshot file in `snapshot_max_chunk_size` pieces.
