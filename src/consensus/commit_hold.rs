@@ -16,13 +16,15 @@
 //!
 //! What the held answer claims beyond the truth is only timing: openraft counts the answer as
 //! the peer's acknowledgement at the time the request was made, while the peer's last real
-//! acknowledgement answered a request at most [`RECENT`] plus a round trip older. The lost-quorum rule
-//! ([`super::leadership::quorum_lost_after`]) leaves half the minimum election timeout
-//! (150 ms) of margin, so it holds. A held request never advances what openraft believes the
-//! peer has (its position is unchanged), and at most one answer is held per real one, since a
-//! held answer does not refresh the acknowledgement it was judged by. Followers learn a commit
-//! index later by at most [`HOLD`] when no append follows; they apply it then (only a leader
-//! serves a stream, and a new leader applies its whole log before it serves).
+//! acknowledgement answered a request at most [`RECENT`] plus a round trip older. The
+//! lost-quorum rule ([`super::leadership::quorum_lost_after`]) leaves half the minimum
+//! election timeout (150 ms) of margin, so it holds. A held request never advances what
+//! openraft believes the peer has (its position is unchanged). Only one request is held at a
+//! time and the one after it is sent, and a held answer does not refresh the acknowledgement
+//! it was judged by, so early answers stop [`RECENT`] after the peer last really answered.
+//! Followers learn a commit index later by at most [`HOLD`] when no append follows; they apply
+//! it then (only a leader serves a stream, and a new leader applies its whole log before it
+//! serves).
 
 use std::time::{Duration, Instant};
 
@@ -53,10 +55,10 @@ pub struct CommitHold {
     acked: Option<(Option<LogId>, Vote, Instant)>,
     /// The highest commit index sent to the peer for real.
     commit_sent: Option<LogId>,
-    /// Bumped by every request sent; a held request is sent only if it is still the latest.
+    /// Counts the requests planned; names each held one.
     ticket: u64,
-    /// Whether a held request is outstanding (at most one).
-    holding: bool,
+    /// The ticket of the held request, while it is the latest request and not yet sent.
+    held: Option<u64>,
 }
 
 impl CommitHold {
@@ -71,11 +73,11 @@ impl CommitHold {
                     && now.saturating_duration_since(*at) <= RECENT
         );
         if rpc.entries.is_empty()
-            && !self.holding
+            && self.held.is_none()
             && repeats_ack
             && rpc.leader_commit > self.commit_sent
         {
-            self.holding = true;
+            self.held = Some(self.ticket);
             return Plan::Hold {
                 ticket: self.ticket,
             };
@@ -87,7 +89,7 @@ impl CommitHold {
     /// Whether the request held under `ticket` is still the latest one; if it is, it counts
     /// as sent from now on.
     pub fn still_held(&mut self, ticket: u64, rpc: &AppendEntriesRequest<TypeConfig>) -> bool {
-        if !self.holding || ticket != self.ticket {
+        if self.held != Some(ticket) {
             return false;
         }
         self.sent(rpc);
@@ -95,32 +97,45 @@ impl CommitHold {
     }
 
     fn sent(&mut self, rpc: &AppendEntriesRequest<TypeConfig>) {
-        self.holding = false;
+        self.held = None;
         if rpc.leader_commit > self.commit_sent {
             self.commit_sent = rpc.leader_commit;
         }
     }
 
-    /// Records the peer's answer to `rpc` (a request really sent) at `now`.
+    /// Records the peer's answer (`None`: no answer) at `now` to a request really sent, which
+    /// `sent` describes.
     pub fn answered(
         &mut self,
-        rpc_last: Option<LogId>,
-        vote: Vote,
+        sent: Sent,
         answer: Option<&AppendEntriesResponse<NodeId>>,
         now: Instant,
     ) {
         self.acked = match answer {
-            Some(AppendEntriesResponse::Success) => Some((rpc_last, vote, now)),
+            Some(AppendEntriesResponse::Success) => Some((sent.last, sent.vote, now)),
             _ => None,
         };
     }
 }
 
-/// The position a peer matches once it accepted all of `rpc`.
-pub fn last_of(rpc: &AppendEntriesRequest<TypeConfig>) -> Option<LogId> {
-    match rpc.entries.last() {
-        Some(entry) => Some(entry.log_id),
-        None => rpc.prev_log_id,
+/// What [`CommitHold::answered`] needs to know of a request once it is handed to the
+/// transport: the position the peer matches if it accepts all of it, and its vote.
+#[derive(Clone, Copy, Debug)]
+pub struct Sent {
+    last: Option<LogId>,
+    vote: Vote,
+}
+
+impl Sent {
+    pub fn of(rpc: &AppendEntriesRequest<TypeConfig>) -> Sent {
+        Sent {
+            last: rpc
+                .entries
+                .last()
+                .map(|entry| entry.log_id)
+                .or(rpc.prev_log_id),
+            vote: rpc.vote,
+        }
     }
 }
 
@@ -157,12 +172,7 @@ mod tests {
     /// Sends `rpc` through `hold` and has the peer accept it at `now`.
     fn accepted(hold: &mut CommitHold, rpc: &AppendEntriesRequest<TypeConfig>, now: Instant) {
         assert_eq!(hold.plan(rpc, now), Plan::Send);
-        hold.answered(
-            last_of(rpc),
-            rpc.vote,
-            Some(&AppendEntriesResponse::Success),
-            now,
-        );
+        hold.answered(Sent::of(rpc), Some(&AppendEntriesResponse::Success), now);
     }
 
     #[test]
@@ -178,10 +188,12 @@ mod tests {
         accepted(&mut hold, &request(3, 2, 3), now);
         assert!(!hold.still_held(ticket, &commit));
         // No append follows the next commit: the held request is sent after all.
+        let stale = ticket;
         let commit = request(5, 0, 5);
         let Plan::Hold { ticket } = hold.plan(&commit, now) else {
             panic!("not held")
         };
+        assert!(!hold.still_held(stale, &commit), "an earlier hold's timer");
         assert!(hold.still_held(ticket, &commit));
         assert!(!hold.still_held(ticket, &commit), "sent once");
     }
@@ -221,12 +233,7 @@ mod tests {
         // The peer refused the last request.
         let rpc = request(0, 6, 0);
         assert_eq!(hold.plan(&rpc, now), Plan::Send);
-        hold.answered(
-            last_of(&rpc),
-            rpc.vote,
-            Some(&AppendEntriesResponse::Conflict),
-            now,
-        );
+        hold.answered(Sent::of(&rpc), Some(&AppendEntriesResponse::Conflict), now);
         assert_eq!(hold.plan(&request(6, 0, 6), now), Plan::Send);
     }
 

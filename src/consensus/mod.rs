@@ -19,8 +19,8 @@
 //! - [`state_machine`]: openraft's `RaftStateMachine` for one group: applies committed entries
 //!   to sled through its [`GroupMachine`], atomically with the applied log id; builds and
 //!   installs snapshots; restores from the snapshot file when sled is behind after a crash.
-//! - [`network`]: openraft's network factory over a [`PeerTransport`]; for now only
-//!   [`NoPeers`] (single node); `cluster::GrpcTransport` implements the same trait.
+//! - [`network`]: openraft's network factory over a [`PeerTransport`]: [`NoPeers`] on a single
+//!   node, `cluster::GrpcTransport` in a cluster.
 //! - [`commit_hold`]: commit-only heartbeats held back for the next append.
 //! - [`group`]: [`RaftGroup`], one running group: start (who initializes a new group:
 //!   [`Bootstrap`]), propose, shut down.

@@ -29,7 +29,7 @@ use openraft::raft::{
 
 use parking_lot::Mutex;
 
-use super::commit_hold::{self, CommitHold, Plan};
+use super::commit_hold::{self, CommitHold, Plan, Sent};
 use super::group::ProposeError;
 use super::types::{GroupId, Node, NodeId, Proposal, Response, TypeConfig};
 
@@ -180,21 +180,32 @@ pub struct GroupNetwork {
 }
 
 impl GroupNetwork {
+    /// Sends `rpc` to the peer and records its answer in `hold`.
+    async fn send(
+        transport: &dyn PeerTransport,
+        hold: &Mutex<CommitHold>,
+        (group, target, node): (GroupId, NodeId, Node),
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<NodeId>, RpcError> {
+        let sent = Sent::of(&rpc);
+        let answer = transport
+            .append_entries(group, target, node, rpc, option)
+            .await;
+        hold.lock()
+            .answered(sent, answer.as_ref().ok(), Instant::now());
+        answer
+    }
+
     /// Sends `rpc` after [`commit_hold::HOLD`] unless another request to the peer went first.
     fn send_later(&self, ticket: u64, rpc: AppendEntriesRequest<TypeConfig>, option: RPCOption) {
-        let (group, target, node) = (self.group, self.target, self.node.clone());
+        let to = (self.group, self.target, self.node.clone());
         let (transport, hold) = (self.transport.clone(), self.hold.clone());
         tokio::spawn(async move {
             tokio::time::sleep(commit_hold::HOLD).await;
-            if !hold.lock().still_held(ticket, &rpc) {
-                return;
+            if hold.lock().still_held(ticket, &rpc) {
+                let _ = Self::send(&*transport, &hold, to, rpc, option).await;
             }
-            let (last, vote) = (commit_hold::last_of(&rpc), rpc.vote);
-            let answer = transport
-                .append_entries(group, target, node, rpc, option)
-                .await;
-            hold.lock()
-                .answered(last, vote, answer.as_ref().ok(), Instant::now());
         });
     }
 }
@@ -209,15 +220,8 @@ impl RaftNetwork<TypeConfig> for GroupNetwork {
             self.send_later(ticket, rpc, option);
             return Ok(AppendEntriesResponse::Success);
         }
-        let (last, vote) = (commit_hold::last_of(&rpc), rpc.vote);
-        let answer = self
-            .transport
-            .append_entries(self.group, self.target, self.node.clone(), rpc, option)
-            .await;
-        self.hold
-            .lock()
-            .answered(last, vote, answer.as_ref().ok(), Instant::now());
-        answer
+        let to = (self.group, self.target, self.node.clone());
+        Self::send(&*self.transport, &self.hold, to, rpc, option).await
     }
 
     async fn install_snapshot(
