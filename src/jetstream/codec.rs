@@ -16,12 +16,12 @@ use serde::{Deserialize, Serialize};
 use crate::consensus::{Command, Response};
 use crate::jsapi::ApiError;
 
-/// A stream group command (`jscore::group::GroupCommand`), version 1.
+/// A stream group command (`jscore::group::StreamCommand`), version 1.
 pub const STREAM_COMMAND_V1: u16 = 1;
 /// A meta group command (`meta::MetaCommand`), version 1.
 pub const META_COMMAND_V1: u16 = 2;
 /// A stream group `Append`, as raw fields rather than postcard (the publish hot path; see
-/// `stream_machine::wire::encode_append` for the layout). Same meaning as
+/// `stream_machine::entry::encode_append` for the layout). Same meaning as
 /// `STREAM_COMMAND_V1`'s `Append`.
 pub const STREAM_APPEND_V1: u16 = 3;
 

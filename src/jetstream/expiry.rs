@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::stream::StreamHandle;
-use crate::jscore::group::GroupCommand;
+use crate::jscore::group::StreamCommand;
 
 /// Expiry is not worth a proposal more often than this.
 const MIN_INTERVAL: Duration = Duration::from_millis(50);
@@ -38,7 +38,7 @@ pub async fn run(stream: Arc<StreamHandle>, stop: CancellationToken) {
         if expire_now {
             let now = super::now_nanos();
             if let Err(error) = stream
-                .propose_one(GroupCommand::Expire { now_nanos: now })
+                .propose_one(StreamCommand::Expire { now_nanos: now })
                 .await
             {
                 tracing::warn!(stream = stream.name(), "expiry failed: {error}");

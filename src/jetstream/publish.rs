@@ -24,9 +24,9 @@ use tokio::sync::mpsc;
 
 use super::service::JetStream;
 use super::stream::StreamHandle;
-use super::stream_machine::wire;
+use super::stream_machine::entry;
 use crate::jsapi::{ApiError, ErrorKind, PubAck, PubAckResponse};
-use crate::jscore::group::GroupOutcome;
+use crate::jscore::group::StreamOutcome;
 use crate::jscore::stream::AppendOutcome;
 use crate::server::dispatch::Dispatch;
 use crate::server::message::Message;
@@ -159,7 +159,7 @@ pub fn attach(
 
 type BatchResult = (
     Vec<Message>,
-    Result<Vec<Result<GroupOutcome, ApiError>>, ApiError>,
+    Result<Vec<Result<StreamOutcome, ApiError>>, ApiError>,
 );
 
 async fn run(
@@ -239,7 +239,7 @@ async fn propose_batch(stream: Arc<StreamHandle>, batch: Vec<Message>) -> BatchR
     let now = super::now_nanos();
     let commands = batch
         .iter()
-        .map(|msg| wire::encode_append(&msg.subject, msg.headers.as_deref(), &msg.payload, now))
+        .map(|msg| entry::encode_append(&msg.subject, msg.headers.as_deref(), &msg.payload, now))
         .collect();
     let outcomes = stream.propose_encoded(commands).await;
     (batch, outcomes)
@@ -250,7 +250,7 @@ fn answer(
     shared: &ServerShared,
     stream: &str,
     messages: &[Message],
-    outcomes: Result<Vec<Result<GroupOutcome, ApiError>>, ApiError>,
+    outcomes: Result<Vec<Result<StreamOutcome, ApiError>>, ApiError>,
 ) {
     let outcomes = match outcomes {
         Ok(outcomes) => outcomes,
@@ -261,7 +261,7 @@ fn answer(
     for (msg, outcome) in messages.iter().zip(outcomes) {
         let Some(reply) = &msg.reply else { continue };
         let response = match outcome {
-            Ok(GroupOutcome::Appended(appended)) => PubAckResponse::success(PubAck {
+            Ok(StreamOutcome::Appended(appended)) => PubAckResponse::success(PubAck {
                 stream: stream.to_owned(),
                 seq: appended.seq(),
                 domain: String::new(),

@@ -12,10 +12,10 @@ use parking_lot::RwLock;
 
 use crate::consensus::{Command, ProposeError, RaftGroup};
 use crate::jsapi::{ApiError, ErrorKind};
-use crate::jscore::group::{GroupCommand, GroupOutcome};
+use crate::jscore::group::{StreamCommand, StreamOutcome};
 
 use super::codec;
-use super::stream_machine::{wire, StreamView};
+use super::stream_machine::{entry, StreamView};
 
 pub struct StreamHandle {
     name: String,
@@ -68,17 +68,17 @@ impl StreamHandle {
     /// unknown or it was not accepted (no leader, storage failure).
     pub async fn propose(
         &self,
-        commands: Vec<GroupCommand>,
-    ) -> Result<Vec<Result<GroupOutcome, ApiError>>, ApiError> {
-        let commands = commands.into_iter().map(wire::encode_command).collect();
+        commands: Vec<StreamCommand>,
+    ) -> Result<Vec<Result<StreamOutcome, ApiError>>, ApiError> {
+        let commands = commands.into_iter().map(entry::encode_command).collect();
         self.propose_encoded(commands).await
     }
 
-    /// [`StreamHandle::propose`] for commands already encoded (`stream_machine::wire`).
+    /// [`StreamHandle::propose`] for commands already encoded (`stream_machine::entry`).
     pub async fn propose_encoded(
         &self,
         commands: Vec<Command>,
-    ) -> Result<Vec<Result<GroupOutcome, ApiError>>, ApiError> {
+    ) -> Result<Vec<Result<StreamOutcome, ApiError>>, ApiError> {
         let responses = self
             .group()
             .propose_all(commands)
@@ -87,7 +87,7 @@ impl StreamHandle {
         Ok(responses
             .iter()
             .map(|response| {
-                codec::decode_response::<GroupOutcome>(response).unwrap_or_else(|e| {
+                codec::decode_response::<StreamOutcome>(response).unwrap_or_else(|e| {
                     tracing::error!(stream = %self.name, "undecodable stream response: {e}");
                     Err(ApiError::new(ErrorKind::ClusterNotAvail))
                 })
@@ -96,7 +96,7 @@ impl StreamHandle {
     }
 
     /// Proposes one command.
-    pub async fn propose_one(&self, command: GroupCommand) -> Result<GroupOutcome, ApiError> {
+    pub async fn propose_one(&self, command: StreamCommand) -> Result<StreamOutcome, ApiError> {
         let mut outcomes = self.propose(vec![command]).await?;
         outcomes
             .pop()

@@ -17,7 +17,7 @@ use crate::jscore::stream::{AppendOutcome, AppendRequest, PurgeRequest, StreamSt
 
 /// The entries of a stream group's log.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GroupCommand {
+pub enum StreamCommand {
     Append(AppendRequest),
     Purge(PurgeRequest),
     DeleteMsg {
@@ -47,10 +47,10 @@ pub enum GroupCommand {
     },
 }
 
-/// What applying a `GroupCommand` did.
+/// What applying a `StreamCommand` did.
 /// Serde (postcard) encodes the variant index: the variant order is a wire format, append only.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum GroupOutcome {
+pub enum StreamOutcome {
     Appended(AppendOutcome),
     Purged {
         count: u64,
@@ -108,41 +108,41 @@ impl StreamGroup {
         Self { stream, consumers }
     }
 
-    pub fn apply(&mut self, command: GroupCommand) -> Result<GroupOutcome, ApiError> {
+    pub fn apply(&mut self, command: StreamCommand) -> Result<StreamOutcome, ApiError> {
         match command {
-            GroupCommand::Append(request) => self.append(request),
-            GroupCommand::Purge(request) => {
+            StreamCommand::Append(request) => self.append(request),
+            StreamCommand::Purge(request) => {
                 let purged = self.stream.purge(&request)?;
                 for consumer in self.consumers.values_mut() {
                     consumer.on_stream_purged(&self.stream);
                 }
-                Ok(GroupOutcome::Purged {
+                Ok(StreamOutcome::Purged {
                     count: purged.count,
                 })
             }
-            GroupCommand::DeleteMsg { seq } => {
+            StreamCommand::DeleteMsg { seq } => {
                 self.stream.delete_msg(seq)?;
                 self.after_removal(vec![seq])
             }
-            GroupCommand::Expire { now_nanos } => {
+            StreamCommand::Expire { now_nanos } => {
                 let removed = self.stream.expire(now_nanos);
                 self.after_removal(removed)
             }
-            GroupCommand::UpdateStream { config, now_nanos } => {
+            StreamCommand::UpdateStream { config, now_nanos } => {
                 let removed = self.stream.update_config(config, now_nanos);
                 self.after_removal(removed)
             }
-            GroupCommand::UpsertConsumer {
+            StreamCommand::UpsertConsumer {
                 name,
                 config,
                 created_nanos,
             } => self.upsert_consumer(name, config, created_nanos),
-            GroupCommand::DeleteConsumer { name } => self.delete_consumer(&name),
-            GroupCommand::Consumer { name, command } => self.consumer_command(&name, command),
+            StreamCommand::DeleteConsumer { name } => self.delete_consumer(&name),
+            StreamCommand::Consumer { name, command } => self.consumer_command(&name, command),
         }
     }
 
-    fn append(&mut self, request: AppendRequest) -> Result<GroupOutcome, ApiError> {
+    fn append(&mut self, request: AppendRequest) -> Result<StreamOutcome, ApiError> {
         let consumers = &self.consumers;
         let has_interest = |subject: &str| {
             consumers
@@ -155,14 +155,14 @@ impl StreamGroup {
                 self.notify_removed();
             }
         }
-        Ok(GroupOutcome::Appended(outcome))
+        Ok(StreamOutcome::Appended(outcome))
     }
 
-    fn after_removal(&mut self, removed: Vec<u64>) -> Result<GroupOutcome, ApiError> {
+    fn after_removal(&mut self, removed: Vec<u64>) -> Result<StreamOutcome, ApiError> {
         if !removed.is_empty() {
             self.notify_removed();
         }
-        Ok(GroupOutcome::Removed { seqs: removed })
+        Ok(StreamOutcome::Removed { seqs: removed })
     }
 
     fn notify_removed(&mut self) {
@@ -176,7 +176,7 @@ impl StreamGroup {
         name: String,
         config: ConsumerConfig,
         created_nanos: i64,
-    ) -> Result<GroupOutcome, ApiError> {
+    ) -> Result<StreamOutcome, ApiError> {
         if self.stream.limits().retention == RetentionPolicy::WorkQueue {
             let others = self
                 .consumers
@@ -188,18 +188,18 @@ impl StreamGroup {
         match self.consumers.get_mut(&name) {
             Some(existing) => {
                 existing.update_config(config);
-                Ok(GroupOutcome::ConsumerUpserted { created: false })
+                Ok(StreamOutcome::ConsumerUpserted { created: false })
             }
             None => {
                 let mut consumer = ConsumerState::new(config, &self.stream);
                 consumer.set_created_nanos(created_nanos);
                 self.consumers.insert(name, consumer);
-                Ok(GroupOutcome::ConsumerUpserted { created: true })
+                Ok(StreamOutcome::ConsumerUpserted { created: true })
             }
         }
     }
 
-    fn delete_consumer(&mut self, name: &str) -> Result<GroupOutcome, ApiError> {
+    fn delete_consumer(&mut self, name: &str) -> Result<StreamOutcome, ApiError> {
         if self.consumers.remove(name).is_none() {
             return Err(ApiError::new(ErrorKind::ConsumerNotFound));
         }
@@ -208,14 +208,14 @@ impl StreamGroup {
             self.stream.remove_acked(unneeded);
             self.notify_removed();
         }
-        Ok(GroupOutcome::ConsumerDeleted)
+        Ok(StreamOutcome::ConsumerDeleted)
     }
 
     fn consumer_command(
         &mut self,
         name: &str,
         command: ConsumerCommand,
-    ) -> Result<GroupOutcome, ApiError> {
+    ) -> Result<StreamOutcome, ApiError> {
         let consumer = self
             .consumers
             .get_mut(name)
@@ -241,6 +241,6 @@ impl StreamGroup {
         if !removed.is_empty() {
             self.notify_removed();
         }
-        Ok(GroupOutcome::Consumer { outcome, removed })
+        Ok(StreamOutcome::Consumer { outcome, removed })
     }
 }

@@ -5,7 +5,7 @@ use bytes::Bytes;
 use crate::jsapi::consumer_config::{AckPolicy, ConsumerConfig};
 use crate::jsapi::stream_config::{RetentionPolicy, StorageType, StreamConfig};
 use crate::jscore::consumer::{ConsumerCommand, ConsumerOutcome};
-use crate::jscore::group::{GroupCommand, GroupOutcome, StreamGroup};
+use crate::jscore::group::{StreamCommand, StreamGroup, StreamOutcome};
 use crate::jscore::stream::{AppendOutcome, AppendRequest};
 
 fn group(retention: RetentionPolicy) -> StreamGroup {
@@ -22,20 +22,20 @@ fn publish(group: &mut StreamGroup, subject: &str) -> AppendOutcome {
         payload: Bytes::from_static(b"x"),
         now_nanos: 1,
     };
-    match group.apply(GroupCommand::Append(request)).unwrap() {
-        GroupOutcome::Appended(outcome) => outcome,
+    match group.apply(StreamCommand::Append(request)).unwrap() {
+        StreamOutcome::Appended(outcome) => outcome,
         other => panic!("unexpected {other:?}"),
     }
 }
 
-fn add_consumer(group: &mut StreamGroup, name: &str, filter: &str) -> Result<GroupOutcome, u16> {
+fn add_consumer(group: &mut StreamGroup, name: &str, filter: &str) -> Result<StreamOutcome, u16> {
     let config = ConsumerConfig {
         ack_policy: AckPolicy::Explicit,
         filter_subject: filter.into(),
         ..Default::default()
     };
     group
-        .apply(GroupCommand::UpsertConsumer {
+        .apply(StreamCommand::UpsertConsumer {
             name: name.into(),
             config,
             created_nanos: 1,
@@ -45,13 +45,13 @@ fn add_consumer(group: &mut StreamGroup, name: &str, filter: &str) -> Result<Gro
 
 fn consumer(group: &mut StreamGroup, name: &str, command: ConsumerCommand) -> Vec<u64> {
     match group
-        .apply(GroupCommand::Consumer {
+        .apply(StreamCommand::Consumer {
             name: name.into(),
             command,
         })
         .unwrap()
     {
-        GroupOutcome::Consumer { removed, .. } => removed,
+        StreamOutcome::Consumer { removed, .. } => removed,
         other => panic!("unexpected {other:?}"),
     }
 }
@@ -62,13 +62,13 @@ fn deliver(group: &mut StreamGroup, name: &str) -> Vec<u64> {
         now_nanos: 0,
     };
     match group
-        .apply(GroupCommand::Consumer {
+        .apply(StreamCommand::Consumer {
             name: name.into(),
             command,
         })
         .unwrap()
     {
-        GroupOutcome::Consumer {
+        StreamOutcome::Consumer {
             outcome: ConsumerOutcome::Delivered(d),
             ..
         } => d.iter().map(|d| d.stream_seq).collect(),
@@ -109,7 +109,7 @@ fn work_queue_refuses_overlapping_consumers() {
         filter_subject: "s.c".into(),
         ..Default::default()
     };
-    let refused = group.apply(GroupCommand::UpsertConsumer {
+    let refused = group.apply(StreamCommand::UpsertConsumer {
         name: "c".into(),
         config: ack_none,
         created_nanos: 1,
@@ -157,7 +157,7 @@ fn interest_deleting_a_consumer_releases_its_messages() {
     consumer(&mut group, "one", ConsumerCommand::Ack { stream_seq: 1 });
     assert_eq!(group.stream().message_count(), 2);
     group
-        .apply(GroupCommand::DeleteConsumer { name: "two".into() })
+        .apply(StreamCommand::DeleteConsumer { name: "two".into() })
         .unwrap();
     assert_eq!(
         group.stream().message_count(),
@@ -165,10 +165,10 @@ fn interest_deleting_a_consumer_releases_its_messages() {
         "seq 2 still needed by one"
     );
     group
-        .apply(GroupCommand::DeleteConsumer { name: "one".into() })
+        .apply(StreamCommand::DeleteConsumer { name: "one".into() })
         .unwrap();
     assert!(group.stream().is_empty());
-    let missing = group.apply(GroupCommand::DeleteConsumer { name: "one".into() });
+    let missing = group.apply(StreamCommand::DeleteConsumer { name: "one".into() });
     assert_eq!(missing.unwrap_err().err_code, 10014);
 }
 
@@ -181,6 +181,6 @@ fn limits_retention_ignores_acks_and_removals_reach_consumers() {
     deliver(&mut group, "c");
     assert!(consumer(&mut group, "c", ConsumerCommand::Ack { stream_seq: 1 }).is_empty());
     assert_eq!(group.stream().message_count(), 2);
-    group.apply(GroupCommand::DeleteMsg { seq: 2 }).unwrap();
+    group.apply(StreamCommand::DeleteMsg { seq: 2 }).unwrap();
     assert_eq!(group.consumer("c").unwrap().num_ack_pending(), 0);
 }

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use crate::jsapi::consumer_config::{AckPolicy, ConsumerConfig};
 use crate::jsapi::stream_config::{RetentionPolicy, StorageType, StreamConfig};
 use crate::jscore::consumer::ConsumerCommand;
-use crate::jscore::group::{GroupCommand, StreamGroup};
+use crate::jscore::group::{StreamCommand, StreamGroup};
 use crate::jscore::stream::AppendRequest;
 
 struct XorShift(u64);
@@ -105,7 +105,7 @@ fn run(seed: u64, retention: RetentionPolicy) {
             ..Default::default()
         };
         group
-            .apply(GroupCommand::UpsertConsumer {
+            .apply(StreamCommand::UpsertConsumer {
                 name: name.into(),
                 config,
                 created_nanos: 1,
@@ -123,25 +123,25 @@ fn run(seed: u64, retention: RetentionPolicy) {
         let command = match random.below(10) {
             0..=2 => {
                 let subject = ["s.a", "s.b", "s.c"][random.below(3) as usize];
-                GroupCommand::Append(AppendRequest {
+                StreamCommand::Append(AppendRequest {
                     subject: subject.into(),
                     headers: None,
                     payload: Bytes::from_static(b"payload"),
                     now_nanos: now,
                 })
             }
-            3 | 4 => GroupCommand::Consumer {
+            3 | 4 => StreamCommand::Consumer {
                 name: name.clone(),
                 command: ConsumerCommand::DeliverNext {
                     max_messages: 1 + random.below(4) as usize,
                     now_nanos: now,
                 },
             },
-            5 | 6 => GroupCommand::Consumer {
+            5 | 6 => StreamCommand::Consumer {
                 name: name.clone(),
                 command: ConsumerCommand::Ack { stream_seq: seq },
             },
-            7 => GroupCommand::Consumer {
+            7 => StreamCommand::Consumer {
                 name: name.clone(),
                 command: ConsumerCommand::Nak {
                     stream_seq: seq,
@@ -149,11 +149,11 @@ fn run(seed: u64, retention: RetentionPolicy) {
                     now_nanos: now,
                 },
             },
-            8 => GroupCommand::Consumer {
+            8 => StreamCommand::Consumer {
                 name: name.clone(),
                 command: ConsumerCommand::Term { stream_seq: seq },
             },
-            _ => GroupCommand::DeleteMsg { seq },
+            _ => StreamCommand::DeleteMsg { seq },
         };
         let context = format!("seed {seed} step {step} {command:?}");
         let _ = group.apply(command);
@@ -196,7 +196,7 @@ fn replicas_applying_the_same_commands_agree() {
             ..Default::default()
         };
         group
-            .apply(GroupCommand::UpsertConsumer {
+            .apply(StreamCommand::UpsertConsumer {
                 name: "c".into(),
                 config: consumer,
                 created_nanos: 1,
@@ -208,20 +208,20 @@ fn replicas_applying_the_same_commands_agree() {
     let mut random = XorShift(42);
     for step in 0..500i64 {
         let command = match random.below(3) {
-            0 => GroupCommand::Append(AppendRequest {
+            0 => StreamCommand::Append(AppendRequest {
                 subject: "s.x".into(),
                 headers: None,
                 payload: Bytes::from_static(b"p"),
                 now_nanos: step,
             }),
-            1 => GroupCommand::Consumer {
+            1 => StreamCommand::Consumer {
                 name: "c".into(),
                 command: ConsumerCommand::DeliverNext {
                     max_messages: 2,
                     now_nanos: step,
                 },
             },
-            _ => GroupCommand::Consumer {
+            _ => StreamCommand::Consumer {
                 name: "c".into(),
                 command: ConsumerCommand::Ack {
                     stream_seq: 1 + random.below(step as u64 + 1),

@@ -28,7 +28,7 @@ use crate::jsapi::{
     ApiError, ApiRequest, ConsumerAction, ConsumerConfig, ConsumerCreateForm, ConsumerInfo,
     CreateConsumerRequest, ErrorKind, StreamConfig,
 };
-use crate::jscore::group::GroupCommand;
+use crate::jscore::group::StreamCommand;
 use crate::server::message::Message;
 use crate::subject::pattern::patterns_overlap;
 
@@ -149,7 +149,7 @@ async fn create(
     }
     if !unchanged {
         handle
-            .propose_one(GroupCommand::UpsertConsumer {
+            .propose_one(StreamCommand::UpsertConsumer {
                 name: name.clone(),
                 config,
                 created_nanos: crate::jetstream::now_nanos(),
@@ -215,7 +215,7 @@ async fn delete(
     require_empty_body(body)?;
     let handle = stream_handle(js, stream)?;
     handle
-        .propose_one(GroupCommand::DeleteConsumer {
+        .propose_one(StreamCommand::DeleteConsumer {
             name: consumer.to_owned(),
         })
         .await?;

@@ -8,7 +8,7 @@ use crate::jsapi::requests::{parse_body, MsgDeleteRequest};
 use crate::jsapi::response::{encode_success, MsgGetResponse, ResponseType, SuccessResponse};
 use crate::jsapi::time::Timestamp;
 use crate::jsapi::{ApiError, ErrorKind};
-use crate::jscore::group::GroupCommand;
+use crate::jscore::group::StreamCommand;
 use crate::jscore::subject_filter::SubjectFilter;
 
 use super::super::service::JetStream;
@@ -58,7 +58,7 @@ pub async fn delete(js: &Arc<JetStream>, stream: &str, body: &[u8]) -> Result<Ve
     let request: MsgDeleteRequest = parse_body(body)?;
     let handle = js.running_stream(stream)?;
     handle
-        .propose_one(GroupCommand::DeleteMsg { seq: request.seq })
+        .propose_one(StreamCommand::DeleteMsg { seq: request.seq })
         .await?;
     Ok(encode_success(
         ResponseType::StreamMsgDelete,

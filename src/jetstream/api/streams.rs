@@ -17,7 +17,7 @@ use crate::jsapi::response::{
 use crate::jsapi::stream_info::StreamState;
 use crate::jsapi::time::Timestamp;
 use crate::jsapi::{ApiError, ErrorKind, StreamConfig, StreamConfigRequest, StreamInfo};
-use crate::jscore::group::{GroupCommand, GroupOutcome};
+use crate::jscore::group::{StreamCommand, StreamOutcome};
 use crate::jscore::stream::PurgeRequest;
 use crate::jscore::subject_filter::SubjectFilter;
 
@@ -73,7 +73,7 @@ pub async fn update(js: &Arc<JetStream>, stream: &str, body: &[u8]) -> Result<Ve
     // The stream group enforces the new limits on its messages; then the meta group records
     // the definition (and subjects) every node serves.
     handle
-        .propose_one(GroupCommand::UpdateStream {
+        .propose_one(StreamCommand::UpdateStream {
             config: config.clone(),
             now_nanos: super::super::now_nanos(),
         })
@@ -156,14 +156,14 @@ pub async fn purge(js: &Arc<JetStream>, stream: &str, body: &[u8]) -> Result<Vec
     let handle = js.running_stream(stream)?;
     let filter = (!request.filter.is_empty()).then(|| request.filter.clone());
     let outcome = handle
-        .propose_one(GroupCommand::Purge(PurgeRequest {
+        .propose_one(StreamCommand::Purge(PurgeRequest {
             filter,
             seq: request.seq,
             keep: request.keep,
         }))
         .await?;
     let purged = match outcome {
-        GroupOutcome::Purged { count } => count,
+        StreamOutcome::Purged { count } => count,
         _ => 0,
     };
     Ok(encode_success(

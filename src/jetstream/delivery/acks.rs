@@ -1,6 +1,6 @@
 //! Acknowledgements: the internal subscriber on each led stream's `$JS.ACK.<stream>.>` (and
 //! `$JS.FC.<stream>.>` flow-control replies), and one ack batcher per stream that turns
-//! every ack waiting at that moment into one proposal — many `GroupCommand::Consumer`
+//! every ack waiting at that moment into one proposal — many `StreamCommand::Consumer`
 //! commands in one Raft entry, one fsync (group commit) — with up to `MAX_IN_FLIGHT`
 //! proposals on their way (the group's proposal batcher merges them with whatever else the
 //! group is proposing).
@@ -34,7 +34,7 @@ use crate::jetstream::stream::StreamHandle;
 use crate::jsapi::advisory::{Advisory, DeliveryEvent};
 use crate::jsapi::{AckKind, AckReply, ApiError};
 use crate::jscore::consumer::{AckOutcome, ConsumerCommand, ConsumerOutcome};
-use crate::jscore::group::{GroupCommand, GroupOutcome};
+use crate::jscore::group::{StreamCommand, StreamOutcome};
 use crate::server::message::Message;
 use crate::server::subscription::InternalSubscriber;
 
@@ -130,7 +130,7 @@ pub(super) fn enqueue(
 }
 
 /// The replicated command an ack becomes.
-fn command(item: &AckItem, now_nanos: i64) -> GroupCommand {
+fn command(item: &AckItem, now_nanos: i64) -> StreamCommand {
     let stream_seq = item.stream_seq;
     let command = match &item.kind {
         AckKind::Ack | AckKind::Next(_) => ConsumerCommand::Ack { stream_seq },
@@ -145,7 +145,7 @@ fn command(item: &AckItem, now_nanos: i64) -> GroupCommand {
         },
         AckKind::Term { .. } => ConsumerCommand::Term { stream_seq },
     };
-    GroupCommand::Consumer {
+    StreamCommand::Consumer {
         name: item.consumer.clone(),
         command,
     }
@@ -154,9 +154,9 @@ fn command(item: &AckItem, now_nanos: i64) -> GroupCommand {
 /// Whether an applied ack earns the empty double-ack reply: every ack the consumer took,
 /// including one for a message no longer pending; not one beyond what was delivered, nor
 /// any on an ack-none consumer.
-fn earns_reply(outcome: &GroupOutcome) -> bool {
+fn earns_reply(outcome: &StreamOutcome) -> bool {
     match outcome {
-        GroupOutcome::Consumer {
+        StreamOutcome::Consumer {
             outcome: ConsumerOutcome::Ack(ack),
             ..
         } => !matches!(ack, AckOutcome::BeyondDelivered | AckOutcome::NoAckPolicy),
@@ -167,8 +167,8 @@ fn earns_reply(outcome: &GroupOutcome) -> bool {
 /// The advisory nats-server publishes for an applied ack: a `-NAK` or `+TERM` of a message
 /// that was pending (one already acknowledged, or beyond the delivered ones, gets none).
 /// Plain acks (the hot path) return before anything is built.
-fn advisory(stream: &str, item: &AckItem, outcome: &GroupOutcome) -> Option<Advisory> {
-    let GroupOutcome::Consumer {
+fn advisory(stream: &str, item: &AckItem, outcome: &StreamOutcome) -> Option<Advisory> {
+    let StreamOutcome::Consumer {
         outcome: ConsumerOutcome::Ack(ack),
         ..
     } = outcome
@@ -236,7 +236,7 @@ pub(super) async fn run(
 type ProposedAcks = (
     Taken<AckItem>,
     i64,
-    Result<Vec<Result<GroupOutcome, ApiError>>, ApiError>,
+    Result<Vec<Result<StreamOutcome, ApiError>>, ApiError>,
 );
 
 /// After a batch of acks was applied: activity times, double-ack replies, `+NXT` pull
@@ -302,7 +302,7 @@ mod tests {
     #[test]
     fn acks_become_consumer_commands() {
         let consumer = |kind| match command(&item(kind), 99) {
-            GroupCommand::Consumer { name, command } => {
+            StreamCommand::Consumer { name, command } => {
                 assert_eq!(name, "proc");
                 command
             }
@@ -357,7 +357,7 @@ mod tests {
 
     #[test]
     fn nak_and_term_of_pending_messages_are_advised() {
-        let ack = |outcome| GroupOutcome::Consumer {
+        let ack = |outcome| StreamOutcome::Consumer {
             outcome: ConsumerOutcome::Ack(outcome),
             removed: vec![],
         };
@@ -413,7 +413,7 @@ mod tests {
 
     #[test]
     fn double_ack_replies() {
-        let ack = |outcome| GroupOutcome::Consumer {
+        let ack = |outcome| StreamOutcome::Consumer {
             outcome: ConsumerOutcome::Ack(outcome),
             removed: vec![],
         };
@@ -426,6 +426,6 @@ mod tests {
         })));
         assert!(!earns_reply(&ack(AckOutcome::BeyondDelivered)));
         assert!(!earns_reply(&ack(AckOutcome::NoAckPolicy)));
-        assert!(!earns_reply(&GroupOutcome::ConsumerDeleted));
+        assert!(!earns_reply(&StreamOutcome::ConsumerDeleted));
     }
 }

@@ -17,7 +17,7 @@ use crate::jetstream::now_nanos;
 use crate::jsapi::advisory::{Advisory, MaxDeliveries};
 use crate::jsapi::{AckPolicy, ErrorKind, RetentionPolicy};
 use crate::jscore::consumer::{ConsumerCommand, ConsumerOutcome};
-use crate::jscore::group::{GroupCommand, GroupOutcome};
+use crate::jscore::group::{StreamCommand, StreamOutcome};
 use crate::jscore::stream::StoredMsg;
 use crate::server::message::Message;
 
@@ -133,7 +133,7 @@ impl ConsumerTask {
                 .map(|consumer| consumer.due_exhausted(now))
                 .unwrap_or_default()
         });
-        let command = GroupCommand::Consumer {
+        let command = StreamCommand::Consumer {
             name: self.name.clone(),
             command: ConsumerCommand::DeliverNext {
                 max_messages: max,
@@ -141,7 +141,7 @@ impl ConsumerTask {
             },
         };
         let deliveries = match self.stream.propose_one(command).await {
-            Ok(GroupOutcome::Consumer {
+            Ok(StreamOutcome::Consumer {
                 outcome: ConsumerOutcome::Delivered(deliveries),
                 ..
             }) => deliveries,

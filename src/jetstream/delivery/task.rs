@@ -27,7 +27,7 @@ use crate::jetstream::now_nanos;
 use crate::jetstream::stream::StreamHandle;
 use crate::jsapi::advisory::{Action, Advisory};
 use crate::jsapi::{ConsumerConfig, ErrorKind, PullRequest, PullRequestError};
-use crate::jscore::group::GroupCommand;
+use crate::jscore::group::StreamCommand;
 
 /// Most messages one pull `DeliverNext` proposal delivers.
 pub(super) const MAX_PULL_BATCH: i64 = 1024;
@@ -351,7 +351,7 @@ impl ConsumerTask {
 
     /// Deletes this consumer for inactivity; false (retry later) if the proposal failed.
     async fn delete_self(&mut self) -> bool {
-        let command = GroupCommand::DeleteConsumer {
+        let command = StreamCommand::DeleteConsumer {
             name: self.name.clone(),
         };
         match self.stream.propose_one(command).await {

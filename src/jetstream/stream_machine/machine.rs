@@ -10,13 +10,13 @@ use crate::consensus::{Command, GroupMachine, MachineError, MachineTxn, MachineV
 use crate::jetstream::codec;
 use crate::jsapi::stream_config::StreamConfig;
 use crate::jscore::consumer::{ConsumerState, PendingEntry};
-use crate::jscore::group::{GroupCommand, StreamGroup};
+use crate::jscore::group::{StreamCommand, StreamGroup};
 use crate::jscore::stream::{AppendRequest, DedupRecord, StoredMsg, StreamState};
 
+use super::entry;
 use super::keys::{self, ConsumerConfigV1, ConsumerKey, ConsumerStateV1, DedupEntryV1};
 use super::stage::{self, Before, BlockInfo, Persisted};
 use super::view::{StreamView, StreamViewWriter};
-use super::wire;
 
 pub struct StreamMachine {
     /// The config of a stream that has no keys yet (first start of a new stream); a stream
@@ -87,7 +87,7 @@ impl GroupMachine for StreamMachine {
         command: &Command,
         txn: &mut MachineTxn<'_>,
     ) -> Result<Response, MachineError> {
-        let command = wire::decode_command(command)
+        let command = entry::decode_command(command)
             .map_err(|e| MachineError::Corrupt(format!("stream command at {at:?}: {e}")))?;
         let persisted = &mut self.persisted;
         let outcome = self.writer.write(|group| {
@@ -95,14 +95,14 @@ impl GroupMachine for StreamMachine {
             // Staging reads no field of an append (its outcome says what it stored), so an
             // append is not cloned for it: the hot path keeps one copy of each message.
             let (applied, staged) = match command {
-                GroupCommand::Append(request) => {
-                    let stand_in = GroupCommand::Append(AppendRequest {
+                StreamCommand::Append(request) => {
+                    let stand_in = StreamCommand::Append(AppendRequest {
                         subject: String::new(),
                         headers: None,
                         payload: bytes::Bytes::new(),
                         now_nanos: request.now_nanos,
                     });
-                    (GroupCommand::Append(request), stand_in)
+                    (StreamCommand::Append(request), stand_in)
                 }
                 other => (other.clone(), other),
             };

@@ -1,8 +1,8 @@
 //! A stream group's state machine: `jscore::group::StreamGroup` applied to committed
 //! entries, persisted in the group's sled keys, shared with the front through `StreamView`.
 //!
-//! - `wire.rs`: [`StreamCommandWire`], the Raft-entry form of a `GroupCommand` (appends in a
-//!   raw form of their own, `wire::encode_append`).
+//! - `entry.rs`: [`StreamCommandWire`], the Raft-entry form of a `StreamCommand` (appends in a
+//!   raw form of their own, `entry::encode_append`).
 //! - `machine.rs`: [`StreamMachine`], the `consensus::GroupMachine` (apply, finish, load).
 //! - `stage.rs`: which keys an applied command changed, staged into the `MachineTxn`; what is
 //!   batched per apply call (message blocks, pending chunks, state records) is written by
@@ -66,17 +66,17 @@
 //! Restoring replays the entries in order, which is exact because `DedupWindow` records an id
 //! only when it is not already in the window.
 
+pub mod entry;
 mod keys;
 mod machine;
 mod stage;
 mod view;
-pub mod wire;
 
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_load;
 
+pub use entry::{ConsumerCommandWire, StreamCommandWire};
 pub use machine::StreamMachine;
 pub use view::{StreamView, StreamViewWriter};
-pub use wire::{ConsumerCommandWire, StreamCommandWire};

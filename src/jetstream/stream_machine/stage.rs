@@ -17,7 +17,7 @@ use crate::jetstream::codec::{ConsumerDefinition, JsonValue};
 use crate::jsapi::stream_config::StreamConfig;
 use crate::jsapi::ApiError;
 use crate::jscore::consumer::{AckOutcome, ConsumerCommand, ConsumerOutcome, ConsumerState};
-use crate::jscore::group::{GroupCommand, GroupOutcome, StreamGroup};
+use crate::jscore::group::{StreamCommand, StreamGroup, StreamOutcome};
 use crate::jscore::stream::AppendOutcome;
 
 use super::keys::{self, ConsumerConfigV1, ConsumerStateV1, DedupEntryV1};
@@ -86,19 +86,19 @@ pub struct Before {
 }
 
 impl Before {
-    pub fn capture(group: &StreamGroup, command: &GroupCommand) -> Before {
+    pub fn capture(group: &StreamGroup, command: &StreamCommand) -> Before {
         let stream = group.stream();
         // Commands whose outcome lists every removed message: no capture needed for them.
         let lists_removals = matches!(
             command,
-            GroupCommand::Append(_) | GroupCommand::Consumer { .. }
+            StreamCommand::Append(_) | StreamCommand::Consumer { .. }
         );
         let unlisted_removals = matches!(
             command,
-            GroupCommand::Purge(_) | GroupCommand::DeleteConsumer { .. }
+            StreamCommand::Purge(_) | StreamCommand::DeleteConsumer { .. }
         );
         let due = match command {
-            GroupCommand::Consumer {
+            StreamCommand::Consumer {
                 name,
                 command: ConsumerCommand::DeliverNext { now_nanos, .. },
             } => group
@@ -132,8 +132,8 @@ pub fn stage(
     persisted: &mut Persisted,
     group: &StreamGroup,
     before: &Before,
-    command: &GroupCommand,
-    outcome: &Result<GroupOutcome, ApiError>,
+    command: &StreamCommand,
+    outcome: &Result<StreamOutcome, ApiError>,
     txn: &mut MachineTxn<'_>,
 ) -> Result<(), MachineError> {
     let removed = stage_messages(persisted, group, before, outcome, txn);
@@ -234,7 +234,7 @@ fn stage_messages(
     persisted: &mut Persisted,
     group: &StreamGroup,
     before: &Before,
-    outcome: &Result<GroupOutcome, ApiError>,
+    outcome: &Result<StreamOutcome, ApiError>,
     txn: &mut MachineTxn<'_>,
 ) -> Vec<u64> {
     let stream = group.stream();
@@ -244,12 +244,12 @@ fn stage_messages(
             .copied()
             .filter(|s| !stream.contains(*s))
             .collect(),
-        (Ok(GroupOutcome::Appended(AppendOutcome::Stored { seq, removed })), None) => {
+        (Ok(StreamOutcome::Appended(AppendOutcome::Stored { seq, removed })), None) => {
             persisted.unflushed.push(*seq);
             removed.clone()
         }
-        (Ok(GroupOutcome::Removed { seqs }), None) => seqs.clone(),
-        (Ok(GroupOutcome::Consumer { removed, .. }), None) => removed.clone(),
+        (Ok(StreamOutcome::Removed { seqs }), None) => seqs.clone(),
+        (Ok(StreamOutcome::Consumer { removed, .. }), None) => removed.clone(),
         _ => Vec::new(),
     };
     let unflushed_from = persisted.unflushed.first().copied().unwrap_or(u64::MAX);
@@ -336,8 +336,8 @@ fn stage_consumers(
     persisted: &mut Persisted,
     group: &StreamGroup,
     before: &Before,
-    command: &GroupCommand,
-    outcome: &Result<GroupOutcome, ApiError>,
+    command: &StreamCommand,
+    outcome: &Result<StreamOutcome, ApiError>,
     removed: &[u64],
     txn: &mut MachineTxn<'_>,
 ) -> Result<(), MachineError> {
@@ -360,7 +360,7 @@ fn stage_consumers(
         persisted.consumers.remove(&name);
     }
 
-    if let (GroupCommand::UpsertConsumer { name, .. }, Ok(_)) = (command, outcome) {
+    if let (StreamCommand::UpsertConsumer { name, .. }, Ok(_)) = (command, outcome) {
         if let Some(consumer) = group.consumer(name) {
             let config = ConsumerConfigV1 {
                 config: JsonValue(ConsumerDefinition {
@@ -399,8 +399,10 @@ fn stage_consumers(
     }
 
     // The commanded consumer's touched entries.
-    if let (GroupCommand::Consumer { name, command }, Ok(GroupOutcome::Consumer { outcome, .. })) =
-        (command, outcome)
+    if let (
+        StreamCommand::Consumer { name, command },
+        Ok(StreamOutcome::Consumer { outcome, .. }),
+    ) = (command, outcome)
     {
         if group.consumer(name).is_some() {
             persisted.mark_pending(name, touched_pending(command, outcome, &before.due));
@@ -410,8 +412,8 @@ fn stage_consumers(
     // State records of every consumer this command may have moved: written by `finish`.
     if !removed.is_empty() || before.pending.is_some() {
         persisted.all_states_dirty = true;
-    } else if let GroupCommand::Consumer { name, .. } | GroupCommand::UpsertConsumer { name, .. } =
-        command
+    } else if let StreamCommand::Consumer { name, .. }
+    | StreamCommand::UpsertConsumer { name, .. } = command
     {
         if !persisted.dirty_states.contains(name) {
             persisted.dirty_states.insert(name.clone());

@@ -13,7 +13,7 @@ use crate::jetstream::stream::StreamHandle;
 use crate::jsapi::consumer_config::{AckPolicy, ConsumerConfig};
 use crate::jsapi::stream_config::StreamConfig;
 use crate::jscore::consumer::{AckOutcome, ConsumerCommand, ConsumerOutcome, SequencePair};
-use crate::jscore::group::{GroupCommand, GroupOutcome, StreamGroup};
+use crate::jscore::group::{StreamCommand, StreamGroup, StreamOutcome};
 use crate::jscore::stream::{AppendOutcome, AppendRequest, PurgeRequest};
 use crate::store::log::LogOptions;
 
@@ -52,8 +52,8 @@ fn open_storage(dir: &std::path::Path) -> NodeStorage {
         .0
 }
 
-fn append(subject: &str, payload: &str, now_nanos: i64) -> GroupCommand {
-    GroupCommand::Append(AppendRequest {
+fn append(subject: &str, payload: &str, now_nanos: i64) -> StreamCommand {
+    StreamCommand::Append(AppendRequest {
         subject: subject.into(),
         headers: None,
         payload: Bytes::from(payload.to_string()),
@@ -61,16 +61,16 @@ fn append(subject: &str, payload: &str, now_nanos: i64) -> GroupCommand {
     })
 }
 
-fn consumer(command: ConsumerCommand) -> GroupCommand {
-    GroupCommand::Consumer {
+fn consumer(command: ConsumerCommand) -> StreamCommand {
+    StreamCommand::Consumer {
         name: "worker".into(),
         command,
     }
 }
 
-fn acked(outcome: GroupOutcome) -> AckOutcome {
+fn acked(outcome: StreamOutcome) -> AckOutcome {
     match outcome {
-        GroupOutcome::Consumer {
+        StreamOutcome::Consumer {
             outcome: ConsumerOutcome::Ack(ack),
             ..
         } => ack,
@@ -100,7 +100,7 @@ async fn outcomes_come_back_and_a_restart_restores_the_state() {
         let seqs: Vec<u64> = outcomes
             .into_iter()
             .map(|outcome| match outcome.unwrap() {
-                GroupOutcome::Appended(AppendOutcome::Stored { seq, .. }) => seq,
+                StreamOutcome::Appended(AppendOutcome::Stored { seq, .. }) => seq,
                 other => panic!("expected a stored message, got {other:?}"),
             })
             .collect();
@@ -112,14 +112,14 @@ async fn outcomes_come_back_and_a_restart_restores_the_state() {
             ..Default::default()
         };
         let created = stream
-            .propose_one(GroupCommand::UpsertConsumer {
+            .propose_one(StreamCommand::UpsertConsumer {
                 name: "worker".into(),
                 config,
                 created_nanos: 1,
             })
             .await
             .unwrap();
-        assert_eq!(created, GroupOutcome::ConsumerUpserted { created: true });
+        assert_eq!(created, StreamOutcome::ConsumerUpserted { created: true });
 
         let delivered = stream
             .propose_one(consumer(ConsumerCommand::DeliverNext {
@@ -128,7 +128,7 @@ async fn outcomes_come_back_and_a_restart_restores_the_state() {
             }))
             .await
             .unwrap();
-        let GroupOutcome::Consumer {
+        let StreamOutcome::Consumer {
             outcome: ConsumerOutcome::Delivered(deliveries),
             ..
         } = delivered
@@ -156,16 +156,16 @@ async fn outcomes_come_back_and_a_restart_restores_the_state() {
 
         // A purge of one subject keeps the rest; a refused command answers its API error.
         let purged = stream
-            .propose_one(GroupCommand::Purge(PurgeRequest {
+            .propose_one(StreamCommand::Purge(PurgeRequest {
                 filter: Some("orders.old".into()),
                 seq: 0,
                 keep: 1,
             }))
             .await
             .unwrap();
-        assert_eq!(purged, GroupOutcome::Purged { count: 2 });
+        assert_eq!(purged, StreamOutcome::Purged { count: 2 });
         let missing = stream
-            .propose_one(GroupCommand::DeleteConsumer {
+            .propose_one(StreamCommand::DeleteConsumer {
                 name: "nobody".into(),
             })
             .await;
@@ -227,7 +227,7 @@ async fn outcomes_come_back_and_a_restart_restores_the_state() {
         .unwrap();
     assert_eq!(
         appended,
-        GroupOutcome::Appended(AppendOutcome::Stored {
+        StreamOutcome::Appended(AppendOutcome::Stored {
             seq: 6,
             removed: vec![]
         })

@@ -11,7 +11,7 @@ use crate::jetstream::codec;
 use crate::jsapi::consumer_config::{AckPolicy, ConsumerConfig, DeliverPolicy};
 use crate::jsapi::stream_config::{RetentionPolicy, StorageType, StreamConfig};
 use crate::jscore::consumer::ConsumerCommand;
-use crate::jscore::group::{GroupCommand, GroupOutcome, StreamGroup};
+use crate::jscore::group::{StreamCommand, StreamGroup, StreamOutcome};
 use crate::jscore::stream::{AppendRequest, PurgeRequest};
 
 use super::keys;
@@ -62,7 +62,7 @@ impl Harness {
     pub fn apply(
         &mut self,
         commands: &[Command],
-    ) -> Vec<Result<GroupOutcome, crate::jsapi::ApiError>> {
+    ) -> Vec<Result<StreamOutcome, crate::jsapi::ApiError>> {
         self.index += 1;
         let mut txn = MachineTxn::new(&self.view);
         let responses: Vec<_> = commands
@@ -74,7 +74,7 @@ impl Harness {
                     position: position as u32,
                 };
                 let response = self.machine.apply(at, command, &mut txn).unwrap();
-                codec::decode_response::<GroupOutcome>(&response).unwrap()
+                codec::decode_response::<StreamOutcome>(&response).unwrap()
             })
             .collect();
         self.machine.finish(&mut txn).unwrap();
@@ -103,8 +103,8 @@ impl Harness {
 }
 
 /// As the front encodes it: appends raw, everything else postcard.
-pub(super) fn encode(command: GroupCommand) -> Command {
-    super::wire::encode_command(command)
+pub(super) fn encode(command: StreamCommand) -> Command {
+    super::entry::encode_command(command)
 }
 
 fn headers(random: &mut XorShift, last_seq: u64) -> Option<Bytes> {
@@ -150,51 +150,51 @@ fn consumer_config(
     }
 }
 
-fn random_command(random: &mut XorShift, group: &StreamGroup, now: i64) -> GroupCommand {
+fn random_command(random: &mut XorShift, group: &StreamGroup, now: i64) -> StreamCommand {
     let stream = group.stream();
     let retention = stream.limits().retention;
     let names = ["a", "b", "c"];
     let name = names[random.below(3) as usize].to_string();
     let seq =
         stream.first_seq() + random.below(stream.last_seq().saturating_sub(stream.first_seq()) + 3);
-    let consumer = |command| GroupCommand::Consumer {
+    let consumer = |command| StreamCommand::Consumer {
         name: name.clone(),
         command,
     };
     match random.below(40) {
-        0..=13 => GroupCommand::Append(AppendRequest {
+        0..=13 => StreamCommand::Append(AppendRequest {
             subject: format!("s.{}", ["a", "b", "c", "d"][random.below(4) as usize]),
             headers: headers(random, stream.last_seq()),
             payload: Bytes::from(vec![b'x'; random.below(20) as usize]),
             now_nanos: now,
         }),
-        14 => GroupCommand::Purge(PurgeRequest {
+        14 => StreamCommand::Purge(PurgeRequest {
             filter: [None, Some("s.a".to_string())][random.below(2) as usize].clone(),
             seq: [0, seq][random.below(2) as usize],
             keep: 0,
         }),
-        15 => GroupCommand::Purge(PurgeRequest {
+        15 => StreamCommand::Purge(PurgeRequest {
             filter: None,
             seq: 0,
             keep: random.below(4),
         }),
-        16 => GroupCommand::DeleteMsg { seq },
-        17 => GroupCommand::Expire { now_nanos: now },
+        16 => StreamCommand::DeleteMsg { seq },
+        17 => StreamCommand::Expire { now_nanos: now },
         18 => {
             let mut config = stream.config().clone();
             config.max_msgs = [0, 10, 30][random.below(3) as usize];
             config.max_msgs_per_subject = [0, 3][random.below(2) as usize];
-            GroupCommand::UpdateStream {
+            StreamCommand::UpdateStream {
                 config,
                 now_nanos: now,
             }
         }
-        19..=20 => GroupCommand::UpsertConsumer {
+        19..=20 => StreamCommand::UpsertConsumer {
             config: consumer_config(random, retention, &name),
             created_nanos: 1,
             name,
         },
-        21 => GroupCommand::DeleteConsumer { name },
+        21 => StreamCommand::DeleteConsumer { name },
         22..=28 => consumer(ConsumerCommand::DeliverNext {
             max_messages: 1 + random.below(4) as usize,
             now_nanos: now,
@@ -273,7 +273,7 @@ fn load_restores_exactly_what_apply_built() {
 }
 
 fn append_cmd(subject: &str, now_nanos: i64) -> Command {
-    encode(GroupCommand::Append(AppendRequest {
+    encode(StreamCommand::Append(AppendRequest {
         subject: subject.into(),
         headers: None,
         payload: Bytes::from(format!("payload at {now_nanos}")),
@@ -314,9 +314,9 @@ fn blocks_settle_deletes_purges_and_expiry() {
     // Deletes inside the first block: tombstones; the first message moves the first
     // sequence, so it needs none.
     harness.apply(&[
-        encode(GroupCommand::DeleteMsg { seq: 1 }),
-        encode(GroupCommand::DeleteMsg { seq: 5 }),
-        encode(GroupCommand::DeleteMsg { seq: 7 }),
+        encode(StreamCommand::DeleteMsg { seq: 1 }),
+        encode(StreamCommand::DeleteMsg { seq: 5 }),
+        encode(StreamCommand::DeleteMsg { seq: 7 }),
     ]);
     assert_eq!(
         harness.keys_under(keys::TOMBSTONE_PREFIX),
@@ -327,7 +327,7 @@ fn blocks_settle_deletes_purges_and_expiry() {
     // Deleting the rest of the first block drops it and its tombstones.
     let rest: Vec<Command> = (2..=40)
         .filter(|seq| *seq != 5 && *seq != 7)
-        .map(|seq| encode(GroupCommand::DeleteMsg { seq }))
+        .map(|seq| encode(StreamCommand::DeleteMsg { seq }))
         .collect();
     harness.apply(&rest);
     assert_eq!(harness.keys_under(keys::BLOCK_PREFIX).len(), 2);
@@ -335,7 +335,7 @@ fn blocks_settle_deletes_purges_and_expiry() {
     harness.check_reload("an emptied block");
 
     // A filtered purge leaves holes in both remaining blocks.
-    harness.apply(&[encode(GroupCommand::Purge(PurgeRequest {
+    harness.apply(&[encode(StreamCommand::Purge(PurgeRequest {
         filter: Some("s.a".into()),
         seq: 0,
         keep: 0,
@@ -347,21 +347,21 @@ fn blocks_settle_deletes_purges_and_expiry() {
     // reaches a block.
     harness.apply(&[
         append_cmd("s.c", 300),
-        encode(GroupCommand::DeleteMsg { seq: 121 }),
+        encode(StreamCommand::DeleteMsg { seq: 121 }),
         append_cmd("s.c", 301),
     ]);
     assert_eq!(harness.keys_under(keys::BLOCK_PREFIX).len(), 3);
     harness.check_reload("stored and removed in one call");
 
     // Expiry takes the two older blocks; keep-purge then empties the stream.
-    harness.apply(&[encode(GroupCommand::Expire { now_nanos: 1_250 })]);
+    harness.apply(&[encode(StreamCommand::Expire { now_nanos: 1_250 })]);
     assert_eq!(
         harness.keys_under(keys::BLOCK_PREFIX),
         vec![keys::block(122)]
     );
     assert!(harness.keys_under(keys::TOMBSTONE_PREFIX).is_empty());
     harness.check_reload("expiry");
-    harness.apply(&[encode(GroupCommand::Purge(PurgeRequest {
+    harness.apply(&[encode(StreamCommand::Purge(PurgeRequest {
         filter: None,
         seq: 0,
         keep: 0,
@@ -396,7 +396,7 @@ fn layout_1_message_keys_still_load_and_go_when_deleted() {
     harness.stream = stream;
     harness.machine.load(&harness.view).unwrap();
     harness.apply(&[
-        encode(GroupCommand::DeleteMsg { seq: 1 }),
+        encode(StreamCommand::DeleteMsg { seq: 1 }),
         append_cmd("s.c", 3),
     ]);
     assert_eq!(
@@ -415,13 +415,13 @@ fn layout_1_message_keys_still_load_and_go_when_deleted() {
 fn layout_1_pending_keys_still_load_and_move_into_chunks() {
     let mut harness = Harness::new(StreamConfig::new("S", &["s.>"]));
     let consumer = |command| {
-        encode(GroupCommand::Consumer {
+        encode(StreamCommand::Consumer {
             name: "d".into(),
             command,
         })
     };
     let mut commands: Vec<Command> = (0..6).map(|i| append_cmd("s.a", i)).collect();
-    commands.push(encode(GroupCommand::UpsertConsumer {
+    commands.push(encode(StreamCommand::UpsertConsumer {
         name: "d".into(),
         config: ConsumerConfig {
             ack_policy: AckPolicy::Explicit,
@@ -486,7 +486,7 @@ fn layout_1_pending_keys_still_load_and_move_into_chunks() {
         .unwrap()
         .is_some());
     harness.check_reload("layout 1 pending keys moved into a chunk");
-    harness.apply(&[encode(GroupCommand::DeleteConsumer { name: "d".into() })]);
+    harness.apply(&[encode(StreamCommand::DeleteConsumer { name: "d".into() })]);
     assert!(harness.keys_under(&keys::consumer_prefix("d")).is_empty());
     harness.check_reload("consumer deleted");
 }
@@ -495,7 +495,7 @@ fn layout_1_pending_keys_still_load_and_move_into_chunks() {
 fn an_ack_touches_a_constant_number_of_keys() {
     let mut harness = Harness::new(StreamConfig::new("S", &["s.>"]));
     for i in 0..200 {
-        harness.apply(&[encode(GroupCommand::Append(AppendRequest {
+        harness.apply(&[encode(StreamCommand::Append(AppendRequest {
             subject: "s.a".into(),
             headers: None,
             payload: Bytes::from(format!("m{i}")),
@@ -507,13 +507,13 @@ fn an_ack_touches_a_constant_number_of_keys() {
         max_ack_pending: -1,
         ..Default::default()
     };
-    harness.apply(&[encode(GroupCommand::UpsertConsumer {
+    harness.apply(&[encode(StreamCommand::UpsertConsumer {
         name: "d".into(),
         config,
         created_nanos: 1,
     })]);
     let consumer = |command| {
-        encode(GroupCommand::Consumer {
+        encode(StreamCommand::Consumer {
             name: "d".into(),
             command,
         })
@@ -586,12 +586,14 @@ fn apply_cost() {
     for batch in 0..batches {
         let commands: Vec<Command> = (0..256)
             .map(|i| {
-                encode(GroupCommand::Append(crate::jscore::stream::AppendRequest {
-                    subject: "bench.js".into(),
-                    headers: None,
-                    payload: Bytes::from(vec![b'x'; 128]),
-                    now_nanos: (batch * 256 + i) as i64,
-                }))
+                encode(StreamCommand::Append(
+                    crate::jscore::stream::AppendRequest {
+                        subject: "bench.js".into(),
+                        headers: None,
+                        payload: Bytes::from(vec![b'x'; 128]),
+                        now_nanos: (batch * 256 + i) as i64,
+                    },
+                ))
             })
             .collect();
         harness.apply(&commands);
@@ -621,7 +623,7 @@ fn consumer_config_records_without_a_creation_time_still_load_in_either_layout()
         };
         harness.apply(&[
             append_cmd("s.a", 1),
-            encode(GroupCommand::UpsertConsumer {
+            encode(StreamCommand::UpsertConsumer {
                 name: "d".into(),
                 config: config.clone(),
                 created_nanos: 42,

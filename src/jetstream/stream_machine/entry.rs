@@ -1,10 +1,10 @@
-//! `StreamCommandWire`: a `jscore::group::GroupCommand` in the form that travels in Raft
+//! `StreamCommandWire`: a `jscore::group::StreamCommand` in the form that travels in Raft
 //! entries (command kind `codec::STREAM_COMMAND_V1`, postcard) — except appends, which the
 //! front writes as raw fields (kind `codec::STREAM_APPEND_V1`, [`encode_append`]): they are
 //! most of a stream's log, and raw they are written without serde and read back without
 //! copying the payload. A `STREAM_COMMAND_V1` `Append` (older logs) still decodes.
 //!
-//! A mirror of `GroupCommand` rather than serde derives on it, because its configs carry
+//! A mirror of `StreamCommand` rather than serde derives on it, because its configs carry
 //! JSON-tuned serde attributes that postcard (not self-describing) cannot honour: configs
 //! travel as JSON text ([`JsonValue`]). The mirror also pins the format: postcard encodes an
 //! enum as its variant index and a struct as its fields in order, so the variant order below
@@ -22,7 +22,7 @@ use crate::consensus::Command;
 use crate::jetstream::codec::{self, ConsumerDefinition, JsonValue};
 use crate::jsapi::stream_config::StreamConfig;
 use crate::jscore::consumer::ConsumerCommand;
-use crate::jscore::group::GroupCommand;
+use crate::jscore::group::StreamCommand;
 use crate::jscore::stream::{AppendRequest, PurgeRequest};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -90,27 +90,27 @@ pub enum ConsumerCommandWire {
     },
 }
 
-impl From<GroupCommand> for StreamCommandWire {
-    fn from(command: GroupCommand) -> Self {
+impl From<StreamCommand> for StreamCommandWire {
+    fn from(command: StreamCommand) -> Self {
         match command {
-            GroupCommand::Append(request) => StreamCommandWire::Append {
+            StreamCommand::Append(request) => StreamCommandWire::Append {
                 subject: request.subject,
                 headers: request.headers,
                 payload: request.payload,
                 now_nanos: request.now_nanos,
             },
-            GroupCommand::Purge(request) => StreamCommandWire::Purge {
+            StreamCommand::Purge(request) => StreamCommandWire::Purge {
                 filter: request.filter,
                 seq: request.seq,
                 keep: request.keep,
             },
-            GroupCommand::DeleteMsg { seq } => StreamCommandWire::DeleteMsg { seq },
-            GroupCommand::Expire { now_nanos } => StreamCommandWire::Expire { now_nanos },
-            GroupCommand::UpdateStream { config, now_nanos } => StreamCommandWire::UpdateStream {
+            StreamCommand::DeleteMsg { seq } => StreamCommandWire::DeleteMsg { seq },
+            StreamCommand::Expire { now_nanos } => StreamCommandWire::Expire { now_nanos },
+            StreamCommand::UpdateStream { config, now_nanos } => StreamCommandWire::UpdateStream {
                 config: JsonValue(config),
                 now_nanos,
             },
-            GroupCommand::UpsertConsumer {
+            StreamCommand::UpsertConsumer {
                 name,
                 config,
                 created_nanos,
@@ -121,8 +121,8 @@ impl From<GroupCommand> for StreamCommandWire {
                     created_nanos,
                 }),
             },
-            GroupCommand::DeleteConsumer { name } => StreamCommandWire::DeleteConsumer { name },
-            GroupCommand::Consumer { name, command } => StreamCommandWire::Consumer {
+            StreamCommand::DeleteConsumer { name } => StreamCommandWire::DeleteConsumer { name },
+            StreamCommand::Consumer { name, command } => StreamCommandWire::Consumer {
                 name,
                 command: command.into(),
             },
@@ -130,7 +130,7 @@ impl From<GroupCommand> for StreamCommandWire {
     }
 }
 
-impl From<StreamCommandWire> for GroupCommand {
+impl From<StreamCommandWire> for StreamCommand {
     fn from(wire: StreamCommandWire) -> Self {
         match wire {
             StreamCommandWire::Append {
@@ -138,28 +138,28 @@ impl From<StreamCommandWire> for GroupCommand {
                 headers,
                 payload,
                 now_nanos,
-            } => GroupCommand::Append(AppendRequest {
+            } => StreamCommand::Append(AppendRequest {
                 subject,
                 headers,
                 payload,
                 now_nanos,
             }),
             StreamCommandWire::Purge { filter, seq, keep } => {
-                GroupCommand::Purge(PurgeRequest { filter, seq, keep })
+                StreamCommand::Purge(PurgeRequest { filter, seq, keep })
             }
-            StreamCommandWire::DeleteMsg { seq } => GroupCommand::DeleteMsg { seq },
-            StreamCommandWire::Expire { now_nanos } => GroupCommand::Expire { now_nanos },
-            StreamCommandWire::UpdateStream { config, now_nanos } => GroupCommand::UpdateStream {
+            StreamCommandWire::DeleteMsg { seq } => StreamCommand::DeleteMsg { seq },
+            StreamCommandWire::Expire { now_nanos } => StreamCommand::Expire { now_nanos },
+            StreamCommandWire::UpdateStream { config, now_nanos } => StreamCommand::UpdateStream {
                 config: config.0,
                 now_nanos,
             },
-            StreamCommandWire::UpsertConsumer { name, config } => GroupCommand::UpsertConsumer {
+            StreamCommandWire::UpsertConsumer { name, config } => StreamCommand::UpsertConsumer {
                 name,
                 config: config.0.config,
                 created_nanos: config.0.created_nanos,
             },
-            StreamCommandWire::DeleteConsumer { name } => GroupCommand::DeleteConsumer { name },
-            StreamCommandWire::Consumer { name, command } => GroupCommand::Consumer {
+            StreamCommandWire::DeleteConsumer { name } => StreamCommand::DeleteConsumer { name },
+            StreamCommandWire::Consumer { name, command } => StreamCommand::Consumer {
                 name,
                 command: command.into(),
             },
@@ -298,9 +298,9 @@ pub fn decode_append(payload: &Bytes) -> Option<AppendRequest> {
 }
 
 /// The Raft command for `command`: appends in their raw form, everything else postcard.
-pub fn encode_command(command: GroupCommand) -> Command {
+pub fn encode_command(command: StreamCommand) -> Command {
     match command {
-        GroupCommand::Append(request) => encode_append(
+        StreamCommand::Append(request) => encode_append(
             request.subject.as_bytes(),
             request.headers.as_deref(),
             &request.payload,
@@ -311,13 +311,13 @@ pub fn encode_command(command: GroupCommand) -> Command {
 }
 
 /// The group command in a Raft command of either stream kind.
-pub fn decode_command(command: &Command) -> Result<GroupCommand, String> {
+pub fn decode_command(command: &Command) -> Result<StreamCommand, String> {
     match command.kind {
         codec::STREAM_APPEND_V1 => decode_append(&command.payload)
-            .map(GroupCommand::Append)
+            .map(StreamCommand::Append)
             .ok_or_else(|| "malformed append".to_string()),
         _ => codec::decode_command::<StreamCommandWire>(codec::STREAM_COMMAND_V1, command)
-            .map(GroupCommand::from)
+            .map(StreamCommand::from)
             .map_err(|e| e.to_string()),
     }
 }
@@ -327,14 +327,14 @@ mod tests {
     use super::*;
     use crate::jsapi::consumer_config::ConsumerConfig;
 
-    fn round_trip(command: GroupCommand) {
+    fn round_trip(command: StreamCommand) {
         let encoded = codec::command(
             codec::STREAM_COMMAND_V1,
             &StreamCommandWire::from(command.clone()),
         );
         let wire: StreamCommandWire =
             codec::decode_command(codec::STREAM_COMMAND_V1, &encoded).unwrap();
-        assert_eq!(GroupCommand::from(wire), command);
+        assert_eq!(StreamCommand::from(wire), command);
     }
 
     #[test]
@@ -347,34 +347,34 @@ mod tests {
             backoff: vec![1, 2],
             ..Default::default()
         };
-        let consumer = |command| GroupCommand::Consumer {
+        let consumer = |command| StreamCommand::Consumer {
             name: "d".into(),
             command,
         };
         for command in [
-            GroupCommand::Append(AppendRequest {
+            StreamCommand::Append(AppendRequest {
                 subject: "s.a".into(),
                 headers: Some(Bytes::from_static(b"NATS/1.0\r\nA: b\r\n\r\n")),
                 payload: Bytes::from_static(&[0, 1, 255]),
                 now_nanos: -3,
             }),
-            GroupCommand::Purge(PurgeRequest {
+            StreamCommand::Purge(PurgeRequest {
                 filter: Some("s.a".into()),
                 seq: 3,
                 keep: 0,
             }),
-            GroupCommand::DeleteMsg { seq: 9 },
-            GroupCommand::Expire { now_nanos: 77 },
-            GroupCommand::UpdateStream {
+            StreamCommand::DeleteMsg { seq: 9 },
+            StreamCommand::Expire { now_nanos: 77 },
+            StreamCommand::UpdateStream {
                 config: stream_config,
                 now_nanos: 1,
             },
-            GroupCommand::UpsertConsumer {
+            StreamCommand::UpsertConsumer {
                 name: "d".into(),
                 config: consumer_config,
                 created_nanos: 7,
             },
-            GroupCommand::DeleteConsumer { name: "d".into() },
+            StreamCommand::DeleteConsumer { name: "d".into() },
             consumer(ConsumerCommand::DeliverNext {
                 max_messages: 5,
                 now_nanos: 2,
@@ -409,7 +409,7 @@ mod tests {
         ] {
             let command = encode_append(subject.as_bytes(), headers, payload, -7);
             assert_eq!(command.kind, codec::STREAM_APPEND_V1);
-            let expected = GroupCommand::Append(AppendRequest {
+            let expected = StreamCommand::Append(AppendRequest {
                 subject: subject.into(),
                 headers: headers.map(Bytes::copy_from_slice),
                 payload: Bytes::copy_from_slice(payload),
@@ -422,7 +422,7 @@ mod tests {
                 assert!(decode_command(&torn).is_err(), "cut at {cut}");
             }
         }
-        let purge = GroupCommand::DeleteMsg { seq: 4 };
+        let purge = StreamCommand::DeleteMsg { seq: 4 };
         assert_eq!(
             decode_command(&encode_command(purge.clone())).unwrap(),
             purge
