@@ -3,7 +3,7 @@
 
 use anyhow::Context;
 use jetraft::config::{cli, Logging};
-use jetraft::server::Server;
+use jetraft::node::Node;
 use tracing_subscriber::EnvFilter;
 
 /// mimalloc instead of glibc's malloc: the publish and fetch paths allocate and free small
@@ -43,11 +43,11 @@ fn run(config: jetraft::config::Config) -> anyhow::Result<()> {
         .context("cannot start the async runtime")?;
     runtime.block_on(async {
         let listen = config.listen;
-        let server = Server::start(config)
+        let node = Node::start(config)
             .await
             .with_context(|| format!("cannot start listening on {listen}"))?;
         wait_for_signal().await?;
-        server.shutdown().await;
+        node.shutdown().await;
         Ok(())
     })
 }

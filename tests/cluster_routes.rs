@@ -18,9 +18,10 @@ use futures::{FutureExt, StreamExt};
 use jetraft::cluster::proto;
 use jetraft::cluster::proto::cluster_server::{Cluster, ClusterServer};
 use jetraft::cluster::route::Routes;
+use jetraft::node::RunningNode;
+use jetraft::server::dispatch;
 use jetraft::server::message::Message;
 use jetraft::server::subscription::InternalSubscriber;
-use jetraft::server::RunningServer;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
@@ -71,7 +72,7 @@ impl Cluster for TestCluster {
 
 struct Node {
     id: u64,
-    server: RunningServer,
+    server: RunningNode,
     routes: Arc<Routes>,
     grpc_addr: SocketAddr,
     grpc_stop: CancellationToken,
@@ -506,7 +507,7 @@ async fn server_subscriptions_and_server_publishes_cross_nodes() {
     client.flush().await.unwrap();
     wait_until("internal delivery", || collect.0.lock().len() == 1).await;
 
-    // A server-originated message on node 2 (Router::publish) reaches a client on node 1.
+    // A server-originated message on node 2 (dispatch::publish) reaches a client on node 1.
     let receiver = connect(&nodes[0].server).await;
     let mut sub = receiver.subscribe("srv").await.unwrap();
     receiver.flush().await.unwrap();
@@ -514,10 +515,10 @@ async fn server_subscriptions_and_server_publishes_cross_nodes() {
         nodes[1].routes.remote_interest_count(1) == 2
     })
     .await;
-    let delivered = nodes[1].server.shared().router.publish(&Message::new(
-        Bytes::from_static(b"srv"),
-        Bytes::from_static(b"from 2"),
-    ));
+    let delivered = dispatch::publish(
+        &nodes[1].server.shared().router,
+        &Message::new(Bytes::from_static(b"srv"), Bytes::from_static(b"from 2")),
+    );
     assert!(delivered, "a remote match counts as delivered");
     let msg = within("the server message", sub.next()).await.unwrap();
     assert_eq!(&msg.payload[..], b"from 2");

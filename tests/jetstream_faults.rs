@@ -14,7 +14,7 @@ use async_nats::jetstream::{self, consumer, stream};
 use common::within;
 use futures::StreamExt;
 use jetraft::config::Config;
-use jetraft::server::{RunningServer, Server};
+use jetraft::node::{Node, RunningNode};
 use jetraft::store::log::{FaultInjector, LogOptions};
 use serde_json::Value;
 
@@ -25,14 +25,14 @@ fn config(dir: &std::path::Path) -> Config {
     config
 }
 
-async fn start(dir: &std::path::Path, options: LogOptions) -> RunningServer {
-    Server::start_with_log_options(config(dir), options)
+async fn start(dir: &std::path::Path, options: LogOptions) -> RunningNode {
+    Node::start_with_log_options(config(dir), options)
         .await
         .expect("server starts")
 }
 
 /// A server whose WAL writes go through a fault injector the test controls.
-async fn start_with_faults(dir: &std::path::Path) -> (RunningServer, Arc<FaultInjector>) {
+async fn start_with_faults(dir: &std::path::Path) -> (RunningNode, Arc<FaultInjector>) {
     let fault = Arc::new(FaultInjector::new());
     let options = LogOptions {
         fault: Some(fault.clone()),

@@ -23,7 +23,7 @@ async fn get(addr: SocketAddr, path: &str) -> (String, String) {
     (head.lines().next().unwrap().to_owned(), body.to_owned())
 }
 
-async fn monitored_server() -> jetraft::server::RunningServer {
+async fn monitored_server() -> jetraft::node::RunningNode {
     let mut config = Config::loopback();
     config.http = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
     common::start(config).await

@@ -34,7 +34,7 @@ mod unsub;
 
 use common::raw::{show, Raw};
 use jetraft::config::Config;
-use jetraft::server::RunningServer;
+use jetraft::node::RunningNode;
 
 /// The usual CONNECT (`C` in the notes).
 pub const C: &[u8] = b"CONNECT {\"verbose\":false,\"pedantic\":false}\r\n";
@@ -52,7 +52,7 @@ pub fn cat(a: &[u8], b: &[u8]) -> Vec<u8> {
 
 /// A server plus a bystander client subscribed to `bystander`.
 pub struct Harness {
-    pub server: RunningServer,
+    pub server: RunningNode,
     bystander: Raw,
     /// A CONNECT the server accepts (differs when auth is configured).
     connect: Vec<u8>,

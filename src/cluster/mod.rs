@@ -3,7 +3,7 @@
 //! leaders, and the core-NATS route.
 //!
 //! [`ClusterNode`] (one per node started with `--cluster`) owns the gRPC listener and the
-//! shared channels to peers. Start-up order (see `server::Server::start`): the gRPC server
+//! shared channels to peers. Start-up order (see `node::Node::start`): the gRPC server
 //! starts first, so peers can say hello while this node is still discovering them; then
 //! [`ClusterNode::discover`] builds the peer table; then JetStream starts its groups with a
 //! [`GrpcTransport`] and registers its `GroupRegistry` here so Raft RPCs reach them.
@@ -29,6 +29,7 @@ use tonic::transport::server::TcpIncoming;
 
 use crate::config::cluster::ClusterConfig;
 use crate::consensus::{GroupId, GroupRegistry, NodeId, RaftGroup};
+use crate::server::advertisement::ClusterAdvertisement;
 use crate::server::ServerShared;
 pub use identity::{node_id_for, SINGLE_NODE_ID};
 pub use peers::{Peer, PeerTable, PeerTableError};
@@ -58,6 +59,17 @@ impl std::fmt::Debug for ClusterNode {
             .field("local", &self.local)
             .field("grpc_addr", &self.grpc_addr)
             .finish_non_exhaustive()
+    }
+}
+
+/// New clients are told the cluster's name and every node's client address.
+impl ClusterAdvertisement for ClusterNode {
+    fn cluster_name(&self) -> &str {
+        &self.cluster_name
+    }
+
+    fn connect_urls(&self) -> Vec<String> {
+        self.client_urls()
     }
 }
 

@@ -10,6 +10,7 @@ use std::sync::{Arc, Weak};
 use bytes::Bytes;
 
 use crate::jsapi::{ApiError, ErrorKind, PubAckResponse, StorageType};
+use crate::server::dispatch;
 use crate::server::message::Message;
 use crate::server::router::Router;
 use crate::server::subscription::{InternalSubscriber, Subscription};
@@ -85,9 +86,10 @@ impl InternalSubscriber for Refuse {
         };
         let error = ApiError::with(ErrorKind::StreamOfflineReason, &[&self.reason]);
         let body = PubAckResponse::failure(self.stream.clone(), error).to_json();
-        shared
-            .router
-            .publish(&Message::new(reply.clone(), Bytes::from(body)));
+        dispatch::publish(
+            &shared.router,
+            &Message::new(reply.clone(), Bytes::from(body)),
+        );
         true
     }
 }

@@ -28,7 +28,7 @@ use super::stream_machine::entry;
 use crate::jsapi::{ApiError, ErrorKind, PubAck, PubAckResponse};
 use crate::jscore::group::StreamOutcome;
 use crate::jscore::stream::AppendOutcome;
-use crate::server::dispatch::Dispatch;
+use crate::server::dispatch::{self, Dispatch};
 use crate::server::message::Message;
 use crate::server::subscription::{InternalSubscriber, Subscription};
 use crate::server::ServerShared;
@@ -114,7 +114,7 @@ impl Ingest {
             return;
         };
         tracing::warn!(stream = %self.stream, "ingest queue full: publish refused");
-        shared.router.publish(&refusal(&self.stream, reply.clone()));
+        dispatch::publish(&shared.router, &refusal(&self.stream, reply.clone()));
     }
 }
 

@@ -114,6 +114,7 @@ impl std::fmt::Debug for JetStream {
 impl JetStream {
     pub async fn start(
         shared: Arc<ServerShared>,
+        cluster: Option<Arc<ClusterNode>>,
         log_options: LogOptions,
     ) -> Result<Arc<JetStream>, JetStreamError> {
         let dir = shared.config.store_dir.clone();
@@ -129,7 +130,6 @@ impl JetStream {
             store_dir = %shared.config.store_dir.display(),
             "JetStream storage opened: {report:?}"
         );
-        let cluster = shared.cluster.get().cloned();
         let (node, transport): (NodeId, Arc<dyn PeerTransport>) = match &cluster {
             Some(cluster) => (cluster.node_id(), cluster.transport()),
             None => (SINGLE_NODE_ID, Arc::new(NoPeers)),

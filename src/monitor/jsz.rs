@@ -8,8 +8,8 @@ use axum::extract::State;
 use axum::Json;
 use serde::Serialize;
 
+use super::MonitorState;
 use crate::jetstream::ReplicaState;
-use crate::server::ServerShared;
 
 #[derive(Debug, Serialize)]
 pub struct Jsz {
@@ -23,9 +23,9 @@ pub struct Jsz {
     pub streams: Vec<ReplicaState>,
 }
 
-pub async fn handler(State(shared): State<Arc<ServerShared>>) -> Json<Jsz> {
-    let js = shared.jetstream.get().and_then(std::sync::Weak::upgrade);
-    Json(match js {
+pub async fn handler(State(state): State<Arc<MonitorState>>) -> Json<Jsz> {
+    let shared = &state.shared;
+    Json(match &state.jetstream {
         None => Jsz {
             server_name: shared.identity.server_name.clone(),
             enabled: false,

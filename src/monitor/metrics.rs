@@ -8,12 +8,12 @@ use axum::http::header;
 use axum::response::IntoResponse;
 
 use super::varz::Varz;
-use crate::server::ServerShared;
+use super::MonitorState;
 
-pub async fn handler(State(shared): State<Arc<ServerShared>>) -> impl IntoResponse {
+pub async fn handler(State(state): State<Arc<MonitorState>>) -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        render(&Varz::collect(&shared)),
+        render(&Varz::collect(&state)),
     )
 }
 

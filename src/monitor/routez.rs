@@ -12,7 +12,7 @@ use axum::Json;
 use serde::Serialize;
 
 use super::varz::rfc3339;
-use crate::server::ServerShared;
+use super::MonitorState;
 
 #[derive(Debug, Serialize)]
 pub struct Routez {
@@ -46,8 +46,9 @@ pub struct RouteInfo {
 }
 
 impl Routez {
-    pub fn collect(shared: &ServerShared) -> Self {
-        let routes: Vec<RouteInfo> = shared.cluster.get().map_or_else(Vec::new, |cluster| {
+    pub fn collect(state: &MonitorState) -> Self {
+        let shared = &state.shared;
+        let routes: Vec<RouteInfo> = state.cluster.as_ref().map_or_else(Vec::new, |cluster| {
             let core = cluster.core_routes();
             cluster
                 .peers()
@@ -97,8 +98,8 @@ fn split_addr(addr: &str) -> (String, u16) {
     }
 }
 
-pub async fn handler(State(shared): State<Arc<ServerShared>>) -> Json<Routez> {
-    Json(Routez::collect(&shared))
+pub async fn handler(State(state): State<Arc<MonitorState>>) -> Json<Routez> {
+    Json(Routez::collect(&state))
 }
 
 #[cfg(test)]

@@ -1,13 +1,15 @@
 //! `/varz`: general server information and traffic counters, with nats-server's field names.
 
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::extract::State;
 use axum::Json;
 use serde::Serialize;
 
-use crate::server::ServerShared;
+use super::MonitorState;
+use crate::jetstream::JetStream;
+use crate::jsapi::Timestamp;
 
 #[derive(Debug, Serialize)]
 pub struct Varz {
@@ -79,7 +81,8 @@ pub struct WalVarz {
 }
 
 impl Varz {
-    pub fn collect(shared: &ServerShared) -> Self {
+    pub fn collect(state: &MonitorState) -> Self {
+        let shared = &state.shared;
         let config = &shared.config;
         let stats = shared.stats.snapshot();
         let now = SystemTime::now();
@@ -115,13 +118,12 @@ impl Varz {
             out_bytes: stats.out_bytes,
             slow_consumers: stats.slow_consumers,
             stale_connections: stats.stale_connections,
-            jetstream: jetstream_varz(shared),
+            jetstream: state.jetstream.as_deref().map(jetstream_varz),
         }
     }
 }
 
-fn jetstream_varz(shared: &ServerShared) -> Option<JetStreamVarz> {
-    let js = shared.jetstream.get()?.upgrade()?;
+fn jetstream_varz(js: &JetStream) -> JetStreamVarz {
     let (mut messages, mut bytes) = (0, 0);
     let names = js.stream_names();
     for name in &names {
@@ -133,7 +135,7 @@ fn jetstream_varz(shared: &ServerShared) -> Option<JetStreamVarz> {
         }
     }
     let log = js.log_stats();
-    Some(JetStreamVarz {
+    JetStreamVarz {
         streams: names.len() as u64,
         messages,
         bytes,
@@ -148,17 +150,20 @@ fn jetstream_varz(shared: &ServerShared) -> Option<JetStreamVarz> {
             api_requests: js.api_dropped(),
             acks: js.delivery().acks_dropped(),
         },
-    })
+    }
 }
 
-pub async fn handler(State(shared): State<Arc<ServerShared>>) -> Json<Varz> {
-    Json(Varz::collect(&shared))
+pub async fn handler(State(state): State<Arc<MonitorState>>) -> Json<Varz> {
+    Json(Varz::collect(&state))
 }
 
+/// `time` as nats-server's JSON shows a `time.Time`: RFC 3339 in UTC, trailing zeros of the
+/// fraction trimmed (the JetStream API's own timestamp format).
 pub(super) fn rfc3339(time: SystemTime) -> String {
-    time::OffsetDateTime::from(time)
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
+    let nanos = time.duration_since(UNIX_EPOCH).map_or(0, |since| {
+        i64::try_from(since.as_nanos()).unwrap_or(i64::MAX)
+    });
+    Timestamp::from_unix_nanos(nanos).to_string()
 }
 
 /// nats-server's uptime format: `1d2h3m4s`, leading zero units left out.
@@ -195,8 +200,19 @@ pub fn resident_memory_bytes() -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::uptime;
-    use std::time::Duration;
+    use super::{rfc3339, uptime};
+    use std::time::{Duration, UNIX_EPOCH};
+
+    #[test]
+    fn times_are_shown_as_go_marshals_them() {
+        let at = |secs, nanos| rfc3339(UNIX_EPOCH + Duration::new(secs, nanos));
+        assert_eq!(at(1_700_000_000, 0), "2023-11-14T22:13:20Z");
+        assert_eq!(at(1_700_000_000, 120_000_000), "2023-11-14T22:13:20.12Z");
+        assert_eq!(
+            at(1_700_000_000, 123_456_789),
+            "2023-11-14T22:13:20.123456789Z"
+        );
+    }
 
     #[test]
     fn uptime_format_matches_nats_server() {

@@ -1,5 +1,6 @@
 //! Delivering a routed message to its matches: each plain subscription a copy, each queue
-//! group one member. Used by client read loops and by the server's own publishers alike.
+//! group one member. The router says who gets a message; this file delivers it. Used by client
+//! read loops and, through [`publish`], by the server's own publishers (replies, deliveries).
 //!
 //! A `Dispatch` collects the client writers that need waking, so a read loop wakes each
 //! writer once per read rather than once per message.
@@ -29,6 +30,16 @@ struct RemoteTarget {
     peer: u64,
     link: Arc<dyn RemoteSubscriber>,
     queues: Vec<Bytes>,
+}
+
+/// Publishes a server-originated message (replies, deliveries, advisories) to everyone its
+/// subject reaches. Returns whether anyone received it.
+pub fn publish(router: &Router, msg: &Message) -> bool {
+    let matches = router.matches(&msg.subject);
+    let mut dispatch = Dispatch::default();
+    let delivered = dispatch.route(router, &matches, msg, None);
+    dispatch.wake_all(router.stats());
+    delivered
 }
 
 #[derive(Debug, Default)]

@@ -5,10 +5,15 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
+use super::advertisement::ClusterAdvertisement;
 use super::session;
 use super::ServerShared;
 
-pub async fn accept_loop(shared: Arc<ServerShared>, listener: TcpListener) {
+pub async fn accept_loop(
+    shared: Arc<ServerShared>,
+    listener: TcpListener,
+    cluster: Option<Arc<dyn ClusterAdvertisement>>,
+) {
     loop {
         let accepted = tokio::select! {
             _ = shared.shutdown.cancelled() => return,
@@ -18,9 +23,13 @@ pub async fn accept_loop(shared: Arc<ServerShared>, listener: TcpListener) {
             Ok((socket, peer)) => {
                 let _ = socket.set_nodelay(true);
                 let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
-                shared
-                    .tasks
-                    .spawn(session::run(shared.clone(), socket, peer, id));
+                shared.tasks.spawn(session::run(
+                    shared.clone(),
+                    cluster.clone(),
+                    socket,
+                    peer,
+                    id,
+                ));
             }
             Err(err) => {
                 // Typically EMFILE; back off briefly instead of spinning.

@@ -19,8 +19,6 @@ use std::sync::Arc;
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 
-use super::dispatch::Dispatch;
-use super::message::Message;
 use super::stats::ServerStats;
 use super::subscription::{InternalSubscriber, Subscriber, Subscription};
 use crate::subject::SubjectTrie;
@@ -217,14 +215,9 @@ impl Router {
         sub
     }
 
-    /// Publishes a server-originated message (replies, deliveries). Returns whether anyone
-    /// received it.
-    pub fn publish(&self, msg: &Message) -> bool {
-        let matches = self.matches(&msg.subject);
-        let mut dispatch = Dispatch::default();
-        let delivered = dispatch.route(self, &matches, msg, None);
-        dispatch.wake_all(&self.stats);
-        delivered
+    /// The node's traffic counters, which deliveries add to.
+    pub(super) fn stats(&self) -> &ServerStats {
+        &self.stats
     }
 
     /// This node's own subscriptions (remote interest is not counted).
@@ -242,6 +235,7 @@ impl Router {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::server::message::Message;
 
     #[derive(Debug, Default)]
     struct Recorder(Mutex<Vec<String>>);

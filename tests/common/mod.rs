@@ -16,20 +16,20 @@ use std::future::Future;
 use std::time::Duration;
 
 use jetraft::config::Config;
-use jetraft::server::{RunningServer, Server};
+use jetraft::node::{Node, RunningNode};
 
 pub const WAIT: Duration = Duration::from_secs(10);
 
-pub async fn start(config: Config) -> RunningServer {
-    Server::start(config).await.expect("server starts")
+pub async fn start(config: Config) -> RunningNode {
+    Node::start(config).await.expect("server starts")
 }
 
-pub async fn start_default() -> RunningServer {
+pub async fn start_default() -> RunningNode {
     start(Config::loopback()).await
 }
 
 /// A node with JetStream over a fresh temporary store (kept as long as the `TempDir` lives).
-pub async fn start_jetstream() -> (RunningServer, tempfile::TempDir) {
+pub async fn start_jetstream() -> (RunningNode, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let mut config = Config::loopback();
     config.jetstream = true;
@@ -37,11 +37,11 @@ pub async fn start_jetstream() -> (RunningServer, tempfile::TempDir) {
     (start(config).await, dir)
 }
 
-pub fn url(server: &RunningServer) -> String {
+pub fn url(server: &RunningNode) -> String {
     format!("nats://{}", server.client_addr())
 }
 
-pub async fn connect(server: &RunningServer) -> async_nats::Client {
+pub async fn connect(server: &RunningNode) -> async_nats::Client {
     async_nats::connect(url(server))
         .await
         .expect("client connects")

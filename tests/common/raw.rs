@@ -8,7 +8,7 @@
 use std::io::ErrorKind;
 use std::net::SocketAddr;
 
-use jetraft::server::RunningServer;
+use jetraft::node::RunningNode;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
@@ -66,7 +66,7 @@ pub fn show(bytes: &[u8]) -> String {
 
 impl Raw {
     /// Connects to `server` and reads its INFO line.
-    pub async fn connect(server: &RunningServer) -> Raw {
+    pub async fn connect(server: &RunningNode) -> Raw {
         Raw::connect_to(server.client_addr()).await
     }
 

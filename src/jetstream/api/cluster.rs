@@ -24,6 +24,7 @@ use crate::jsapi::response::ConsumerNamesResponse;
 use crate::jsapi::stream_info::{ClusterInfo, PeerInfo};
 use crate::jsapi::subject::ApiRequest;
 use crate::jsapi::{ApiError, ErrorKind, StreamInfo};
+use crate::server::dispatch;
 use crate::server::message::Message;
 use crate::server::subscription::InternalSubscriber;
 
@@ -123,8 +124,10 @@ pub async fn internal_request(
         reply: Mutex::new(Some(sender)),
     });
     let subscription = js.router().subscribe_internal(&inbox, None, catcher);
-    js.router()
-        .publish(&Message::new(subject, body).with_reply(Some(Bytes::from(inbox))));
+    dispatch::publish(
+        js.router(),
+        &Message::new(subject, body).with_reply(Some(Bytes::from(inbox))),
+    );
     let reply = tokio::time::timeout(timeout, receiver).await.ok()?.ok();
     js.router().unsubscribe(&subscription);
     reply

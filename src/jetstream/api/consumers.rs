@@ -196,7 +196,12 @@ fn info_of(
     handle: &Arc<StreamHandle>,
     name: &str,
 ) -> Result<ConsumerInfo, ApiError> {
-    consumer_info(js.delivery(), handle, name)
+    // nats-server reports no cluster block for consumers of a standalone server; in a cluster
+    // a consumer is replicated with its stream, so the stream group's block is the consumer's.
+    let cluster = js
+        .cluster()
+        .map(|_| super::cluster::cluster_info(js, &handle.group()));
+    consumer_info(js.delivery(), handle, name, cluster)
         .ok_or_else(|| ApiError::new(ErrorKind::ConsumerNotFound))
 }
 

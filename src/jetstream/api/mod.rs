@@ -28,6 +28,7 @@ use super::service::JetStream;
 use crate::jsapi::response::{encode_error, ResponseType};
 use crate::jsapi::subject::ApiRequest;
 use crate::jsapi::{ApiError, ErrorKind};
+use crate::server::dispatch;
 use crate::server::message::Message;
 use crate::server::subscription::Subscription;
 use crate::wire::headers;
@@ -90,7 +91,7 @@ async fn handle(js: &Arc<JetStream>, msg: &Message) {
         },
     };
     if let Some(body) = body {
-        js.router().publish(&Message::new(reply, Bytes::from(body)));
+        dispatch::publish(js.router(), &Message::new(reply, Bytes::from(body)));
     }
 }
 
@@ -149,8 +150,10 @@ fn answer_direct(js: &JetStream, msg: &Message, replies: Vec<direct::DirectReply
     let Some(reply) = &msg.reply else { return };
     for (headers, payload) in replies {
         let headers = (!headers.is_empty()).then(|| Bytes::from(headers));
-        js.router()
-            .publish(&Message::new(reply.clone(), payload).with_headers(headers));
+        dispatch::publish(
+            js.router(),
+            &Message::new(reply.clone(), payload).with_headers(headers),
+        );
     }
 }
 
@@ -158,6 +161,8 @@ fn answer_no_responders(js: &JetStream, msg: &Message) {
     let Some(reply) = &msg.reply else { return };
     let subject = String::from_utf8_lossy(&msg.subject);
     let block = headers::status_block(503, None, &[("Nats-Subject", &subject)]);
-    js.router()
-        .publish(&Message::new(reply.clone(), Bytes::new()).with_headers(Some(block)));
+    dispatch::publish(
+        js.router(),
+        &Message::new(reply.clone(), Bytes::new()).with_headers(Some(block)),
+    );
 }

@@ -1,6 +1,7 @@
 //! ConsumerInfo: the replicated numbers come from the stream group's state (delivered, ack
 //! floor, ack pending, redelivered, pending), the rest from this node's `Activity` record
-//! (created, last-active times, waiting pull requests, push interest) and the clock.
+//! (created, last-active times, waiting pull requests, push interest) and the clock. The
+//! cluster block is the caller's to give (see `api::consumers`).
 
 use std::sync::atomic::Ordering;
 
@@ -10,14 +11,16 @@ use bytes::Bytes;
 
 use super::{Activity, DeliveryRegistry};
 use crate::jetstream::stream::StreamHandle;
-use crate::jsapi::{ConsumerInfo, SequenceInfo, Timestamp};
+use crate::jsapi::{ClusterInfo, ConsumerInfo, SequenceInfo, Timestamp};
 use crate::jscore::consumer::SequencePair;
 
-/// The info of consumer `name`, or `None` if the stream has no such consumer.
+/// The info of consumer `name`, with `cluster` as its cluster block, or `None` if the stream
+/// has no such consumer.
 pub fn consumer_info(
     registry: &DeliveryRegistry,
     handle: &Arc<StreamHandle>,
     name: &str,
+    cluster: Option<ClusterInfo>,
 ) -> Option<ConsumerInfo> {
     let activity = registry.activity(handle, name);
     let activity = activity.as_deref();
@@ -29,15 +32,6 @@ pub fn consumer_info(
         stream_seq: pair.stream_seq,
         last_active: time_of(last_active),
     };
-    // nats-server reports no cluster block for consumers of a standalone server; in a cluster
-    // a consumer is replicated with its stream, so the stream group's block is the consumer's.
-    let cluster = registry
-        .shared()
-        .jetstream
-        .get()
-        .and_then(std::sync::Weak::upgrade)
-        .filter(|js| js.cluster().is_some())
-        .map(|js| crate::jetstream::api::cluster::cluster_info(&js, &handle.group()));
     handle.view().read(|group| {
         let consumer = group.consumer(name)?;
         let progress = consumer.progress(group.stream());

@@ -3,7 +3,7 @@
 //! Request`), the shape of a delivered stream message (stored subject, `$JS.ACK…` reply,
 //! stored headers and payload, `headers_only`), and `Outbox`, which routes a message by one
 //! subject (the pull request's inbox, the push deliver subject) while its `MSG` line carries
-//! another (the stored subject) — `Router::publish` routes by the message's own subject.
+//! another (the stored subject) — `dispatch::publish` routes by the message's own subject.
 //!
 //! Status texts and header names are nats-server's (`server/consumer.go`); clients match
 //! them case-insensitively on substrings, so keep them exact.
@@ -16,7 +16,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use crate::jsapi::AckReply;
 use crate::jscore::consumer::Delivery;
 use crate::jscore::stream::StoredMsg;
-use crate::server::dispatch::Dispatch;
+use crate::server::dispatch::{self, Dispatch};
 use crate::server::message::Message;
 use crate::server::ServerShared;
 use crate::wire::headers::status_block;
@@ -216,13 +216,13 @@ impl Outbox {
 
     /// A message routed by its own subject.
     pub fn publish(&self, msg: &Message) -> bool {
-        self.shared.router.publish(msg)
+        dispatch::publish(&self.shared.router, msg)
     }
 
     /// A status message (empty payload) to `route`.
     pub fn status(&self, route: &Bytes, headers: Bytes) -> bool {
         let msg = Message::new(route.clone(), Bytes::new()).with_headers(Some(headers));
-        self.shared.router.publish(&msg)
+        dispatch::publish(&self.shared.router, &msg)
     }
 
     /// A status message with a reply subject (flow-control requests).
@@ -230,7 +230,7 @@ impl Outbox {
         let msg = Message::new(route.clone(), Bytes::new())
             .with_headers(Some(headers))
             .with_reply(Some(Bytes::from(reply)));
-        self.shared.router.publish(&msg)
+        dispatch::publish(&self.shared.router, &msg)
     }
 
     /// Delivers `messages` to the subscribers of `route`, each keeping its own subject.

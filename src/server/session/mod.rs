@@ -17,12 +17,21 @@ use std::sync::Arc;
 
 use tokio::net::TcpStream;
 
+use super::advertisement::ClusterAdvertisement;
 use super::client::{ClientHandle, CloseReason};
 use super::ServerShared;
 use crate::wire::encoder;
 use crate::wire::handshake::ServerInfo;
 
-pub async fn run(shared: Arc<ServerShared>, socket: TcpStream, peer: SocketAddr, id: u64) {
+/// Serves client `id` on `socket` until it closes. `cluster` is what its INFO says about the
+/// cluster (none on a single node).
+pub async fn run(
+    shared: Arc<ServerShared>,
+    cluster: Option<Arc<dyn ClusterAdvertisement>>,
+    socket: TcpStream,
+    peer: SocketAddr,
+    id: u64,
+) {
     let stats = &shared.stats;
     let open = stats.connections.fetch_add(1, Ordering::Relaxed) + 1;
     stats.total_connections.fetch_add(1, Ordering::Relaxed);
@@ -32,7 +41,7 @@ pub async fn run(shared: Arc<ServerShared>, socket: TcpStream, peer: SocketAddr,
         shared.config.max_pending,
         shared.stats.clone(),
     ));
-    let info = server_info(&shared, id, peer);
+    let info = server_info(&shared, cluster.as_deref(), id, peer);
     client.queue_protocol(&info_line(&info));
 
     let (read_half, write_half) = socket.into_split();
@@ -62,7 +71,12 @@ fn info_line(info: &ServerInfo) -> bytes::BytesMut {
     line
 }
 
-fn server_info(shared: &ServerShared, client_id: u64, peer: SocketAddr) -> ServerInfo {
+fn server_info(
+    shared: &ServerShared,
+    cluster: Option<&dyn ClusterAdvertisement>,
+    client_id: u64,
+    peer: SocketAddr,
+) -> ServerInfo {
     let config = &shared.config;
     ServerInfo {
         server_id: shared.identity.server_id.clone(),
@@ -78,14 +92,9 @@ fn server_info(shared: &ServerShared, client_id: u64, peer: SocketAddr) -> Serve
         jetstream: config.jetstream,
         client_id,
         client_ip: peer.ip().to_string(),
-        cluster: shared
-            .cluster
-            .get()
-            .map(|cluster| cluster.cluster_name().to_string()),
-        connect_urls: shared
-            .cluster
-            .get()
-            .map(|cluster| cluster.client_urls())
+        cluster: cluster.map(|cluster| cluster.cluster_name().to_string()),
+        connect_urls: cluster
+            .map(|cluster| cluster.connect_urls())
             .unwrap_or_default(),
         connect_info: false,
         remote_account: None,
