@@ -1,15 +1,40 @@
-//! jetraft: a message broker that speaks the NATS client protocol (and, as it grows, the
-//! JetStream API), in which every stream is its own Raft group.
+//! jetraft: a message broker that speaks the NATS client protocol and the JetStream API, in
+//! which every stream is its own Raft group, durable before it is acknowledged.
 //!
-//! See ARCHITECTURE.md for the code map. Layers, bottom up:
-//! - `wire`, `subject`, `store`, `config`: the protocol codec, subject matching, the durable
-//!   log, the command line and config file; none imports the rest of the crate;
-//! - `jsapi` (JetStream's JSON), `consensus` (openraft groups over `store`), `server` (core
-//!   NATS: listener, sessions, router);
-//! - `jscore`: JetStream's pure state machines;
-//! - `cluster` (peers, gRPC, core NATS routes), then `jetstream` (the JetStream front), then
-//!   `monitor` (HTTP endpoints);
-//! - `node`: the composition root, which starts them all and shuts them down as one tree.
+//! # Module map, bottom up
+//!
+//! A module may import only modules below it; `tests/layers.rs` holds the same table as
+//! ARCHITECTURE.md's code map and fails when an import breaks it.
+//!
+//! | layer | modules | what lives there |
+//! |---|---|---|
+//! | pure ground floor | [`config`], [`wire`], [`subject`] | command line and config file; the NATS protocol codec; subject validation, matching and the subscription trie |
+//! | storage | [`store`] | the node-wide write-ahead log of every Raft group |
+//! | pure JetStream | [`jsapi`], then [`jscore`] | the JetStream API's JSON types, subjects and errors; the deterministic stream and consumer state machines |
+//! | consensus | [`consensus`] | openraft glue: Raft groups over the log and sled, batching, snapshots, the peer transport trait |
+//! | core NATS | [`server`] | listener, client sessions, router, dispatch; knows nothing of the layers above but the subscriber traits it owns |
+//! | cluster | [`cluster`] | the gRPC node: peers, Raft transport, routes carrying core NATS between nodes |
+//! | JetStream | [`jetstream`] | the front: API handlers, publish, delivery, the stream and meta group machines, their catalog and lifecycle |
+//! | monitoring | [`monitor`] | the HTTP endpoints (`/healthz`, `/varz`, `/jsz`, `/routez`, `/metrics`) |
+//! | composition root | `node` | starts and wires all of the above and orders their shutdown; nothing imports it |
+//!
+//! # Where new code goes
+//!
+//! - Parsing or encoding of the client protocol: `wire`. A new JetStream request or reply
+//!   type: `jsapi`. A rule about what a stream or consumer does with a command: `jscore`
+//!   (pure: time and randomness arrive inside the command).
+//! - A new replicated operation: a command in `jscore::group`, its format in
+//!   `jetstream::stream_machine` (append-only tags, see ARCHITECTURE.md "Formats"), the
+//!   handler that proposes it in `jetstream::api`.
+//! - Every change of durable state is a command applied by a Raft group's state machine
+//!   (`consensus`); nothing above it writes sled or the log on its own.
+//! - Core NATS behaviour: `server`. Anything that connects nodes: `cluster`. Wiring a new
+//!   long-lived task or service: `node`, on the one shutdown tree.
+//!
+//! # Reading order
+//!
+//! This file → [`wire`] → `server::session` → `jetstream/publish.rs` → [`consensus`] →
+//! [`jscore`]; ARCHITECTURE.md has the map, `docs/adr/` the reasons.
 
 pub mod cluster;
 pub mod config;
