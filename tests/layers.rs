@@ -63,7 +63,6 @@ const fn layer(
 }
 
 #[test]
-#[ignore = "passes once src/node.rs lands (issue 14)"]
 fn each_module_imports_only_what_its_row_allows() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let files = library_files(&src);
