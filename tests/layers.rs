@@ -44,7 +44,7 @@ const LAYERS: &[Layer] = &[
     layer("cluster",   &["config", "subject", "consensus", "server"],          &[]),
     layer("jetstream", &["wire", "subject", "store", "jsapi", "jscore",
                          "consensus", "server", "cluster"],                    &[]),
-    layer("monitor",   &["server", "cluster", "jetstream"],                    &[]),
+    layer("monitor",   &["jsapi", "server", "cluster", "jetstream"],           &[]),
     // The composition root: starts and wires everything; nothing imports it.
     layer("node",      &["config", "wire", "subject", "store", "jsapi", "jscore",
                          "consensus", "server", "cluster", "jetstream", "monitor"], &[]),
