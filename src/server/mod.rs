@@ -115,9 +115,10 @@ impl Server {
         }
         // JetStream subscribes its API before the first client can connect.
         let jetstream = if shared.config.jetstream {
-            let started = JetStream::start(shared.clone(), log_options)
-                .await
-                .map_err(std::io::Error::other)?;
+            let started =
+                JetStream::start(shared.clone(), shared.cluster.get().cloned(), log_options)
+                    .await
+                    .map_err(std::io::Error::other)?;
             let _ = shared.jetstream.set(Arc::downgrade(&started));
             Some(started)
         } else {

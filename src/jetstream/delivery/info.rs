@@ -9,15 +9,19 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::{Activity, DeliveryRegistry};
+use crate::jetstream::info::add_server_metadata;
 use crate::jetstream::stream::StreamHandle;
+use crate::jsapi::stream_info::ClusterInfo;
 use crate::jsapi::{ConsumerInfo, SequenceInfo, Timestamp};
 use crate::jscore::consumer::SequencePair;
 
-/// The info of consumer `name`, or `None` if the stream has no such consumer.
+/// The info of consumer `name`, or `None` if the stream has no such consumer. `cluster` is
+/// its `cluster` block as the caller reports it (`info::consumer_cluster_info`).
 pub fn consumer_info(
     registry: &DeliveryRegistry,
     handle: &Arc<StreamHandle>,
     name: &str,
+    cluster: Option<ClusterInfo>,
 ) -> Option<ConsumerInfo> {
     let activity = registry.activity(handle, name);
     let activity = activity.as_deref();
@@ -29,20 +33,11 @@ pub fn consumer_info(
         stream_seq: pair.stream_seq,
         last_active: time_of(last_active),
     };
-    // nats-server reports no cluster block for consumers of a standalone server; in a cluster
-    // a consumer is replicated with its stream, so the stream group's block is the consumer's.
-    let cluster = registry
-        .shared()
-        .jetstream
-        .get()
-        .and_then(std::sync::Weak::upgrade)
-        .filter(|js| js.cluster().is_some())
-        .map(|js| crate::jetstream::api::cluster::cluster_info(&js, &handle.group()));
     handle.view().read(|group| {
         let consumer = group.consumer(name)?;
         let progress = consumer.progress(group.stream());
         let mut config = consumer.config().clone();
-        crate::jetstream::api::streams::add_server_metadata(&mut config.metadata);
+        add_server_metadata(&mut config.metadata);
         let deliver_subject = Bytes::copy_from_slice(config.deliver_subject.as_bytes());
         let push_bound = !config.is_pull() && registry.outbox().has_interest(&deliver_subject);
         Some(ConsumerInfo {
