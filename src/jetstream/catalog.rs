@@ -21,6 +21,7 @@ use tokio::sync::Mutex as AsyncMutex;
 use tokio_util::sync::CancellationToken;
 
 use super::delivery::DeliveryRegistry;
+use super::info;
 use super::leader_clock::{LeaderClock, Leaderless};
 use super::meta::{MetaView, StreamAssignment};
 use super::offline::OfflineStream;
@@ -28,7 +29,8 @@ use super::queue::Dropped;
 use super::stream::StreamHandle;
 use super::topology::Topology;
 use crate::consensus::{GroupRegistry, NodeId, RaftGroup};
-use crate::jsapi::{ApiError, ErrorKind, StorageType};
+use crate::jsapi::requests::StreamInfoRequest;
+use crate::jsapi::{ApiError, ErrorKind, StorageType, StreamInfo};
 use crate::server::router::Router;
 use crate::server::subscription::Subscription;
 use crate::server::ServerShared;
@@ -181,6 +183,25 @@ impl Catalog {
             Some(offline) => Err(offline.error()),
             None => Err(ApiError::new(ErrorKind::StreamNotFound)),
         }
+    }
+
+    /// The `StreamInfo` of stream `name` from this node's replica (see `info`): 10059 if no
+    /// such stream exists, 10194 if it cannot run here.
+    pub fn stream_info(
+        &self,
+        name: &str,
+        request: &StreamInfoRequest,
+    ) -> Result<StreamInfo, ApiError> {
+        let assignment = self
+            .assignment(name)
+            .ok_or_else(|| ApiError::new(ErrorKind::StreamNotFound))?;
+        let handle = self.running_stream(name)?;
+        Ok(info::stream_info(
+            &self.topology,
+            assignment,
+            &handle,
+            request,
+        ))
     }
 
     /// Streams that cannot run here, with the reason (STREAM.LIST's `offline`).

@@ -65,3 +65,27 @@ pub fn standalone_stream_cluster(topology: &Topology) -> Option<ClusterInfo> {
 pub fn reports_consumer_cluster(topology: &Topology) -> bool {
     !topology.is_standalone()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_standalone_node_answers_as_nats_server_does() {
+        let alone = Topology::new("solo".into(), None);
+        assert!(answers_every_request(&alone));
+        let r3 = StreamConfig {
+            num_replicas: 3,
+            ..StreamConfig::default()
+        };
+        assert_eq!(check_replicas(&alone, &r3).unwrap_err().err_code, 10074);
+        assert!(check_replicas(&alone, &StreamConfig::default()).is_ok());
+        assert_eq!(check_stepdown(&alone).unwrap_err().err_code, 10010);
+        assert_eq!(check_meta_stepdown(&alone).unwrap_err().err_code, 10008);
+        let block = standalone_stream_cluster(&alone).expect("a leader-only block");
+        assert_eq!(block.leader, "solo");
+        assert_eq!(block.name, "");
+        assert!(block.replicas.is_empty());
+        assert!(!reports_consumer_cluster(&alone));
+    }
+}

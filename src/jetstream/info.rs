@@ -1,16 +1,19 @@
 //! What infos report about a stream and its group, for the API (`STREAM.INFO`, create and
 //! list replies) and for consumer infos (`delivery::info`): a stream's `StreamInfo`, the
 //! `cluster` block of a group, and the `_nats.*` metadata nats-server adds to every config.
+//! Below the catalog (which looks a stream up and hands it here: `Catalog::stream_info`) and
+//! delivery, so both can use it.
 
 use crate::consensus::{NodeId, RaftGroup};
 use crate::jsapi::requests::StreamInfoRequest;
 use crate::jsapi::stream_info::{ClusterInfo, PeerInfo, StreamState};
 use crate::jsapi::time::Timestamp;
-use crate::jsapi::{ApiError, ErrorKind, StreamInfo};
+use crate::jsapi::StreamInfo;
 use crate::jscore::subject_filter::SubjectFilter;
 
-use super::catalog::Catalog;
 use super::compat;
+use super::meta::StreamAssignment;
+use super::stream::StreamHandle;
 use super::topology::Topology;
 
 /// The JetStream API level jetraft implements (nats-server 2.11's feature set).
@@ -83,16 +86,13 @@ pub fn cluster_info(topology: &Topology, group: &RaftGroup) -> ClusterInfo {
     }
 }
 
-/// The `StreamInfo` of a running stream.
+/// The `StreamInfo` of a running stream, placed as `assignment` says.
 pub fn stream_info(
-    js: &Catalog,
-    stream: &str,
+    topology: &Topology,
+    assignment: StreamAssignment,
+    handle: &StreamHandle,
     request: &StreamInfoRequest,
-) -> Result<StreamInfo, ApiError> {
-    let assignment = js
-        .assignment(stream)
-        .ok_or_else(|| ApiError::new(ErrorKind::StreamNotFound))?;
-    let handle = js.running_stream(stream)?;
+) -> StreamInfo {
     let state = handle.view().read(|group| {
         let summary = group.stream().summary();
         let mut state = StreamState {
@@ -118,14 +118,14 @@ pub fn stream_info(
     });
     let mut config = assignment.config;
     add_server_metadata(&mut config.metadata);
-    Ok(StreamInfo {
+    StreamInfo {
         config,
         created: Timestamp::from_unix_nanos(assignment.created_nanos),
         state,
-        cluster: Some(stream_cluster_info(js.topology(), &handle.group())),
+        cluster: Some(stream_cluster_info(topology, &handle.group())),
         ts: Timestamp::now(),
         ..StreamInfo::default()
-    })
+    }
 }
 
 /// The `_nats.*` entries nats-server adds to every stream and consumer config it reports

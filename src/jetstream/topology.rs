@@ -139,3 +139,25 @@ impl Topology {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lone_node_is_a_cluster_of_one() {
+        let alone = Topology::new("solo".into(), None);
+        assert_eq!(alone.node_id(), SINGLE_NODE_ID);
+        assert_eq!(alone.node_ids(), vec![SINGLE_NODE_ID]);
+        assert_eq!(alone.name_of(SINGLE_NODE_ID), "solo");
+        assert_eq!(alone.name_of(7), "7");
+        assert!(alone.reaches(SINGLE_NODE_ID));
+        assert!(!alone.reaches(7));
+        assert_eq!(alone.cluster_name(), "");
+        // The membership its groups always had (it is in their logs).
+        assert_eq!(
+            alone.voters(&alone.node_ids()),
+            crate::consensus::RaftGroup::single_voter(SINGLE_NODE_ID, LONE_NODE_ADDR)
+        );
+    }
+}

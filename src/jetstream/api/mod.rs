@@ -8,7 +8,10 @@
 //! `messages` (`STREAM.MSG.GET` / `MSG.DELETE`), `direct` (`DIRECT.GET`, whose replies are
 //! the stored messages rather than JSON), `consumers` (consumer CRUD, leader stepdown), `pull`
 //! (`CONSUMER.MSG.NEXT`, handed to `delivery`). Which node answers is `routing`'s choice;
-//! `leaderless` answers for a stream (or the meta group) that has no leader.
+//! `leaderless` answers for a stream (or the meta group) that has no leader, partly by running
+//! the same handlers (`route`): the one import circle inside `api/`. The handlers propose
+//! through `JetStream` (`lifecycle`), which starts this API: the circle between the two is
+//! explained there.
 
 pub mod account;
 pub mod consumers;

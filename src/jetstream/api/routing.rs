@@ -17,7 +17,7 @@ use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
 use crate::consensus::RaftGroup;
-use crate::jetstream::{compat, info, JetStream};
+use crate::jetstream::{compat, JetStream};
 use crate::jsapi::requests::ConsumersRequest;
 use crate::jsapi::response::ConsumerNamesResponse;
 use crate::jsapi::subject::ApiRequest;
@@ -186,7 +186,7 @@ pub async fn stream_info_anywhere(
     let deadline = tokio::time::Instant::now() + wait;
     loop {
         if js.leads_stream(name) {
-            return info::stream_info(js, name, &Default::default());
+            return js.stream_info(name, &Default::default());
         }
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         if left.is_zero() {

@@ -20,7 +20,6 @@ use crate::jscore::stream::PurgeRequest;
 use crate::jscore::subject_filter::SubjectFilter;
 
 use crate::jetstream::codec::JsonValue;
-use crate::jetstream::info::stream_info;
 use crate::jetstream::meta::{MetaCommand, MetaOutcome};
 use crate::jetstream::{compat, placement, JetStream};
 
@@ -79,7 +78,7 @@ pub async fn update(js: &Arc<JetStream>, stream: &str, body: &[u8]) -> Result<Ve
     })
     .await?;
     advise_stream(js, stream, Action::Modify);
-    let info = stream_info(js, stream, &StreamInfoRequest::default())?;
+    let info = js.stream_info(stream, &StreamInfoRequest::default())?;
     Ok(encode_success(
         ResponseType::StreamUpdate,
         &StreamInfoResponse {
@@ -95,7 +94,7 @@ fn advise_stream(js: &JetStream, stream: &str, action: Action) {
 
 pub fn info(js: &JetStream, stream: &str, body: &[u8]) -> Result<Vec<u8>, ApiError> {
     let request: StreamInfoRequest = parse_optional_body(body)?;
-    let info = stream_info(js, stream, &request)?;
+    let info = js.stream_info(stream, &request)?;
     Ok(encode_success(
         ResponseType::StreamInfo,
         &StreamInfoResponse {
@@ -230,7 +229,7 @@ const NEW_STREAM_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 /// The info of a stream this node leads, or else as its leader reports it.
 pub async fn info_of(js: &JetStream, name: &str) -> Option<StreamInfo> {
     if js.leads_stream(name) || is_sole_replica(js, name) {
-        return stream_info(js, name, &StreamInfoRequest::default()).ok();
+        return js.stream_info(name, &StreamInfoRequest::default()).ok();
     }
     super::routing::remote_stream_info(js, name).await
 }
