@@ -6,9 +6,8 @@
 //! of a node running without a cluster, whose data directory must stay usable as it is.
 
 use crate::consensus::NodeId;
-
-/// The id of a node running without a cluster.
-pub const SINGLE_NODE_ID: NodeId = 1;
+/// The id of a node running without a cluster (defined with the node ids, in `consensus`).
+pub use crate::consensus::SINGLE_NODE_ID;
 
 /// The cluster node id for `name`.
 pub fn node_id_for(name: &str) -> NodeId {

@@ -347,6 +347,12 @@ impl ClusterNode {
     }
 
     /// Core NATS across nodes.
+    /// Whether this node and `peer` exchange messages: the route is up both ways (the path API
+    /// requests and their replies take).
+    pub fn reaches(&self, peer: NodeId) -> bool {
+        self.core_routes.is_connected(peer) && self.core_routes.has_inbound(peer)
+    }
+
     pub fn core_routes(&self) -> &Arc<route::Routes> {
         &self.core_routes
     }

@@ -16,6 +16,11 @@ use super::snapshot::SnapshotFile;
 /// Id of a node (a Raft voter or learner). Never reuse a removed node's id.
 pub type NodeId = u64;
 
+/// The id of a node running without a cluster (a cluster of one). Fixed: it is in the logs of
+/// every group such a node ran, and in its meta state (`v1` stream keys and the old
+/// `CreateStream` command place streams on it).
+pub const SINGLE_NODE_ID: NodeId = 1;
+
 /// Id of a Raft group on a node: the meta group or one stream. The log engine keys a group's
 /// log by it, sled keys its state by it.
 pub type GroupId = u64;

@@ -5,7 +5,7 @@
 
 use bytes::Bytes;
 
-use super::delivery::outbox::random_token;
+use super::token::random_token;
 use crate::jsapi::advisory::Advisory;
 use crate::jsapi::time::Timestamp;
 use crate::server::dispatch::Dispatch;

@@ -19,12 +19,11 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use super::codec::{self, JsonValue, META_COMMAND_V1};
-use crate::cluster::SINGLE_NODE_ID;
 use crate::consensus::machine::ApplyPosition;
-use crate::consensus::NodeId;
 use crate::consensus::{
     Command, GroupId, GroupMachine, MachineError, MachineTxn, MachineView, Response,
 };
+use crate::consensus::{NodeId, SINGLE_NODE_ID};
 use crate::jsapi::{ApiError, ErrorKind, StreamConfig};
 
 pub const META_GROUP: GroupId = 0;
@@ -37,6 +36,9 @@ const FIRST_STREAM_GROUP: GroupId = 1;
 /// Meta commands. Append-only: never reorder or remove a variant.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MetaCommand {
+    /// A stream on the single node ([`SINGLE_NODE_ID`]). No longer proposed: kept (with its
+    /// tag) only to decode the logs of nodes that ran before one node proposed
+    /// `CreateStreamOn` like a cluster does.
     CreateStream {
         config: JsonValue<StreamConfig>,
         created_nanos: i64,

@@ -8,33 +8,50 @@
 //! an openraft group (here with one voter), every mutation a proposal that returns after its
 //! entry was fsynced and applied. No handler asks whether the node is clustered.
 //!
-//! Map: `codec` (command kinds and encodings), `meta` (the meta group's machine and
-//! handle), `stream_machine/` (a stream group's machine: jscore over sled), `stream`
-//! (`StreamHandle`: proposing to and reading a stream group), `publish` (stream subjects →
-//! batched appends → PubAck), `api/` (the `$JS.API.*` handlers), `delivery/` (pull and push
-//! consumers, acks), `expiry` (max_age), `offline` (streams whose group cannot run here),
-//! `queue` (the bounded queue behind the API inbox and the ack batchers), `service` (start-up,
-//! reconciliation, shutdown), `supervisor` (restarts the meta group and stream groups a
-//! storage failure stopped).
+//! Map, bottom up:
+//! - formats and state: `codec` (command kinds and encodings), `meta` (the meta group's
+//!   machine), `stream_machine/` (a stream group's machine: jscore over sled), `stream`
+//!   (`StreamHandle`: proposing to and reading a stream group), `offline` (streams whose group
+//!   cannot run here), `queue` (the bounded queue behind the API inbox and the ack batchers),
+//!   `token`, `leader_clock`;
+//! - `topology` (the nodes: a cluster of one without `--cluster`) and `compat` (the few
+//!   answers nats-server gives differently without a cluster, in one place);
+//! - `catalog` (`Catalog`: what this node holds and every read of it);
+//! - over the catalog: `info` (stream infos, `cluster` blocks), `groups` (opening Raft
+//!   groups), `placement` (where a new stream goes), `publish` (stream subjects → batched
+//!   appends → PubAck), `delivery/` (pull and push consumers, acks), `expiry` (max_age),
+//!   `leadership` (serving a stream while leading it), `supervisor` (restarting groups a
+//!   storage failure stopped);
+//! - `lifecycle` (`JetStream`: start-up, reconciliation, shutdown; it starts the watchers, the
+//!   supervisor and the API) and `api/` (the `$JS.API.*` handlers, which propose through it).
 
 mod advisories;
 pub mod api;
+pub mod catalog;
 pub mod codec;
+mod compat;
 pub mod delivery;
+mod error;
 mod expiry;
+mod groups;
+pub mod info;
+pub mod leader_clock;
 mod leadership;
+mod lifecycle;
 pub mod meta;
 mod offline;
 pub mod placement;
 pub mod publish;
 pub mod queue;
-mod service;
 pub mod stream;
 pub mod stream_machine;
 mod supervisor;
+pub mod token;
+pub mod topology;
 
-pub use leadership::ReplicaState;
-pub use service::{JetStream, JetStreamError};
+pub use catalog::{Catalog, ReplicaState};
+pub use error::JetStreamError;
+pub use lifecycle::JetStream;
 
 /// Nanoseconds since the Unix epoch: the timestamps the leader puts into commands.
 pub fn now_nanos() -> i64 {

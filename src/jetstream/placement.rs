@@ -6,46 +6,45 @@
 
 use std::collections::BTreeMap;
 
+use super::catalog::Catalog;
 use super::codec::JsonValue;
 use super::meta::MetaCommand;
-use super::service::{create_stream_command, JetStream};
 use crate::consensus::NodeId;
 use crate::jsapi::{ApiError, ErrorKind, StreamConfig};
 
-impl JetStream {
-    /// The meta command creating `config`, placed on `num_replicas` nodes (an idempotent
-    /// re-create keeps the existing placement; a different config is refused by the meta
-    /// machine anyway).
-    pub fn create_stream_command(&self, config: StreamConfig) -> Result<MetaCommand, ApiError> {
-        let Some(cluster) = self.cluster() else {
-            return Ok(create_stream_command(config));
-        };
-        let replicas = match self.assignment(&config.name) {
-            Some(existing) => existing.replicas,
-            None => {
-                let hosted = self.meta().read(|state| {
-                    let mut hosted = BTreeMap::new();
-                    for assignment in state.streams().values() {
-                        for node in &assignment.replicas {
-                            *hosted.entry(*node).or_insert(0usize) += 1;
-                        }
+/// The meta command creating `config`, placed on `num_replicas` nodes of the topology (an
+/// idempotent re-create keeps the existing placement; a different config is refused by the
+/// meta machine anyway). On a node without a cluster the topology is this node alone, so every
+/// stream is placed on it.
+pub fn create_stream_command(
+    catalog: &Catalog,
+    config: StreamConfig,
+) -> Result<MetaCommand, ApiError> {
+    let replicas = match catalog.assignment(&config.name) {
+        Some(existing) => existing.replicas,
+        None => {
+            let hosted = catalog.meta().read(|state| {
+                let mut hosted = BTreeMap::new();
+                for assignment in state.streams().values() {
+                    for node in &assignment.replicas {
+                        *hosted.entry(*node).or_insert(0usize) += 1;
                     }
-                    hosted
-                });
-                let wanted = usize::try_from(config.num_replicas.max(1)).unwrap_or(usize::MAX);
-                let me = self.node_id();
-                let up = |node| node == me || super::api::cluster::reaches(cluster, node);
-                let candidates = up_nodes_if_enough(&cluster.peers().ids(), up, wanted);
-                let placed = place(&candidates, &hosted, wanted, &config.name)?;
-                reachable_first(placed, up)
-            }
-        };
-        Ok(MetaCommand::CreateStreamOn {
-            config: JsonValue(config),
-            created_nanos: super::now_nanos(),
-            replicas,
-        })
-    }
+                }
+                hosted
+            });
+            let wanted = usize::try_from(config.num_replicas.max(1)).unwrap_or(usize::MAX);
+            let topology = catalog.topology();
+            let up = |node| topology.reaches(node);
+            let candidates = up_nodes_if_enough(&topology.node_ids(), up, wanted);
+            let placed = place(&candidates, &hosted, wanted, &config.name)?;
+            reachable_first(placed, up)
+        }
+    };
+    Ok(MetaCommand::CreateStreamOn {
+        config: JsonValue(config),
+        created_nanos: super::now_nanos(),
+        replicas,
+    })
 }
 
 /// Picks `replicas` nodes out of `nodes`. `hosted` counts the streams each node hosts now;

@@ -22,7 +22,6 @@ use futures::future::BoxFuture;
 use futures::stream::{FuturesOrdered, StreamExt};
 use tokio::sync::mpsc;
 
-use super::service::JetStream;
 use super::stream::StreamHandle;
 use super::stream_machine::entry;
 use crate::jsapi::{ApiError, ErrorKind, PubAck, PubAckResponse};
@@ -129,7 +128,7 @@ fn refusal(stream: &str, reply: Bytes) -> Message {
 /// Subscribes `subjects` for `stream` and starts its ingest task; returns the subscriptions
 /// (unsubscribing all of them ends the task).
 pub fn attach(
-    js: &Arc<JetStream>,
+    shared: &Arc<ServerShared>,
     stream: &Arc<StreamHandle>,
     subjects: &[String],
 ) -> Vec<Arc<Subscription>> {
@@ -140,9 +139,8 @@ pub fn attach(
         queue,
         backlog: backlog.clone(),
         limits: QUEUE_LIMITS,
-        shared: Arc::downgrade(js.shared()),
+        shared: Arc::downgrade(shared),
     });
-    let shared = js.shared().clone();
     let subscriptions = subjects
         .iter()
         .map(|subject| {

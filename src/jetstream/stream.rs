@@ -60,7 +60,7 @@ impl StreamHandle {
     /// True once the group stopped for good (a fatal storage error): proposals fail until
     /// the supervisor replaces it.
     pub fn is_stopped(&self) -> bool {
-        super::supervisor::stopped_reason(&self.group()).is_some()
+        stopped_reason(&self.group()).is_some()
     }
 
     /// Proposes `commands` as one Raft entry; returns each command's outcome once the entry
@@ -106,6 +106,18 @@ impl StreamHandle {
 
 /// How a failed proposal is reported to clients: "JetStream system temporarily
 /// unavailable" (10008), as nats-server answers while a group has no leader or quorum.
+/// Why `group` stopped for good (a fatal storage error), or `None` while it runs.
+pub fn stopped_reason(group: &RaftGroup) -> Option<String> {
+    group
+        .raft()
+        .metrics()
+        .borrow()
+        .running_state
+        .clone()
+        .err()
+        .map(|fatal| fatal.to_string())
+}
+
 pub fn propose_error(error: ProposeError) -> ApiError {
     tracing::warn!("proposal failed: {error}");
     ApiError::new(ErrorKind::ClusterNotAvail)

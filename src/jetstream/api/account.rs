@@ -5,10 +5,9 @@ use std::sync::atomic::Ordering;
 use crate::jsapi::response::{encode_success, ResponseType};
 use crate::jsapi::{AccountInfo, AccountUsage, ApiStats, StorageType};
 
-use super::super::service::JetStream;
+use crate::jetstream::JetStream;
 
-/// The JetStream API level jetraft implements (nats-server 2.11's feature set).
-pub const API_LEVEL: i64 = 1;
+pub use crate::jetstream::info::API_LEVEL;
 
 pub async fn info(js: &JetStream) -> Vec<u8> {
     let mut usage = AccountUsage::default();

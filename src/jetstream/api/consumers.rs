@@ -3,25 +3,21 @@
 //! `LEADER.STEPDOWN`.
 //! Consumers live in their stream's group: create and delete are `UpsertConsumer` /
 //! `DeleteConsumer` proposals; info reads the group state plus this node's delivery
-//! activity (`delivery::info`). Pull requests (`MSG.NEXT`) go to `delivery::pull_request`.
-//!
-//! Needs from `JetStream`: `stream(name) -> Option<Arc<StreamHandle>>` and
-//! `delivery() -> &Arc<DeliveryRegistry>`.
+//! activity (`delivery::info`). Pull requests (`MSG.NEXT`) are `pull`'s.
 
 use std::sync::Arc;
 
-use crate::jetstream::advisories;
 use crate::jetstream::delivery::info::consumer_info;
-use crate::jetstream::delivery::outbox::random_token;
-use crate::jetstream::service::JetStream;
 use crate::jetstream::stream::StreamHandle;
+use crate::jetstream::token::random_token;
+use crate::jetstream::{advisories, compat, info, JetStream};
 use crate::jsapi::advisory::{Action, Advisory};
 use crate::jsapi::requests::{
     parse_body, parse_optional_body, require_empty_body, ConsumersRequest, LIST_PAGE_LIMIT,
     NAMES_PAGE_LIMIT,
 };
 use crate::jsapi::response::{
-    encode_error, encode_success, ConsumerListResponse, ConsumerNamesResponse, Paged, ResponseType,
+    encode_success, ConsumerListResponse, ConsumerNamesResponse, Paged, ResponseType,
     SuccessResponse,
 };
 use crate::jsapi::{
@@ -35,32 +31,26 @@ use crate::subject::pattern::patterns_overlap;
 /// Length of the names given to consumers created without one (nats-server: 8).
 const GENERATED_NAME_LEN: usize = 8;
 
-/// Answers one consumer API request; `None` for requests this module does not serve.
-pub async fn handle(js: &JetStream, request: &ApiRequest, msg: &Message) -> Option<Vec<u8>> {
+/// Answers one consumer API request with its reply body, or the error the caller encodes with
+/// the request's response type. Other requests are not this module's: 400 (the dispatcher
+/// never sends them here).
+pub async fn handle(
+    js: &JetStream,
+    request: &ApiRequest,
+    msg: &Message,
+) -> Result<Vec<u8>, ApiError> {
     let body = &msg.payload[..];
-    let (response_type, result) = match request {
-        ApiRequest::ConsumerCreate { stream, form } => (
-            ResponseType::ConsumerCreate,
-            create(js, stream, form, body).await,
-        ),
-        ApiRequest::ConsumerInfo { stream, consumer } => {
-            (ResponseType::ConsumerInfo, info(js, stream, consumer))
+    match request {
+        ApiRequest::ConsumerCreate { stream, form } => create(js, stream, form, body).await,
+        ApiRequest::ConsumerInfo { stream, consumer } => info(js, stream, consumer),
+        ApiRequest::ConsumerDelete { stream, consumer } => delete(js, stream, consumer, body).await,
+        ApiRequest::ConsumerNames { stream } => names(js, stream, body),
+        ApiRequest::ConsumerList { stream } => list(js, stream, body),
+        ApiRequest::ConsumerLeaderStepdown { stream, consumer } => {
+            step_down(js, stream, consumer).await
         }
-        ApiRequest::ConsumerDelete { stream, consumer } => (
-            ResponseType::ConsumerDelete,
-            delete(js, stream, consumer, body).await,
-        ),
-        ApiRequest::ConsumerNames { stream } => {
-            (ResponseType::ConsumerNames, names(js, stream, body))
-        }
-        ApiRequest::ConsumerList { stream } => (ResponseType::ConsumerList, list(js, stream, body)),
-        ApiRequest::ConsumerLeaderStepdown { stream, consumer } => (
-            ResponseType::ConsumerLeaderStepdown,
-            step_down(js, stream, consumer).await,
-        ),
-        _ => return None,
-    };
-    Some(result.unwrap_or_else(|error| encode_error(response_type, &error)))
+        _ => Err(ApiError::new(ErrorKind::BadRequest)),
+    }
 }
 
 /// `CONSUMER.LEADER.STEPDOWN`. A consumer has no Raft group of its own here (its state is in
@@ -71,9 +61,7 @@ pub async fn handle(js: &JetStream, request: &ApiRequest, msg: &Message) -> Opti
 /// have no Raft group, so its stepdown is a no-op that succeeds). The request body (2.11's
 /// placement preference) is not looked at.
 async fn step_down(js: &JetStream, stream: &str, consumer: &str) -> Result<Vec<u8>, ApiError> {
-    if js.cluster().is_none() {
-        return Err(ApiError::new(ErrorKind::ClusterRequired));
-    }
+    compat::check_stepdown(js.topology())?;
     let handle = stream_handle(js, stream)?;
     if !handle
         .view()
@@ -83,7 +71,7 @@ async fn step_down(js: &JetStream, stream: &str, consumer: &str) -> Result<Vec<u
     }
     let group = handle.group();
     if group.voter_ids().len() > 1 {
-        super::cluster::step_down(js, &group).await?;
+        super::routing::step_down(js, &group).await?;
     }
     Ok(encode_success(
         ResponseType::ConsumerLeaderStepdown,
@@ -196,11 +184,7 @@ fn info_of(
     handle: &Arc<StreamHandle>,
     name: &str,
 ) -> Result<ConsumerInfo, ApiError> {
-    // nats-server reports no cluster block for consumers of a standalone server; in a cluster
-    // a consumer is replicated with its stream, so the stream group's block is the consumer's.
-    let cluster = js
-        .cluster()
-        .map(|_| super::cluster::cluster_info(js, &handle.group()));
+    let cluster = info::consumer_cluster_info(js.topology(), &handle.group());
     consumer_info(js.delivery(), handle, name, cluster)
         .ok_or_else(|| ApiError::new(ErrorKind::ConsumerNotFound))
 }

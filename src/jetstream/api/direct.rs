@@ -18,7 +18,7 @@ use crate::jsapi::msg_get::MsgGetRequest;
 use crate::jscore::stream::{StoredMsg, StreamState};
 use crate::jscore::subject_filter::SubjectFilter;
 
-use super::super::service::JetStream;
+use crate::jetstream::JetStream;
 
 /// Bytes a batch reply stops after when the request sets no `max_bytes` (nats-server uses
 /// its `max_pending`, 64 MiB by default).

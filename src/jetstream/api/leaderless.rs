@@ -1,6 +1,6 @@
 //! Answering for a stream whose group has no leader: right after the group starts, while an
 //! election is on, or for as long as too few replicas run to elect one. Without this nobody
-//! answers (only a leader does, see `cluster.rs`) and clients time out. The same for the meta
+//! answers (only a leader does, see `routing.rs`) and clients time out. The same for the meta
 //! group, whose leader answers account-wide requests (see the end).
 //!
 //! What nats-server does (`jetstream_api.go`, `jetstream_cluster.go`): a member of the
@@ -65,13 +65,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::consensus::NodeId;
-use crate::jetstream::leadership::Leaderless;
+use crate::jetstream::leader_clock::Leaderless;
 use crate::jsapi::response::{encode_error, ResponseType};
 use crate::jsapi::subject::ApiRequest;
 use crate::jsapi::{ApiError, ErrorKind};
 use crate::server::message::Message;
 
-use super::super::service::JetStream;
+use crate::jetstream::JetStream;
 
 /// How long a replica that knew a leader must have known none before it answers for the group.
 pub const LEADERLESS_AFTER: Duration = Duration::from_secs(1);
@@ -91,9 +91,6 @@ pub fn waited_out(leaderless: Leaderless) -> bool {
 /// Whether this node answers for stream `stream`, which it does not lead: it runs a replica,
 /// has known no leader long enough ([`waited_out`]), and is the lowest voter it can reach.
 pub fn answers_for_stream(js: &JetStream, stream: &str) -> bool {
-    let Some(cluster) = js.cluster() else {
-        return false;
-    };
     if !js.stream_leaderless(stream).is_some_and(waited_out) {
         return false;
     }
@@ -101,19 +98,16 @@ pub fn answers_for_stream(js: &JetStream, stream: &str) -> bool {
         return false;
     };
     is_lowest_reachable(js.node_id(), &handle.group().voter_ids(), |peer| {
-        super::cluster::reaches(cluster, peer)
+        js.topology().reaches(peer)
     })
 }
 
 /// Whether this node answers what the meta leader would, there being none: it has known no
 /// meta leader long enough ([`waited_out`]) and is the lowest meta voter it can reach.
 pub fn answers_for_meta(js: &JetStream) -> bool {
-    let Some(cluster) = js.cluster() else {
-        return false;
-    };
     js.meta_leaderless().is_some_and(waited_out)
         && is_lowest_reachable(js.node_id(), &js.meta_group().voter_ids(), |peer| {
-            super::cluster::reaches(cluster, peer)
+            js.topology().reaches(peer)
         })
 }
 

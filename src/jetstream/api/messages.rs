@@ -11,7 +11,7 @@ use crate::jsapi::{ApiError, ErrorKind};
 use crate::jscore::group::StreamCommand;
 use crate::jscore::subject_filter::SubjectFilter;
 
-use super::super::service::JetStream;
+use crate::jetstream::JetStream;
 
 pub fn get(js: &JetStream, stream: &str, body: &[u8]) -> Result<Vec<u8>, ApiError> {
     let request: MsgGetRequest = parse_body(body)?;

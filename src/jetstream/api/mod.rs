@@ -6,17 +6,21 @@
 //!
 //! Handlers by area: `account` (`INFO`), `streams` (stream CRUD, names/list, purge),
 //! `messages` (`STREAM.MSG.GET` / `MSG.DELETE`), `direct` (`DIRECT.GET`, whose replies are
-//! the stored messages rather than JSON), `consumers` (consumer CRUD, leader stepdown); pull
-//! requests (`CONSUMER.MSG.NEXT`) go to `delivery`. Which node answers is `cluster`'s choice;
-//! `leaderless` answers for a stream (or the meta group) that has no leader.
+//! the stored messages rather than JSON), `consumers` (consumer CRUD, leader stepdown), `pull`
+//! (`CONSUMER.MSG.NEXT`, handed to `delivery`). Which node answers is `routing`'s choice;
+//! `leaderless` answers for a stream (or the meta group) that has no leader, partly by running
+//! the same handlers (`route`): the one import circle inside `api/`. The handlers propose
+//! through `JetStream` (`lifecycle`), which starts this API: the circle between the two is
+//! explained there.
 
 pub mod account;
-pub mod cluster;
 pub mod consumers;
 mod direct;
 mod inbox;
 pub mod leaderless;
 pub mod messages;
+mod pull;
+pub mod routing;
 pub mod streams;
 
 use std::sync::Arc;
@@ -24,7 +28,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::queue::{self, QueueReceiver};
-use super::service::JetStream;
+use super::JetStream;
 use crate::jsapi::response::{encode_error, ResponseType};
 use crate::jsapi::subject::ApiRequest;
 use crate::jsapi::{ApiError, ErrorKind};
@@ -74,20 +78,20 @@ async fn handle(js: &Arc<JetStream>, msg: &Message) {
     };
     let subject = String::from_utf8_lossy(&msg.subject).into_owned();
     let body = match ApiRequest::parse(&subject) {
-        Err(_) if !cluster::answers_unparsed(js) => return,
+        Err(_) if !routing::answers_unparsed(js) => return,
         Err(error) => {
             js.count_api_call(true);
             Some(encode_error(ResponseType::System, &error.to_api_error()))
         }
-        Ok(request) => match cluster::role(js, &request) {
-            cluster::Role::Answer => route(js, &request, msg).await,
-            cluster::Role::AnswerForLeaderlessStream => {
+        Ok(request) => match routing::role(js, &request) {
+            routing::Role::Answer => route(js, &request, msg).await,
+            routing::Role::AnswerForLeaderlessStream => {
                 leaderless::answer_for_stream(js, &request, msg).await
             }
-            cluster::Role::AnswerForLeaderlessMeta => {
+            routing::Role::AnswerForLeaderlessMeta => {
                 leaderless::answer_for_meta(js, &request, msg).await
             }
-            cluster::Role::Silent => return,
+            routing::Role::Silent => return,
         },
     };
     if let Some(body) = body {
@@ -110,7 +114,7 @@ async fn route(js: &Arc<JetStream>, request: &ApiRequest, msg: &Message) -> Opti
         ApiRequest::StreamMsgGet { stream } => messages::get(js, stream, &msg.payload),
         ApiRequest::StreamMsgDelete { stream } => messages::delete(js, stream, &msg.payload).await,
         ApiRequest::ConsumerMsgNext { .. } => {
-            super::delivery::pull_request(js, request, msg).await;
+            pull::pull_request(js, request, msg).await;
             return None;
         }
         ApiRequest::DirectGet {
@@ -129,21 +133,13 @@ async fn route(js: &Arc<JetStream>, request: &ApiRequest, msg: &Message) -> Opti
         | ApiRequest::ConsumerDelete { .. }
         | ApiRequest::ConsumerNames { .. }
         | ApiRequest::ConsumerList { .. }
-        | ApiRequest::ConsumerLeaderStepdown { .. } => {
-            let body = consumers::handle(js, request, msg).await;
-            js.count_api_call(body.as_deref().is_some_and(is_error_reply));
-            return body;
-        }
+        | ApiRequest::ConsumerLeaderStepdown { .. } => consumers::handle(js, request, msg).await,
         // Snapshots, restores, peer removal are not supported.
         _ => Err(ApiError::new(ErrorKind::BadRequest)),
     };
     let response_type = request.response_type().unwrap_or(ResponseType::System);
     js.count_api_call(result.is_err());
     Some(result.unwrap_or_else(|error| encode_error(response_type, &error)))
-}
-
-fn is_error_reply(body: &[u8]) -> bool {
-    memchr::memmem::find(body, b"\"error\":").is_some()
 }
 
 fn answer_direct(js: &JetStream, msg: &Message, replies: Vec<direct::DirectReply>) {

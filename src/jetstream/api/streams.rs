@@ -14,16 +14,14 @@ use crate::jsapi::response::{
     encode_success, Paged, PurgeResponse, ResponseType, StreamCreateResponse, StreamInfoResponse,
     StreamListResponse, StreamNamesResponse, SuccessResponse,
 };
-use crate::jsapi::stream_info::StreamState;
-use crate::jsapi::time::Timestamp;
 use crate::jsapi::{ApiError, ErrorKind, StreamConfig, StreamConfigRequest, StreamInfo};
 use crate::jscore::group::{StreamCommand, StreamOutcome};
 use crate::jscore::stream::PurgeRequest;
 use crate::jscore::subject_filter::SubjectFilter;
 
-use super::super::codec::JsonValue;
-use super::super::meta::{MetaCommand, MetaOutcome};
-use super::super::service::JetStream;
+use crate::jetstream::codec::JsonValue;
+use crate::jetstream::meta::{MetaCommand, MetaOutcome};
+use crate::jetstream::{compat, placement, JetStream};
 
 /// Parses and checks a create/update body against the name in the subject.
 fn requested_config(js: &JetStream, stream: &str, body: &[u8]) -> Result<StreamConfig, ApiError> {
@@ -38,25 +36,22 @@ fn requested_config(js: &JetStream, stream: &str, body: &[u8]) -> Result<StreamC
         return Err(ApiError::new(ErrorKind::StreamMismatch));
     }
     let config = config.checked()?;
-    // Without a cluster one replica is all there is (nats-server's answer); in a cluster,
-    // placement refuses more replicas than nodes.
-    if js.cluster().is_none() && config.num_replicas > 1 {
-        return Err(ApiError::new(ErrorKind::StreamReplicasNotSupported));
-    }
+    // Placement refuses more replicas than nodes; without a cluster, `compat` answers first.
+    compat::check_replicas(js.topology(), &config)?;
     Ok(config)
 }
 
 pub async fn create(js: &Arc<JetStream>, stream: &str, body: &[u8]) -> Result<Vec<u8>, ApiError> {
     let config = requested_config(js, stream, body)?;
     config.validate_create()?;
-    let command = js.create_stream_command(config)?;
+    let command = placement::create_stream_command(js, config)?;
     let outcome = js.propose_meta(command).await?;
     let did_create = matches!(outcome, MetaOutcome::Created { created: true, .. });
     // The stream's leader may be another node, and a new group has to elect it first.
     if did_create {
         advise_stream(js, stream, Action::Create);
     }
-    let info = super::cluster::stream_info_anywhere(js, stream, NEW_STREAM_WAIT).await?;
+    let info = super::routing::stream_info_anywhere(js, stream, NEW_STREAM_WAIT).await?;
     Ok(encode_success(
         ResponseType::StreamCreate,
         &StreamCreateResponse { info, did_create },
@@ -83,7 +78,7 @@ pub async fn update(js: &Arc<JetStream>, stream: &str, body: &[u8]) -> Result<Ve
     })
     .await?;
     advise_stream(js, stream, Action::Modify);
-    let info = stream_info(js, stream, &StreamInfoRequest::default())?;
+    let info = js.stream_info(stream, &StreamInfoRequest::default())?;
     Ok(encode_success(
         ResponseType::StreamUpdate,
         &StreamInfoResponse {
@@ -99,7 +94,7 @@ fn advise_stream(js: &JetStream, stream: &str, action: Action) {
 
 pub fn info(js: &JetStream, stream: &str, body: &[u8]) -> Result<Vec<u8>, ApiError> {
     let request: StreamInfoRequest = parse_optional_body(body)?;
-    let info = stream_info(js, stream, &request)?;
+    let info = js.stream_info(stream, &request)?;
     Ok(encode_success(
         ResponseType::StreamInfo,
         &StreamInfoResponse {
@@ -141,10 +136,10 @@ async fn consumers_to_advise(js: &JetStream, stream: &str) -> Vec<String> {
             .map(|handle| super::consumers::sorted_names(&handle))
             .unwrap_or_default()
     };
-    if js.cluster().is_none() || js.leads_stream(stream) {
+    if js.leads_stream(stream) || is_sole_replica(js, stream) {
         return local();
     }
-    match super::cluster::remote_consumer_names(js, stream).await {
+    match super::routing::remote_consumer_names(js, stream).await {
         Some(names) => names,
         None => local(),
     }
@@ -233,21 +228,26 @@ const NEW_STREAM_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The info of a stream this node leads, or else as its leader reports it.
 pub async fn info_of(js: &JetStream, name: &str) -> Option<StreamInfo> {
-    if js.leads_stream(name) || js.cluster().is_none() {
-        return stream_info(js, name, &StreamInfoRequest::default()).ok();
+    if js.leads_stream(name) || is_sole_replica(js, name) {
+        return js.stream_info(name, &StreamInfoRequest::default()).ok();
     }
-    super::cluster::remote_stream_info(js, name).await
+    super::routing::remote_stream_info(js, name).await
+}
+
+/// Whether stream `name` is placed on this node alone: then no other node can answer for it,
+/// and this node's replica (if it runs) is the stream.
+fn is_sole_replica(js: &JetStream, name: &str) -> bool {
+    js.assignment(name)
+        .is_some_and(|assignment| assignment.replicas == [js.node_id()])
 }
 
 /// `STREAM.LEADER.STEPDOWN`: hand the stream's leadership to another replica. Without a
 /// cluster 10010, before the stream is looked up (as nats-server's
 /// `jsStreamLeaderStepDownRequest`).
 pub async fn step_down(js: &Arc<JetStream>, stream: &str) -> Result<Vec<u8>, ApiError> {
-    if js.cluster().is_none() {
-        return Err(ApiError::new(ErrorKind::ClusterRequired));
-    }
+    compat::check_stepdown(js.topology())?;
     let handle = js.running_stream(stream)?;
-    super::cluster::step_down(js, &handle.group()).await?;
+    super::routing::step_down(js, &handle.group()).await?;
     Ok(encode_success(
         ResponseType::StreamLeaderStepdown,
         &SuccessResponse::OK,
@@ -256,7 +256,8 @@ pub async fn step_down(js: &Arc<JetStream>, stream: &str) -> Result<Vec<u8>, Api
 
 /// `META.LEADER.STEPDOWN`: hand the meta group's leadership to another node.
 pub async fn meta_step_down(js: &Arc<JetStream>) -> Result<Vec<u8>, ApiError> {
-    super::cluster::step_down(js, &js.meta_group()).await?;
+    compat::check_meta_stepdown(js.topology())?;
+    super::routing::step_down(js, &js.meta_group()).await?;
     Ok(encode_success(
         ResponseType::MetaLeaderStepdown,
         &SuccessResponse::OK,
@@ -275,68 +276,4 @@ fn page(items: Vec<String>, offset: i64, limit: usize) -> (Paged, Vec<String>) {
         },
         page,
     )
-}
-
-/// The `StreamInfo` of a running stream.
-pub fn stream_info(
-    js: &JetStream,
-    stream: &str,
-    request: &StreamInfoRequest,
-) -> Result<StreamInfo, ApiError> {
-    let assignment = js
-        .assignment(stream)
-        .ok_or_else(|| ApiError::new(ErrorKind::StreamNotFound))?;
-    let handle = js.running_stream(stream)?;
-    let state = handle.view().read(|group| {
-        let summary = group.stream().summary();
-        let mut state = StreamState {
-            messages: summary.messages,
-            bytes: summary.bytes,
-            first_seq: summary.first_seq,
-            first_ts: timestamp_or_zero(summary.first_ts_nanos),
-            last_seq: summary.last_seq,
-            last_ts: timestamp_or_zero(summary.last_ts_nanos),
-            num_subjects: summary.num_subjects as i64,
-            num_deleted: summary.num_deleted as i64,
-            consumer_count: group.consumer_names().count() as i64,
-            ..StreamState::default()
-        };
-        if !request.subjects_filter.is_empty() {
-            let filter = SubjectFilter::new([request.subjects_filter.as_str()]);
-            state.subjects = group.stream().subject_counts(&filter);
-        }
-        if request.deleted_details {
-            state.deleted = group.stream().deleted_seqs();
-        }
-        state
-    });
-    let mut config = assignment.config;
-    add_server_metadata(&mut config.metadata);
-    Ok(StreamInfo {
-        config,
-        created: Timestamp::from_unix_nanos(assignment.created_nanos),
-        state,
-        cluster: Some(super::cluster::cluster_info(js, &handle.group())),
-        ts: Timestamp::now(),
-        ..StreamInfo::default()
-    })
-}
-
-/// The `_nats.*` entries nats-server adds to every stream and consumer config it reports
-/// (natscli shows them as "Host Version" and "Required API Level").
-pub fn add_server_metadata(metadata: &mut std::collections::BTreeMap<String, String>) {
-    metadata.insert(
-        "_nats.ver".into(),
-        crate::server::identity::NATS_COMPAT_VERSION.into(),
-    );
-    metadata.insert("_nats.level".into(), super::account::API_LEVEL.to_string());
-    metadata.insert("_nats.req.level".into(), "0".into());
-}
-
-fn timestamp_or_zero(nanos: i64) -> Timestamp {
-    if nanos == 0 {
-        Timestamp::ZERO
-    } else {
-        Timestamp::from_unix_nanos(nanos)
-    }
 }

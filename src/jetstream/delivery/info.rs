@@ -10,12 +10,14 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::{Activity, DeliveryRegistry};
+use crate::jetstream::info::add_server_metadata;
 use crate::jetstream::stream::StreamHandle;
-use crate::jsapi::{ClusterInfo, ConsumerInfo, SequenceInfo, Timestamp};
+use crate::jsapi::stream_info::ClusterInfo;
+use crate::jsapi::{ConsumerInfo, SequenceInfo, Timestamp};
 use crate::jscore::consumer::SequencePair;
 
-/// The info of consumer `name`, with `cluster` as its cluster block, or `None` if the stream
-/// has no such consumer.
+/// The info of consumer `name`, or `None` if the stream has no such consumer. `cluster` is
+/// its `cluster` block as the caller reports it (`info::consumer_cluster_info`).
 pub fn consumer_info(
     registry: &DeliveryRegistry,
     handle: &Arc<StreamHandle>,
@@ -36,7 +38,7 @@ pub fn consumer_info(
         let consumer = group.consumer(name)?;
         let progress = consumer.progress(group.stream());
         let mut config = consumer.config().clone();
-        crate::jetstream::api::streams::add_server_metadata(&mut config.metadata);
+        add_server_metadata(&mut config.metadata);
         let deliver_subject = Bytes::copy_from_slice(config.deliver_subject.as_bytes());
         let push_bound = !config.is_pull() && registry.outbox().has_interest(&deliver_subject);
         Some(ConsumerInfo {

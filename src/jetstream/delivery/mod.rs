@@ -41,10 +41,8 @@ use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
 use super::queue::{self, Dropped, QueueSender};
-use super::service::JetStream;
 use super::stream::StreamHandle;
-use crate::jsapi::{ApiRequest, PullRequest, PullRequestError};
-use crate::server::message::Message;
+use crate::jsapi::{PullRequest, PullRequestError};
 use crate::server::subscription::Subscription;
 use crate::server::ServerShared;
 use acks::AckItem;
@@ -394,29 +392,9 @@ impl DeliveryRegistry {
         self.acks_dropped.total()
     }
 
-    fn outbox(&self) -> &Outbox {
+    /// Where deliveries and statuses are sent from (the API answers pull requests it cannot
+    /// hand over with it).
+    pub fn outbox(&self) -> &Outbox {
         &self.outbox
-    }
-}
-
-/// `$JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>` from the API dispatcher. Requests
-/// without a reply subject are ignored; an unknown stream or consumer gets the `503` a
-/// request nobody answers would get (nats-server has no subscription for it).
-pub async fn pull_request(js: &JetStream, request: &ApiRequest, msg: &Message) {
-    let ApiRequest::ConsumerMsgNext { stream, consumer } = request else {
-        return;
-    };
-    let Some(reply) = msg.reply.clone() else {
-        return;
-    };
-    let parsed = PullRequest::parse(&msg.payload);
-    let delivered = js
-        .stream(stream)
-        .is_some_and(|handle| js.delivery().pull(&handle, consumer, reply.clone(), parsed));
-    if !delivered {
-        let subject = String::from_utf8_lossy(&msg.subject);
-        js.delivery()
-            .outbox()
-            .status(&reply, outbox::no_responders(&subject));
     }
 }

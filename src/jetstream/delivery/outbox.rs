@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use crate::jetstream::token::random_token;
 use crate::jsapi::AckReply;
 use crate::jscore::consumer::Delivery;
 use crate::jscore::stream::StoredMsg;
@@ -151,12 +152,6 @@ pub fn parse_flow_control_subject(subject: &str) -> Option<(&str, &str)> {
     let consumer = tokens.next()?;
     tokens.next()?;
     Some((stream, consumer))
-}
-
-/// `n` random ASCII letters and digits (generated consumer names, flow-control tokens).
-pub fn random_token(n: usize) -> String {
-    use rand::distr::{Alphanumeric, SampleString};
-    Alphanumeric.sample_string(&mut rand::rng(), n)
 }
 
 /// A stored message as delivered: its own subject, the ack reply, its headers and payload.
@@ -343,12 +338,5 @@ mod tests {
             only.headers.as_deref(),
             Some(&b"NATS/1.0\r\nNats-Msg-Size: 11\r\n\r\n"[..])
         );
-    }
-
-    #[test]
-    fn random_tokens_are_alphanumeric() {
-        let token = random_token(8);
-        assert_eq!(token.len(), 8);
-        assert!(token.bytes().all(|b| b.is_ascii_alphanumeric()));
     }
 }

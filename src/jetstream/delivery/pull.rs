@@ -6,8 +6,8 @@
 //!
 //! Admitted requests join the consumer's waiting queue (`waiting.rs`) inside its delivery
 //! task (`task.rs`), which also answers `409 Exceeded MaxWaiting`, `404 No Messages`, `408
-//! Request Timeout` and sends idle heartbeats. The entry point from the API dispatcher is
-//! `delivery::pull_request`.
+//! Request Timeout` and sends idle heartbeats. The API dispatcher hands requests over in
+//! `api::pull`, through `DeliveryRegistry::pull`.
 
 use bytes::Bytes;
 use tokio::time::Instant;

@@ -1,11 +1,11 @@
-//! The API in a cluster: which node answers a request, asking the node that can, the `cluster`
-//! block of infos, and leader stepdowns.
+//! Which node answers an API request, asking the node that can, and leader stepdowns.
 //!
 //! Every node subscribes `$JS.API.>` and interest propagation hands each request to every node;
 //! exactly one answers (as in nats-server): the leader of the stream a request names, or the
 //! meta leader for account-wide requests, stream create/delete, and streams that do not exist.
 //! While a stream (or the meta group) has no leader, one of its replicas answers for it
 //! instead (`leaderless.rs`).
+//! A node without a cluster answers everything itself (`compat::answers_every_request`).
 //! A node that needs a stream's state it does not lead (the meta leader answering a create or a
 //! list) asks the stream's leader with an internal request, like any client would.
 
@@ -16,12 +16,10 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
-use super::super::service::JetStream;
-use crate::cluster::ClusterNode;
-use crate::consensus::{NodeId, RaftGroup};
+use crate::consensus::RaftGroup;
+use crate::jetstream::{compat, JetStream};
 use crate::jsapi::requests::ConsumersRequest;
 use crate::jsapi::response::ConsumerNamesResponse;
-use crate::jsapi::stream_info::{ClusterInfo, PeerInfo};
 use crate::jsapi::subject::ApiRequest;
 use crate::jsapi::{ApiError, ErrorKind, StreamInfo};
 use crate::server::dispatch;
@@ -30,13 +28,6 @@ use crate::server::subscription::InternalSubscriber;
 
 /// How long a node waits for another node's answer to an internal request.
 pub const INTERNAL_REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// Whether this node and `peer` exchange messages: the route is up both ways (the path API
-/// requests and their replies take).
-pub fn reaches(cluster: &ClusterNode, peer: NodeId) -> bool {
-    let routes = cluster.core_routes();
-    routes.is_connected(peer) && routes.has_inbound(peer)
-}
 
 /// How this node takes part in answering a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,7 +46,7 @@ pub enum Role {
 
 /// How this node takes part in answering `request` (see the module docs).
 pub fn role(js: &JetStream, request: &ApiRequest) -> Role {
-    if js.cluster().is_none() {
+    if compat::answers_every_request(js.topology()) {
         return Role::Answer;
     }
     let meta_role = || {
@@ -87,7 +78,9 @@ pub fn role(js: &JetStream, request: &ApiRequest) -> Role {
 /// Whether this node answers a request whose subject did not parse: the meta leader, or the
 /// node answering for it while there is none.
 pub fn answers_unparsed(js: &JetStream) -> bool {
-    js.cluster().is_none() || js.is_meta_leader() || super::leaderless::answers_for_meta(js)
+    compat::answers_every_request(js.topology())
+        || js.is_meta_leader()
+        || super::leaderless::answers_for_meta(js)
 }
 
 #[derive(Debug)]
@@ -196,7 +189,7 @@ pub async fn stream_info_anywhere(
     let deadline = tokio::time::Instant::now() + wait;
     loop {
         if js.leads_stream(name) {
-            return super::streams::stream_info(js, name, &Default::default());
+            return js.stream_info(name, &Default::default());
         }
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         if left.is_zero() {
@@ -221,67 +214,6 @@ pub async fn stream_info_anywhere(
     }
 }
 
-/// The `cluster` block of a stream's (or consumer's) info, from its group's Raft metrics on
-/// the leader. On a single node: the node as leader, no cluster name, no replicas. A replica
-/// answering without a leader (`leaderless.rs`) lists every voter, itself included (as
-/// nats-server does then), offline unless its route is up, with no lag it could know.
-pub fn cluster_info(js: &JetStream, group: &RaftGroup) -> ClusterInfo {
-    let Some(cluster) = js.cluster() else {
-        return ClusterInfo {
-            leader: js.shared().identity.server_name.clone(),
-            ..ClusterInfo::default()
-        };
-    };
-    let name_of = |id: NodeId| cluster.peer_name(id).unwrap_or_else(|| id.to_string());
-    let metrics = group.raft().metrics().borrow().clone();
-    // A leader cut off from its quorum reports no leader, as it serves none.
-    let knows_leader = group.leadership().knows_leader;
-    let last_index = metrics.last_log_index.unwrap_or(0);
-    let leading = metrics.replication.is_some();
-    let matched = metrics.replication.clone().unwrap_or_default();
-    let reachable = |id: NodeId| id == js.node_id() || reaches(cluster, id);
-    let active_nanos = metrics
-        .millis_since_quorum_ack
-        .map_or(0, |ms| (ms as i64).saturating_mul(1_000_000));
-    let replicas = group
-        .voter_ids()
-        .into_iter()
-        .filter(|id| Some(*id) != metrics.current_leader)
-        .map(|id| {
-            let matched_index = matched
-                .get(&id)
-                .cloned()
-                .flatten()
-                .map_or(0, |log| log.index);
-            let lag = match leading {
-                true => last_index.saturating_sub(matched_index),
-                false => 0,
-            };
-            PeerInfo {
-                name: name_of(id),
-                current: matched.contains_key(&id) && lag == 0,
-                offline: match leading {
-                    true => !matched.contains_key(&id),
-                    false => !reachable(id),
-                },
-                active: active_nanos,
-                lag,
-                peer: format!("{id:x}"),
-            }
-        })
-        .collect();
-    ClusterInfo {
-        name: cluster.cluster_name().to_string(),
-        raft_group: format!("S-R{}F-{:x}", group.voter_ids().len(), group.id()),
-        leader: match knows_leader {
-            true => metrics.current_leader.map(name_of).unwrap_or_default(),
-            false => String::new(),
-        },
-        leader_since: None,
-        replicas,
-    }
-}
-
 /// Leader stepdown of `group` (a stream's, or the meta group): asks a caught-up follower to
 /// start an election and waits until someone else leads.
 ///
@@ -290,10 +222,6 @@ pub fn cluster_info(js: &JetStream, group: &RaftGroup) -> ClusterInfo {
 /// deposes this leader, whose own election timer could then win again before the candidate
 /// retries. So this node does not campaign while it hands over (`NoCampaign`).
 pub async fn step_down(js: &JetStream, group: &RaftGroup) -> Result<(), ApiError> {
-    let Some(cluster) = js.cluster() else {
-        // One replica: nobody to hand over to (nats-server refuses the same way).
-        return Err(ApiError::new(ErrorKind::ClusterNotAvail));
-    };
     let metrics = group.raft().metrics().borrow().clone();
     let last_index = metrics.last_log_index.unwrap_or(0);
     let matched = metrics.replication.clone().unwrap_or_default();
@@ -306,7 +234,7 @@ pub async fn step_down(js: &JetStream, group: &RaftGroup) -> Result<(), ApiError
         .map(|(id, _)| *id)
         .ok_or_else(|| ApiError::new(ErrorKind::ClusterNotAvail))?;
     let _no_campaign = NoCampaign::new(group);
-    cluster
+    js.topology()
         .ask_to_elect(candidate, group.id())
         .await
         .map_err(|why| {

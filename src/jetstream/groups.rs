@@ -1,0 +1,74 @@
+//! Opening this node's Raft groups from their logs and sled state: the meta group (every node
+//! of the topology a voter) and a stream's group (its placement's nodes). Used to start them
+//! (`lifecycle`) and to restart them after a storage failure (`supervisor`); both decide when,
+//! this file only how.
+
+use std::sync::Arc;
+
+use super::catalog::Catalog;
+use super::error::JetStreamError;
+use super::meta::{MetaMachine, StreamAssignment, META_GROUP};
+use super::stream_machine::{StreamMachine, StreamView};
+use super::topology::Topology;
+use crate::consensus::{Bootstrap, GroupRegistry, RaftGroup};
+
+/// Opens the meta group: every node of the topology a voter (a cluster of one: itself).
+pub(super) async fn open_meta_group(
+    registry: &GroupRegistry,
+    topology: &Topology,
+    machine: MetaMachine,
+) -> Result<Arc<RaftGroup>, JetStreamError> {
+    registry
+        .start(
+            META_GROUP,
+            topology.voters(&topology.node_ids()),
+            Bootstrap::EveryVoter,
+            Box::new(machine),
+        )
+        .await
+        .map_err(|e| JetStreamError::Group {
+            group: META_GROUP,
+            message: e.to_string(),
+        })
+}
+
+/// Re-opens the (stopped) meta group: a new machine on the catalog's view, the group from its
+/// log and sled state. The caller swaps it in (`Catalog::replace_meta_group`).
+pub(super) async fn reopen_meta_group(catalog: &Catalog) -> Result<Arc<RaftGroup>, JetStreamError> {
+    let machine = MetaMachine::for_view(catalog.meta());
+    open_meta_group(catalog.meta_registry(), catalog.topology(), machine).await
+}
+
+/// Opens (or re-opens) a stream's group from its log and sled state. A group the log marked
+/// corrupt is not started: its data cannot be trusted.
+pub(super) async fn open_stream_group(
+    catalog: &Catalog,
+    assignment: &StreamAssignment,
+) -> Result<(Arc<RaftGroup>, StreamView), JetStreamError> {
+    let registry = catalog.registry_for(assignment.config.storage);
+    if registry.storage().log.is_corrupt(assignment.group) {
+        return Err(JetStreamError::Corrupt {
+            group: assignment.group,
+        });
+    }
+    let (machine, view) = StreamMachine::new(assignment.config.clone());
+    // The placement's first replica stands for election at once; placement spreads first
+    // replicas, so leaders spread. (A group of one voter elects itself at once either way.)
+    let bootstrap = match assignment.replicas.first() {
+        Some(first) => Bootstrap::First(*first),
+        None => Bootstrap::EveryVoter,
+    };
+    let group = registry
+        .start(
+            assignment.group,
+            catalog.topology().voters(&assignment.replicas),
+            bootstrap,
+            Box::new(machine),
+        )
+        .await
+        .map_err(|e| JetStreamError::Group {
+            group: assignment.group,
+            message: e.to_string(),
+        })?;
+    Ok((group, view))
+}

@@ -1,0 +1,374 @@
+//! `JetStream`: the lifecycle of this node's JetStream over its `Catalog`. Start-up, meta
+//! proposals, reconciliation against the meta state, shutdown; the one place that spawns the
+//! API (`api::attach`), the leadership watchers and the supervisor. One per node with `-js`.
+//!
+//! Start-up: open the node's Raft storage under the store directory (the WAL, sled and
+//! snapshots: `consensus::NodeStorage`), start the meta group (every node of the topology a
+//! voter; one node: itself), start every stream group the meta state places on this node, and
+//! subscribe `$JS.API.>`. Reconciliation runs after every meta change this node proposes and
+//! whenever the meta machine applies an entry; it is idempotent.
+//!
+//! Every replica of a stream runs its group; only the replica that leads it serves it (see
+//! `leadership`): the stream's subjects, its consumers' delivery and acks, max_age expiry. On a
+//! single node that is always this node; in a cluster, interest propagation brings a client's
+//! publish from any node to the leader.
+//!
+//! Memory streams (`storage: memory`) run in a second registry over their own storage under
+//! `<store_dir>/memory`: a WAL that never fsyncs and its own sled, wiped at every start. So
+//! their PubAcks do not wait for a disk, and after a restart such a stream exists (its
+//! definition is in the meta group) but is empty, as nats-server's memory streams are.
+//!
+//! `JetStream` dereferences to its `Catalog`, so API handlers and monitoring read the catalog
+//! through it. The one import circle left in `jetstream/` is here: `api` handlers propose
+//! through `JetStream::propose_meta` (which reconciles before a create answers, so the new
+//! stream is served by then), and this file starts the API.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Weak};
+
+use tokio_util::sync::CancellationToken;
+
+use super::api;
+use super::catalog::{Catalog, Groups, RunningStream};
+use super::codec::{self, META_COMMAND_V1};
+use super::error::JetStreamError;
+use super::groups;
+use super::leadership;
+use super::meta::{MetaCommand, MetaMachine, MetaOutcome, StreamAssignment};
+use super::offline::OfflineStream;
+use super::stream::{propose_error, StreamHandle};
+use super::supervisor;
+use super::topology::Topology;
+use crate::cluster::ClusterNode;
+use crate::consensus::node_storage::StorageOpenError;
+use crate::consensus::{GroupOptions, GroupRegistry, NodeStorage};
+use crate::jsapi::{ApiError, ErrorKind, StorageType};
+use crate::server::subscription::Subscription;
+use crate::server::ServerShared;
+use crate::store::log::LogOptions;
+
+/// Where memory streams keep their (unsynced, wiped at start) storage, under the store dir.
+const MEMORY_DIR: &str = "memory";
+
+/// See the module docs.
+pub struct JetStream {
+    catalog: Arc<Catalog>,
+    api_subscription: parking_lot::Mutex<Option<Arc<Subscription>>>,
+}
+
+impl std::fmt::Debug for JetStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JetStream").finish_non_exhaustive()
+    }
+}
+
+impl std::ops::Deref for JetStream {
+    type Target = Catalog;
+
+    fn deref(&self) -> &Catalog {
+        &self.catalog
+    }
+}
+
+impl JetStream {
+    /// Starts JetStream on this node: a cluster of one without `cluster`.
+    pub async fn start(
+        shared: Arc<ServerShared>,
+        cluster: Option<Arc<ClusterNode>>,
+        log_options: LogOptions,
+    ) -> Result<Arc<JetStream>, JetStreamError> {
+        let dir = shared.config.store_dir.clone();
+        let (storage, report) =
+            tokio::task::spawn_blocking(move || NodeStorage::open(&dir, log_options)).await??;
+        for corrupt in &report.corrupt_groups {
+            tracing::error!(
+                group = corrupt,
+                "raft group is corrupt in the log: its stream stays offline until deleted"
+            );
+        }
+        tracing::info!(
+            store_dir = %shared.config.store_dir.display(),
+            "JetStream storage opened: {report:?}"
+        );
+        let topology = Topology::new(shared.identity.server_name.clone(), cluster);
+        let node = topology.node_id();
+        let transport = topology.transport();
+        let mut options = GroupOptions::default();
+        if let Some(every) = shared.config.raft_compact_every {
+            options.snapshot_every = every.max(1);
+            options.logs_kept_after_snapshot = every / 10;
+        }
+        let registry = Arc::new(GroupRegistry::new(
+            node,
+            storage,
+            transport.clone(),
+            options.clone(),
+        ));
+        let memory_storage = open_memory_storage(&shared).await?;
+        let memory_registry =
+            Arc::new(GroupRegistry::new(node, memory_storage, transport, options));
+        topology.serve_registries(vec![registry.clone(), memory_registry.clone()]);
+        let (machine, meta) = MetaMachine::new();
+        let meta_group = groups::open_meta_group(&registry, &topology, machine).await?;
+        let groups = Groups {
+            registry,
+            memory_registry,
+            meta_group,
+            meta,
+        };
+        let js = Arc::new(JetStream {
+            catalog: Arc::new(Catalog::new(shared, topology, groups)),
+            api_subscription: parking_lot::Mutex::new(None),
+        });
+        js.reconcile().await;
+        let shutdown = js.shared().shutdown.clone();
+        js.shared().tasks.spawn(reconcile_on_meta_changes(
+            Arc::downgrade(&js),
+            js.meta().applied(),
+            shutdown.clone(),
+        ));
+        js.shared().tasks.spawn(leadership::watch_meta_leadership(
+            Arc::downgrade(&js.catalog),
+            shutdown.clone(),
+        ));
+        *js.api_subscription.lock() = Some(api::attach(&js));
+        js.shared()
+            .tasks
+            .spawn(supervise(Arc::downgrade(&js), shutdown));
+        tracing::info!(
+            streams = js.stream_names().len(),
+            "JetStream ready (meta group and stream groups started)"
+        );
+        Ok(js)
+    }
+
+    /// The catalog this lifecycle runs (what `JetStream` dereferences to).
+    pub fn catalog(&self) -> &Arc<Catalog> {
+        &self.catalog
+    }
+
+    /// Proposes a meta command, then brings the local stream groups in line with the result.
+    pub async fn propose_meta(&self, command: MetaCommand) -> Result<MetaOutcome, ApiError> {
+        let response = self
+            .meta_group()
+            .propose(codec::command(META_COMMAND_V1, &command))
+            .await
+            .map_err(propose_error)?;
+        let outcome = codec::decode_response::<MetaOutcome>(&response).unwrap_or_else(|e| {
+            tracing::error!("undecodable meta response: {e}");
+            Err(ApiError::new(ErrorKind::ClusterNotAvail))
+        })?;
+        self.reconcile().await;
+        Ok(outcome)
+    }
+
+    /// Starts the stream groups the meta state places on this node and it does not run yet,
+    /// stops and deletes those it should no longer run, and re-subscribes streams whose
+    /// subjects changed.
+    pub async fn reconcile(&self) {
+        let catalog = &self.catalog;
+        let _serialized = catalog.reconciling.lock().await;
+        let node = catalog.node_id();
+        let wanted: BTreeMap<String, StreamAssignment> = catalog.meta().read(|state| {
+            state
+                .streams()
+                .iter()
+                .filter(|(_, assignment)| assignment.replicas.contains(&node))
+                .map(|(name, assignment)| (name.clone(), assignment.clone()))
+                .collect()
+        });
+        let group_of = |name: &str| wanted.get(name).map(|a| a.group);
+
+        let gone: Vec<(String, u64, StorageType)> = catalog
+            .running_groups()
+            .into_iter()
+            .filter(|(name, handle)| group_of(name) != Some(handle.group().id()))
+            .map(|(name, handle)| {
+                let storage = handle.view().read(|group| group.stream().config().storage);
+                (name, handle.group().id(), storage)
+            })
+            .collect();
+        let gone_offline =
+            catalog.take_offline_unless(|name, stream| group_of(name) == Some(stream.group));
+        for (name, stream) in gone_offline {
+            stream.close(catalog.router());
+            let group = stream.group;
+            // Dropping the group also clears the log's corruption mark.
+            if let Err(e) = catalog.registry_for(stream.storage).drop_group(group).await {
+                tracing::error!(stream = %name, group, "cannot delete offline stream group: {e}");
+            }
+            tracing::info!(stream = %name, group, "offline stream removed");
+        }
+        for (name, group, storage) in gone {
+            if let Some(mut stream) = catalog.remove_stream(&name) {
+                stream.stop.cancel();
+                if let Some(leading) = stream.leading.take() {
+                    leadership::end_leading(catalog, &name, leading);
+                }
+            }
+            catalog.delivery().detach_stream(&name);
+            if let Err(e) = catalog.registry_for(storage).drop_group(group).await {
+                tracing::error!(stream = %name, group, "cannot delete stream group: {e}");
+            }
+            tracing::info!(stream = %name, group, "stream removed");
+        }
+
+        for (name, assignment) in wanted {
+            let subjects = assignment.config.subjects.clone();
+            let running_subjects = catalog.read_stream(&name, |s| s.subjects.clone());
+            match running_subjects {
+                Some(current) if current == subjects => {}
+                Some(_) => self.resubscribe(&name, subjects),
+                None => {
+                    if let Err(e) = self.start_stream(&name, &assignment).await {
+                        tracing::error!(
+                            stream = %name,
+                            group = assignment.group,
+                            "stream is offline: {e}"
+                        );
+                        if let Some(old) = catalog.take_offline(&name) {
+                            old.close(catalog.router());
+                        }
+                        let offline = OfflineStream::new(
+                            catalog.shared(),
+                            &name,
+                            assignment.group,
+                            assignment.config.storage,
+                            e.to_string(),
+                            &subjects,
+                        );
+                        catalog.insert_offline(name.clone(), offline);
+                    }
+                }
+            }
+        }
+    }
+
+    async fn start_stream(
+        &self,
+        name: &str,
+        assignment: &StreamAssignment,
+    ) -> Result<(), JetStreamError> {
+        let catalog = &self.catalog;
+        let (group, view) = groups::open_stream_group(catalog, assignment).await?;
+        if let Some(offline) = catalog.take_offline(name) {
+            offline.close(catalog.router());
+        }
+        let handle = Arc::new(StreamHandle::new(name.to_owned(), group.clone(), view));
+        let stop = catalog.shared().shutdown.child_token();
+        catalog.insert_stream(
+            name.to_owned(),
+            RunningStream::started(handle, assignment.config.subjects.clone(), stop.clone()),
+        );
+        leadership::watch_leadership(catalog, name, group, stop);
+        tracing::info!(stream = %name, group = assignment.group, "stream group started");
+        Ok(())
+    }
+
+    fn resubscribe(&self, name: &str, subjects: Vec<String>) {
+        let catalog = &self.catalog;
+        let leading = catalog
+            .update_stream(name, |stream| {
+                stream.subjects = subjects;
+                stream.leading.take()
+            })
+            .flatten();
+        // Serve again under the new subjects.
+        if let Some(leading) = leading {
+            leadership::end_leading(catalog, name, leading);
+            leadership::start_serving(catalog, name);
+        }
+    }
+
+    /// Before the connections close: waiting pull requests get `409 Server Shutdown`.
+    pub async fn signal_shutdown(&self) {
+        self.delivery()
+            .signal_shutdown(std::time::Duration::from_secs(1))
+            .await;
+    }
+
+    /// Stops serving the API and stops every group (their data stays).
+    pub async fn shutdown(&self) {
+        let catalog = &self.catalog;
+        if let Some(sub) = self.api_subscription.lock().take() {
+            catalog.router().unsubscribe(&sub);
+        }
+        catalog.delivery().shutdown();
+        for (_, offline) in catalog.take_offline_unless(|_, _| false) {
+            offline.close(catalog.router());
+        }
+        for (name, mut stream) in catalog.take_all_streams() {
+            stream.stop.cancel();
+            if let Some(leading) = stream.leading.take() {
+                leadership::end_leading(catalog, &name, leading);
+            }
+        }
+        catalog.stop_all_groups().await;
+        tracing::info!("JetStream stopped");
+    }
+}
+
+/// Opens the memory streams' storage, wiped first (see the module docs).
+async fn open_memory_storage(shared: &ServerShared) -> Result<NodeStorage, JetStreamError> {
+    let memory_dir = shared.config.store_dir.join(MEMORY_DIR);
+    let memory_options = LogOptions {
+        fsync: false,
+        // Nothing is fsynced, so there is no journal commit to avoid.
+        preallocate: 0,
+        ..LogOptions::default()
+    };
+    let (memory_storage, _) = tokio::task::spawn_blocking(move || {
+        match std::fs::remove_dir_all(&memory_dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(StorageOpenError::Io {
+                    action: "wipe memory stream storage",
+                    path: memory_dir,
+                    source: e,
+                })
+            }
+        }
+        NodeStorage::open(&memory_dir, memory_options)
+    })
+    .await??;
+    Ok(memory_storage)
+}
+
+/// Reconciles whenever the meta machine applied an entry (in a cluster, most meta changes are
+/// proposed by another node).
+async fn reconcile_on_meta_changes(
+    js: Weak<JetStream>,
+    mut applied: tokio::sync::watch::Receiver<u64>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            changed = applied.changed() => if changed.is_err() { return },
+        }
+        let Some(js) = js.upgrade() else { return };
+        js.reconcile().await;
+    }
+}
+
+/// The supervisor's task (see `supervisor`), until shutdown: restarts stopped groups, and
+/// now and then reconciles to retry offline streams that may start now.
+async fn supervise(js: Weak<JetStream>, shutdown: CancellationToken) {
+    let mut next_offline_retry = tokio::time::Instant::now() + supervisor::RETRY_OFFLINE_EVERY;
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(supervisor::SUPERVISE_EVERY) => {}
+        }
+        let Some(js) = js.upgrade() else { return };
+        supervisor::restart_meta_if_stopped(js.catalog()).await;
+        supervisor::restart_stopped_streams(js.catalog()).await;
+        if tokio::time::Instant::now() >= next_offline_retry {
+            next_offline_retry = tokio::time::Instant::now() + supervisor::RETRY_OFFLINE_EVERY;
+            if supervisor::offline_worth_retrying(js.catalog()) {
+                js.reconcile().await;
+            }
+        }
+    }
+}
