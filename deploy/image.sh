@@ -49,7 +49,7 @@ add_libs() {
         [[ -e $root$lib ]] && continue
         mkdir -p "$root$(dirname "$lib")"
         cp -L "$lib" "$root$lib" # -L: the file itself where the path is a symlink
-    done < <(ldd "$1" 2>/dev/null | grep -oE '(^|=> )/[^ ]+' | sed 's/^=> //' || true)
+    done < <(ldd "$1" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }' || true)
 }
 
 cp "$bin" "$root/usr/local/bin/jetraft"
