@@ -394,8 +394,11 @@ for i in "${NODES[@]}"; do
     ip=$(docker inspect --format '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "${CID[$i]}")
     [[ $ip == "$NET.1$i" ]] || ok=0
 done
-((ok)) && pass "fixed addresses: n1 $NET.11, n2 $NET.12, n3 $NET.13" ||
+if ((ok)); then
+    pass "fixed addresses: n1 $NET.11, n2 $NET.12, n3 $NET.13"
+else
     fail "the containers do not have the fixed addresses $NET.11-13"
+fi
 if wait_meta 60; then
     pass "/jsz of all three nodes (host ports ${HPORT[*]}) names the same meta leader ($META)"
 else
@@ -508,8 +511,18 @@ else
     fail "publishers ra/rb: not 5 acks each within 30 s"
 fi
 ROLL_T0=$SECONDS
+# max_ack_gap FROM TO: the longest time (s) without an ack (of ra or rb) between epoch times
+# FROM and TO, counting from FROM to the first ack and from the last ack to TO
+max_ack_gap() {
+    cat "$TMP/acked-ra" "$TMP/acked-rb" | awk -v a="$1" -v b="$2" '
+        $4 >= a && $4 <= b { print $4 }' | sort -n | awk -v a="$1" -v b="$2" '
+        BEGIN { prev = a; m = 0 } { if ($1 - prev > m) m = $1 - prev; prev = $1 }
+        END { if (b - prev > m) m = b - prev; printf "%.2f", m }'
+}
+ROLL_GAPS=()
 for i in "${NODES[@]}"; do
     t=$SECONDS
+    t_restart=$EPOCHREALTIME
     before=$(($(acked_count ra) + $(acked_count rb)))
     if ! out=$(compose restart --timeout 20 "n$i" 2>&1); then
         fail "compose restart n$i: $out"
@@ -522,7 +535,9 @@ for i in "${NODES[@]}"; do
     mark=$(cat "$TMP/acked-ra" "$TMP/acked-rb" | awk 'BEGIN { m = 0 } $2 > m { m = $2 } END { print m }')
     if wait_caught_up 60 "$i" "$mark" && wait_acks 30 ra $(($(acked_count ra) + 3)) &&
         wait_acks 30 rb $(($(acked_count rb) + 3)); then
-        pass "rolling restart: n$i restarted (SIGTERM), healthy, caught up to seq $mark, publishing went on ($((SECONDS - t)) s, $(($(acked_count ra) + $(acked_count rb) - before)) acks meanwhile)"
+        gap=$(max_ack_gap "$t_restart" "$EPOCHREALTIME")
+        ROLL_GAPS+=("n$i:${gap}s")
+        pass "rolling restart: n$i restarted (SIGTERM), healthy, caught up to seq $mark, publishing went on ($((SECONDS - t)) s, $(($(acked_count ra) + $(acked_count rb) - before)) acks meanwhile, longest time without an ack ${gap} s)"
     else
         fail "rolling restart: n$i did not catch up to seq $mark, or the publishers stalled (its /jsz: $(jsz "$i"); acks ra $(acked_count ra) rb $(acked_count rb))"
     fi
@@ -567,6 +582,6 @@ else
     fail "compose down --volumes failed"
 fi
 
-echo "docker cluster scenario: $((SECONDS - T_START)) s in all; failover gap ${GAP:-?} s; rolling restart ${ROLL_S:-?} s"
+echo "docker cluster scenario: $((SECONDS - T_START)) s in all; failover gap ${GAP:-?} s; rolling restart ${ROLL_S:-?} s (longest time without an ack: ${ROLL_GAPS[*]:-?})"
 report
 ((FAILED == 0))
