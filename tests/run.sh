@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README, CI): Rust unit and integration tests (async-nats), then the
-# end-to-end suites with the real nats CLI and nats-py against a release build, then the
-# benchmark script in smoke mode.
+# end-to-end suites with the real nats CLI and nats-py against a release build (among them the
+# docker-compose cluster in containers, which needs a Docker engine and otherwise says SKIP),
+# then the benchmark scripts in smoke mode.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every end-to-end suite against one server binary:
 #   tests/e2e/nats_cli.sh, tests/e2e/nats_py.sh, tests/e2e/jetstream_cli.sh,
-#   tests/e2e/jetstream_py.sh, tests/e2e/jetstream_cluster.sh, bench/core.sh --smoke,
+#   tests/e2e/jetstream_py.sh, tests/e2e/jetstream_cluster.sh, tests/e2e/docker_cluster.sh
+#   (the compose cluster in containers; skips without a Docker engine), bench/core.sh --smoke,
 #   bench/jetstream.sh --smoke, bench/cluster.sh --smoke
 # and prints a final "N passed, M failed" summing the checks of all of them.
 # Exits non-zero if any suite fails (or prints no summary).
@@ -24,6 +25,7 @@ SUITES=(
     "JetStream nats CLI e2e|$HERE/jetstream_cli.sh"
     "JetStream nats-py e2e|$HERE/jetstream_py.sh"
     "JetStream cluster nats CLI e2e|$HERE/jetstream_cluster.sh"
+    "Docker compose cluster e2e|$HERE/docker_cluster.sh"
     "core bench (smoke)|$REPO_ROOT/bench/core.sh --smoke"
     "JetStream bench (smoke)|$REPO_ROOT/bench/jetstream.sh --smoke"
     "cluster bench (smoke)|$REPO_ROOT/bench/cluster.sh --smoke"
