@@ -45,6 +45,7 @@
 pub mod batcher;
 pub mod codec;
 pub mod commit_hold;
+pub mod gather;
 pub mod group;
 pub mod leadership;
 pub mod log_store;
