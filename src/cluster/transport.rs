@@ -26,7 +26,8 @@ use super::proto::{self, cluster_client::ClusterClient, raft_reply, RaftKind};
 use crate::consensus::codec;
 use crate::consensus::network::{unreachable_error, RpcError, RpcFuture};
 use crate::consensus::{
-    GroupId, Node, NodeId, PeerTransport, Proposal, ProposeError, Response, TypeConfig,
+    ForwardError, GroupId, Node, NodeId, PeerTransport, Proposal, ProposeError, Response,
+    TypeConfig,
 };
 
 /// Largest gRPC message either way: a snapshot chunk (4 MiB) or an append batch, with room.
@@ -199,7 +200,7 @@ impl PeerTransport for GrpcTransport {
     ) -> RpcFuture<Vec<Response>, ProposeError> {
         let client = self.client_for(target, &node);
         Box::pin(async move {
-            let mut client = client.map_err(ProposeError::Stopped)?;
+            let mut client = client.map_err(ForwardError::NoChannel)?;
             let mut request = tonic::Request::new(proto::ProposeRequest {
                 group,
                 proposal: codec::encode(&proposal).to_vec(),
@@ -209,13 +210,15 @@ impl PeerTransport for GrpcTransport {
             let reply = client
                 .propose(request)
                 .await
-                .map_err(|status| ProposeError::Stopped(format!("forwarding failed: {status}")))?
+                .map_err(|status| ForwardError::Rpc(status.to_string()))?
                 .into_inner();
             match reply.result {
                 Some(proto::propose_reply::Result::Responses(bytes)) => codec::decode(&bytes)
-                    .map_err(|e| ProposeError::Stopped(format!("undecodable responses: {e}"))),
-                Some(proto::propose_reply::Result::Error(why)) => Err(ProposeError::Stopped(why)),
-                None => Err(ProposeError::Stopped("empty propose reply".into())),
+                    .map_err(|e| ForwardError::UndecodableReply(e.to_string()).into()),
+                Some(proto::propose_reply::Result::Error(why)) => {
+                    Err(ForwardError::Refused(why).into())
+                }
+                None => Err(ForwardError::EmptyReply.into()),
             }
         })
     }

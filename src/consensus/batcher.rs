@@ -21,8 +21,8 @@ use tokio::sync::{mpsc, oneshot, watch, Semaphore};
 
 use openraft::error::RaftError;
 
+use super::error::ProposeError;
 use super::gather::Bursts;
-use super::group::ProposeError;
 use super::log_store::Durable;
 use super::types::{Command, Proposal, Raft, Response};
 
@@ -66,7 +66,10 @@ impl ProposalBatcher {
         self.propose_all(vec![command])
             .await?
             .pop()
-            .ok_or_else(|| ProposeError::Rejected("state machine returned no response".into()))
+            .ok_or(ProposeError::MissingResponses {
+                commands: 1,
+                answered: 0,
+            })
     }
 
     /// Queue `commands` to go into one entry together; resolves with their responses when
@@ -75,10 +78,8 @@ impl ProposalBatcher {
         let (reply, response) = oneshot::channel();
         self.queue
             .send(Pending { commands, reply })
-            .map_err(|_| ProposeError::Stopped("proposal batcher stopped".into()))?;
-        response
-            .await
-            .map_err(|_| ProposeError::Stopped("proposal batcher stopped".into()))?
+            .map_err(|_| ProposeError::BatcherStopped)?;
+        response.await.map_err(|_| ProposeError::BatcherStopped)?
     }
 }
 
@@ -149,11 +150,9 @@ async fn run(
         let mut durable = durable.clone();
         tokio::spawn(async move {
             let outcome = match submitted {
-                Err(fatal) => Err(ProposeError::Stopped(fatal.to_string())),
+                Err(fatal) => Err(ProposeError::Fatal(fatal)),
                 Ok(receiver) => match receiver.await {
-                    Err(_) => Err(ProposeError::Stopped(
-                        "raft core dropped the proposal".into(),
-                    )),
+                    Err(_) => Err(ProposeError::Dropped),
                     Ok(Err(error)) => Err(ProposeError::from(RaftError::APIError(error))),
                     Ok(Ok(written)) => Ok((written.log_id.index, written.data.responses)),
                 },
@@ -166,7 +165,7 @@ async fn run(
                     let reached = durable.wait_for(|d| d.index >= index || d.failed).await;
                     match reached {
                         Ok(d) if d.index >= index => Ok(responses),
-                        _ => Err(ProposeError::Stopped("the log write failed".into())),
+                        _ => Err(ProposeError::LogWriteFailed),
                     }
                 }
                 Err(error) => Err(error),
@@ -188,9 +187,10 @@ fn deliver(replies: Vec<(usize, Reply)>, outcome: Result<Vec<Response>, ProposeE
                 let result = if share.len() == count {
                     Ok(share)
                 } else {
-                    Err(ProposeError::Rejected(
-                        "state machine returned fewer responses".into(),
-                    ))
+                    Err(ProposeError::MissingResponses {
+                        commands: count,
+                        answered: share.len(),
+                    })
                 };
                 let _ = reply.send(result);
             }

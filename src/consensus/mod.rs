@@ -24,8 +24,11 @@
 //! - [`commit_hold`]: commit-only heartbeats held back for the next append.
 //! - [`group`]: [`RaftGroup`], one running group: start (who initializes a new group:
 //!   [`Bootstrap`]), propose, shut down.
+//! - [`error`]: [`StartError`] and [`ProposeError`], a typed variant per cause.
 //! - [`leadership`]: whether a replica serves as leader, with the lost-quorum rule.
 //! - [`batcher`]: packs concurrent proposals to one group into shared Raft entries.
+//! - [`gather`]: the gather rule ("while bursty, until quiet") of the batcher and the stream
+//!   ingest.
 //! - [`registry`]: [`GroupRegistry`], the node's groups by id.
 //! - [`node_storage`]: [`NodeStorage`], the storage every group of a node shares.
 //!
@@ -45,6 +48,7 @@
 pub mod batcher;
 pub mod codec;
 pub mod commit_hold;
+pub mod error;
 pub mod gather;
 pub mod group;
 pub mod leadership;
@@ -62,7 +66,8 @@ pub mod types;
 #[cfg(test)]
 mod tests;
 
-pub use group::{Bootstrap, GroupOptions, ProposeError, RaftGroup, StartError};
+pub use error::{ForwardError, ProposeError, StartError};
+pub use group::{Bootstrap, GroupOptions, RaftGroup};
 pub use log_store::GroupLogStore;
 pub use machine::{GroupMachine, MachineError, MachineTxn, MachineView};
 pub use network::{GroupNetworkFactory, NoPeers, PeerTransport};

@@ -75,6 +75,8 @@ mod view;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_formats;
+#[cfg(test)]
 mod tests_load;
 
 pub use entry::{ConsumerCommandWire, StreamCommandWire};
