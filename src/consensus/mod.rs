@@ -5,7 +5,8 @@
 //!
 //! - [`types`]: the openraft type configuration ([`TypeConfig`]) and the opaque [`Command`] /
 //!   [`Response`] payloads that the layers above (jscore's stream and meta commands) encode.
-//! - [`codec`]: the versioned encodings of everything consensus writes to disk.
+//! - [`raft_codec`]: the versioned encodings of openraft's values: everything consensus writes
+//!   to disk, and the Raft RPCs and forwarded proposals the cluster transport carries.
 //! - [`log_store`]: openraft's `RaftLogStorage` for one group over the node-wide write-ahead log
 //!   ([`crate::store::log::LogEngine`]): entries, vote, committed and purge marks. A follower's
 //!   entries are durable (fsynced, group-committed with every other group) before openraft is
@@ -46,7 +47,6 @@
 #![allow(clippy::result_large_err)]
 
 pub mod batcher;
-pub mod codec;
 pub mod commit_hold;
 pub mod error;
 pub mod gather;
@@ -56,6 +56,7 @@ pub mod log_store;
 pub mod machine;
 pub mod network;
 pub mod node_storage;
+pub mod raft_codec;
 pub mod registry;
 pub mod snapshot;
 pub mod state_db;

@@ -8,7 +8,7 @@
 //! an openraft group (here with one voter), every mutation a proposal that returns after its
 //! entry was fsynced and applied. No handler asks whether the node is clustered.
 //!
-//! Map: `codec` (command kinds and encodings), `meta` (the meta group's machine and
+//! Map: `payload` (command kinds and the payload conventions the groups share), `meta` (the meta group's machine and
 //! handle), `stream_machine/` (a stream group's machine: jscore over sled), `stream`
 //! (`StreamHandle`: proposing to and reading a stream group), `publish` (stream subjects →
 //! batched appends → PubAck), `api/` (the `$JS.API.*` handlers), `delivery/` (pull and push
@@ -19,12 +19,12 @@
 
 mod advisories;
 pub mod api;
-pub mod codec;
 pub mod delivery;
 mod expiry;
 mod leadership;
 pub mod meta;
 mod offline;
+pub mod payload;
 pub mod placement;
 pub mod publish;
 pub mod queue;

@@ -6,8 +6,8 @@
 
 use std::collections::BTreeMap;
 
-use super::codec::JsonValue;
 use super::meta::MetaCommand;
+use super::payload::JsonValue;
 use super::service::{create_stream_command, JetStream};
 use crate::consensus::NodeId;
 use crate::jsapi::{ApiError, ErrorKind, StreamConfig};

@@ -31,10 +31,10 @@ use std::sync::Arc;
 use tokio::sync::Mutex as AsyncMutex;
 
 use super::api;
-use super::codec::{self, JsonValue, META_COMMAND_V1};
 use super::delivery::DeliveryRegistry;
 use super::meta::{MetaCommand, MetaMachine, MetaOutcome, MetaView, StreamAssignment, META_GROUP};
 use super::offline::OfflineStream;
+use super::payload::{self, JsonValue, META_COMMAND_V1};
 use super::stream::{propose_error, StreamHandle};
 use super::stream_machine::StreamMachine;
 use crate::cluster::{ClusterNode, SINGLE_NODE_ID};
@@ -327,10 +327,10 @@ impl JetStream {
     ) -> Result<MetaOutcome, ApiError> {
         let response = self
             .meta_group()
-            .propose(codec::command(META_COMMAND_V1, &command))
+            .propose(payload::command(META_COMMAND_V1, &command))
             .await
             .map_err(propose_error)?;
-        let outcome = codec::decode_response::<MetaOutcome>(&response).unwrap_or_else(|e| {
+        let outcome = payload::decode_response::<MetaOutcome>(&response).unwrap_or_else(|e| {
             tracing::error!("undecodable meta response: {e}");
             Err(ApiError::new(ErrorKind::ClusterNotAvail))
         })?;

@@ -21,8 +21,8 @@ use crate::jscore::group::{StreamCommand, StreamOutcome};
 use crate::jscore::stream::PurgeRequest;
 use crate::jscore::subject_filter::SubjectFilter;
 
-use super::super::codec::JsonValue;
 use super::super::meta::{MetaCommand, MetaOutcome};
+use super::super::payload::JsonValue;
 use super::super::service::JetStream;
 
 /// Parses and checks a create/update body against the name in the subject.

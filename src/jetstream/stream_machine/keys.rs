@@ -4,14 +4,15 @@
 //! encoding gets a new version byte (values) or a new layout version (keys).
 //!
 //! Every value starts with a version byte ([`VALUE_V1`]); records are postcard after it,
-//! configs JSON (their serde attributes are tuned for JSON, see `jetstream::codec`).
+//! configs JSON (their serde attributes are tuned for JSON, see `jetstream::payload`).
 
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use super::entry::ConsumerDefinition;
 use crate::consensus::MachineError;
-use crate::jetstream::codec::{ConsumerDefinition, JsonValue};
+use crate::jetstream::payload::JsonValue;
 use crate::jscore::consumer::{ConsumerExport, LastPerSubjectPlan, PendingEntry, SequencePair};
 use crate::jscore::stream::{DedupRecord, StoredMsg, StreamScalars};
 

@@ -5,9 +5,9 @@
 
 use bytes::Bytes;
 
-use super::entry::{decode_command, encode_command};
+use super::entry::{decode_command, encode_command, STREAM_APPEND_V1, STREAM_COMMAND_V1};
+use super::response::{decode_response, encode_response};
 use crate::consensus::Command;
-use crate::jetstream::codec::{self, STREAM_APPEND_V1, STREAM_COMMAND_V1};
 use crate::jsapi::consumer_config::ConsumerConfig;
 use crate::jsapi::stream_config::StreamConfig;
 use crate::jsapi::{ApiError, ErrorKind};
@@ -241,11 +241,11 @@ fn every_command_kind_encodes_to_its_golden_bytes_and_back() {
 fn every_response_kind_encodes_to_its_golden_bytes_and_back() {
     let mut mismatches = Vec::new();
     for (outcome, golden) in response_samples() {
-        let encoded = codec::response(&outcome);
+        let encoded = encode_response(&outcome);
         if hex(&encoded.payload) != golden {
             mismatches.push(format!("{outcome:?}\n  {}", hex(&encoded.payload)));
         }
-        let decoded = codec::decode_response::<StreamOutcome>(&encoded).unwrap();
+        let decoded = decode_response(&encoded).unwrap();
         assert_eq!(decoded, outcome);
     }
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
