@@ -65,16 +65,25 @@ impl Gathering {
     /// what arrived meanwhile; false when it should close: not a burst, the burst went quiet
     /// over the last pause, or it has gathered for [`GATHER_MAX`].
     pub async fn pause_for_more(&mut self, taken: usize) -> bool {
+        if !self.another_pause(taken, self.started.elapsed()) {
+            return false;
+        }
+        // A short, precise pause that leaves the cores to others (tokio's timers tick in
+        // milliseconds; spinning would take a core from the clients being waited for).
+        let _ = tokio::task::spawn_blocking(|| std::thread::sleep(GATHER_IDLE)).await;
+        true
+    }
+
+    /// The rule itself, `elapsed` since the batch started: whether to pause once more
+    /// (recording the pause).
+    fn another_pause(&mut self, taken: usize, elapsed: Duration) -> bool {
         let bursty = taken > 1 || self.last_batch_was_burst;
         let quiet = self.pauses > 0 && taken == self.taken_at_last_pause;
-        if !bursty || quiet || self.started.elapsed() >= GATHER_MAX {
+        if !bursty || quiet || elapsed >= GATHER_MAX {
             return false;
         }
         self.pauses += 1;
         self.taken_at_last_pause = taken;
-        // A short, precise pause that leaves the cores to others (tokio's timers tick in
-        // milliseconds; spinning would take a core from the clients being waited for).
-        let _ = tokio::task::spawn_blocking(|| std::thread::sleep(GATHER_IDLE)).await;
         true
     }
 }
@@ -83,26 +92,45 @@ impl Gathering {
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn a_lone_item_after_a_lone_batch_closes_at_once() {
+    const EARLY: Duration = Duration::ZERO;
+
+    #[test]
+    fn a_lone_item_after_a_lone_batch_closes_at_once() {
         let bursts = Bursts::default();
-        assert!(!bursts.start().pause_for_more(1).await);
+        assert!(!bursts.start().another_pause(1, EARLY));
     }
 
-    #[tokio::test]
-    async fn a_burst_gathers_until_a_pause_brings_nothing() {
+    #[test]
+    fn a_burst_gathers_until_a_pause_brings_nothing() {
         let mut bursts = Bursts::default();
         let mut gathering = bursts.start();
-        assert!(gathering.pause_for_more(2).await);
-        assert!(gathering.pause_for_more(3).await);
+        assert!(gathering.another_pause(2, EARLY));
+        assert!(gathering.another_pause(3, EARLY));
         assert!(
-            !gathering.pause_for_more(3).await,
+            !gathering.another_pause(3, EARLY),
             "quiet over the last pause"
         );
         bursts.record(3);
         // After a burst even a lone item waits one pause for company.
         let mut next = bursts.start();
-        assert!(next.pause_for_more(1).await);
-        assert!(!next.pause_for_more(1).await);
+        assert!(next.another_pause(1, EARLY));
+        assert!(!next.another_pause(1, EARLY));
+    }
+
+    #[test]
+    fn a_burst_closes_after_gather_max() {
+        let mut gathering = Bursts::default().start();
+        assert!(gathering.another_pause(2, EARLY));
+        assert!(!gathering.another_pause(5, GATHER_MAX));
+    }
+
+    #[tokio::test]
+    async fn pausing_for_more_returns_after_a_pause() {
+        let mut gathering = Bursts::default().start();
+        assert!(gathering.pause_for_more(2).await);
+        assert!(
+            !gathering.pause_for_more(1).await,
+            "a lone item closes at once"
+        );
     }
 }
