@@ -2,12 +2,18 @@
 //! response kind, encoded and compared with bytes committed here. A failure means a format
 //! changed — old logs and responses from older replicas would no longer decode the same. Do
 //! not update a constant to make a test pass: add a new kind or version instead.
+//!
+//! One exception: configs travel as JSON text (`UpdateStream`, `UpsertConsumer`), so a field
+//! added to `StreamConfig` or `ConsumerConfig` changes their encoded bytes without breaking
+//! old logs. Then `golden_commands_decode_from_their_bytes_alone` must still pass with the
+//! old bytes before the new ones are written down.
 
 use bytes::Bytes;
 
 use super::entry::{decode_command, encode_command, STREAM_APPEND_V1, STREAM_COMMAND_V1};
 use super::response::{decode_response, encode_response};
 use crate::consensus::Command;
+use crate::jetstream::payload::META_COMMAND_V1;
 use crate::jsapi::consumer_config::ConsumerConfig;
 use crate::jsapi::stream_config::StreamConfig;
 use crate::jsapi::{ApiError, ErrorKind};
@@ -221,6 +227,14 @@ fn response_samples() -> Vec<(Result<StreamOutcome, ApiError>, &'static str)> {
             "019403cb4e1073747265616d206e6f7420666f756e64",
         ),
     ]
+}
+
+#[test]
+fn command_kinds_keep_their_numbers() {
+    // Kinds are one namespace with the meta group's (see `jetstream::payload`).
+    assert_eq!(STREAM_COMMAND_V1, 1);
+    assert_eq!(META_COMMAND_V1, 2);
+    assert_eq!(STREAM_APPEND_V1, 3);
 }
 
 #[test]
