@@ -51,6 +51,15 @@ pub enum MachineError {
         at: ApplyPosition,
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// A stored record (`what`) that did not decode.
+    #[error("corrupt state: {what}: {source}")]
+    UndecodableRecord {
+        what: &'static str,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A stored record (`what`) under a version byte this build does not know.
+    #[error("corrupt state: {what}: unknown value version")]
+    UnknownRecordVersion { what: &'static str },
 }
 
 impl MachineError {
@@ -62,6 +71,17 @@ impl MachineError {
     {
         move |error| MachineError::UndecodableCommand {
             at,
+            source: Box::new(error),
+        }
+    }
+
+    /// The error for a stored record (`what`) that failed to decode, for `map_err`.
+    pub fn undecodable_record<E>(what: &'static str) -> impl FnOnce(E) -> MachineError
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        move |error| MachineError::UndecodableRecord {
+            what,
             source: Box::new(error),
         }
     }

@@ -249,10 +249,10 @@ impl MetaMachine {
 impl GroupMachine for MetaMachine {
     fn load(&mut self, view: &MachineView) -> Result<(), MachineError> {
         let mut state = MetaState::default();
-        let corrupt = |e: payload::PayloadError| MachineError::Corrupt(e.to_string());
         // Assignments written before clustering (v1) first, so a v2 rewrite of one wins.
         let v1 = view.scan_prefix(STREAM_KEY_PREFIX_V1).map(|item| {
-            let stored: StoredAssignmentV1 = payload::decode(&item?.1).map_err(corrupt)?;
+            let stored: StoredAssignmentV1 = payload::decode(&item?.1)
+                .map_err(MachineError::undecodable_record("stream assignment"))?;
             Ok(StoredAssignment {
                 config: stored.config,
                 created_nanos: stored.created_nanos,
@@ -260,9 +260,9 @@ impl GroupMachine for MetaMachine {
                 replicas: vec![SINGLE_NODE_ID],
             })
         });
-        let v2 = view
-            .scan_prefix(STREAM_KEY_PREFIX)
-            .map(|item| payload::decode(&item?.1).map_err(corrupt));
+        let v2 = view.scan_prefix(STREAM_KEY_PREFIX).map(|item| {
+            payload::decode(&item?.1).map_err(MachineError::undecodable_record("stream assignment"))
+        });
         for stored in v1.chain(v2) {
             let stored: StoredAssignment = stored?;
             state.streams.insert(
@@ -276,7 +276,8 @@ impl GroupMachine for MetaMachine {
             );
         }
         if let Some(next) = view.get(NEXT_GROUP_KEY)? {
-            state.next_group = payload::decode(&next).map_err(corrupt)?;
+            state.next_group = payload::decode(&next)
+                .map_err(MachineError::undecodable_record("next group id"))?;
         }
         *self.state.write() = state;
         Ok(())

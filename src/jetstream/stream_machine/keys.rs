@@ -174,14 +174,12 @@ pub fn encode_with_capacity<T: Serialize>(record: &T, capacity: usize) -> Bytes 
     Bytes::from(postcard::to_extend(record, value).expect("in-memory encoding"))
 }
 
-pub fn decode<T: DeserializeOwned>(what: &str, value: &[u8]) -> Result<T, MachineError> {
+pub fn decode<T: DeserializeOwned>(what: &'static str, value: &[u8]) -> Result<T, MachineError> {
     match value.split_first() {
         Some((&VALUE_V1, body)) => {
-            postcard::from_bytes(body).map_err(|e| MachineError::Corrupt(format!("{what}: {e}")))
+            postcard::from_bytes(body).map_err(MachineError::undecodable_record(what))
         }
-        _ => Err(MachineError::Corrupt(format!(
-            "{what}: unknown value version"
-        ))),
+        _ => Err(MachineError::UnknownRecordVersion { what }),
     }
 }
 
