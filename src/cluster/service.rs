@@ -18,7 +18,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use super::proto::{self, cluster_server::Cluster, raft_reply, RaftKind};
 use super::ClusterNode;
-use crate::consensus::{codec, GroupId, Proposal, RaftGroup, TypeConfig};
+use crate::consensus::{raft_codec, GroupId, Proposal, RaftGroup, TypeConfig};
 
 /// How long a vote request for a group that does not run here waits for it to start. The first
 /// replica of a new stream asks for votes as soon as it has started the group (`Bootstrap`),
@@ -64,7 +64,9 @@ fn unavailable(why: impl Into<String>) -> Response<proto::RaftReply> {
 
 fn outcome<T: serde::Serialize>(value: &T) -> Response<proto::RaftReply> {
     Response::new(proto::RaftReply {
-        result: Some(raft_reply::Result::Outcome(codec::encode(value).to_vec())),
+        result: Some(raft_reply::Result::Outcome(
+            raft_codec::encode(value).to_vec(),
+        )),
     })
 }
 
@@ -115,16 +117,17 @@ impl Cluster for ClusterService {
         Ok(match kind {
             RaftKind::AppendEntries => {
                 let rpc: AppendEntriesRequest<TypeConfig> =
-                    codec::decode(&request.payload).map_err(malformed)?;
+                    raft_codec::decode(&request.payload).map_err(malformed)?;
                 outcome(&raft.append_entries(rpc).await)
             }
             RaftKind::Vote => {
-                let rpc: VoteRequest<u64> = codec::decode(&request.payload).map_err(malformed)?;
+                let rpc: VoteRequest<u64> =
+                    raft_codec::decode(&request.payload).map_err(malformed)?;
                 outcome(&raft.vote(rpc).await)
             }
             RaftKind::InstallSnapshot => {
                 let rpc: InstallSnapshotRequest<TypeConfig> =
-                    codec::decode(&request.payload).map_err(malformed)?;
+                    raft_codec::decode(&request.payload).map_err(malformed)?;
                 outcome(&raft.install_snapshot(rpc).await)
             }
         })
@@ -146,13 +149,13 @@ impl Cluster for ClusterService {
                 request.group
             )));
         };
-        let proposal: Proposal = codec::decode(&request.proposal).map_err(malformed)?;
+        let proposal: Proposal = raft_codec::decode(&request.proposal).map_err(malformed)?;
         match group
             .propose_all_forwarded(proposal.commands, request.hops)
             .await
         {
             Ok(responses) => reply(proto::propose_reply::Result::Responses(
-                codec::encode(&responses).to_vec(),
+                raft_codec::encode(&responses).to_vec(),
             )),
             Err(error) => reply(proto::propose_reply::Result::Error(error.to_string())),
         }

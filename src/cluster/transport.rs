@@ -2,7 +2,7 @@
 //! of the node sends through it, and every peer has one shared channel ([`Channels`]), so
 //! RPCs of all groups to one peer are multiplexed on one HTTP/2 connection (DESIGN.md).
 //!
-//! openraft's own types travel as versioned postcard (`consensus::codec`) inside the
+//! openraft's own types travel as versioned postcard (`consensus::raft_codec`) inside the
 //! protobuf envelope; the envelope carries the group id. A peer that cannot be reached, or that
 //! does not host the group yet, is reported to openraft as `Unreachable`, which makes it back
 //! off and retry; a Raft-level error of the remote handler comes back as `RemoteError`.
@@ -23,10 +23,11 @@ use tonic::transport::{Channel, Endpoint};
 
 use super::peers::PeerTable;
 use super::proto::{self, cluster_client::ClusterClient, raft_reply, RaftKind};
-use crate::consensus::codec;
 use crate::consensus::network::{unreachable_error, RpcError, RpcFuture};
+use crate::consensus::raft_codec;
 use crate::consensus::{
-    GroupId, Node, NodeId, PeerTransport, Proposal, ProposeError, Response, TypeConfig,
+    ForwardError, GroupId, Node, NodeId, PeerTransport, Proposal, ProposeError, Response,
+    TypeConfig,
 };
 
 /// Largest gRPC message either way: a snapshot chunk (4 MiB) or an append batch, with room.
@@ -119,7 +120,7 @@ impl GrpcTransport {
         Resp: DeserializeOwned + Send + 'static,
         E: std::error::Error + DeserializeOwned + Send + 'static,
     {
-        let payload = codec::encode(&rpc);
+        let payload = raft_codec::encode(&rpc);
         let client = self.client_for(target, &node);
         let from = self.local;
         Box::pin(async move {
@@ -138,7 +139,7 @@ impl GrpcTransport {
                 .into_inner();
             match reply.result {
                 Some(raft_reply::Result::Outcome(bytes)) => {
-                    let outcome: Result<Resp, RaftError<NodeId, E>> = codec::decode(&bytes)
+                    let outcome: Result<Resp, RaftError<NodeId, E>> = raft_codec::decode(&bytes)
                         .map_err(|e| {
                             RPCError::Network(NetworkError::new(&std::io::Error::other(format!(
                                 "undecodable raft reply: {e}"
@@ -199,23 +200,25 @@ impl PeerTransport for GrpcTransport {
     ) -> RpcFuture<Vec<Response>, ProposeError> {
         let client = self.client_for(target, &node);
         Box::pin(async move {
-            let mut client = client.map_err(ProposeError::Stopped)?;
+            let mut client = client.map_err(ForwardError::NoChannel)?;
             let mut request = tonic::Request::new(proto::ProposeRequest {
                 group,
-                proposal: codec::encode(&proposal).to_vec(),
+                proposal: raft_codec::encode(&proposal).to_vec(),
                 hops,
             });
             request.set_timeout(FORWARD_TIMEOUT);
             let reply = client
                 .propose(request)
                 .await
-                .map_err(|status| ProposeError::Stopped(format!("forwarding failed: {status}")))?
+                .map_err(|status| ForwardError::Rpc(status.to_string()))?
                 .into_inner();
             match reply.result {
-                Some(proto::propose_reply::Result::Responses(bytes)) => codec::decode(&bytes)
-                    .map_err(|e| ProposeError::Stopped(format!("undecodable responses: {e}"))),
-                Some(proto::propose_reply::Result::Error(why)) => Err(ProposeError::Stopped(why)),
-                None => Err(ProposeError::Stopped("empty propose reply".into())),
+                Some(proto::propose_reply::Result::Responses(bytes)) => raft_codec::decode(&bytes)
+                    .map_err(|e| ForwardError::UndecodableReply(e.to_string()).into()),
+                Some(proto::propose_reply::Result::Error(why)) => {
+                    Err(ForwardError::Refused(why).into())
+                }
+                None => Err(ForwardError::EmptyReply.into()),
             }
         })
     }

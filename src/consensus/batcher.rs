@@ -16,13 +16,13 @@
 //! queue in order, and openraft appends entries in `client_write` order.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot, watch, Semaphore};
 
 use openraft::error::RaftError;
 
-use super::group::ProposeError;
+use super::error::ProposeError;
+use super::gather::Bursts;
 use super::log_store::Durable;
 use super::types::{Command, Proposal, Raft, Response};
 
@@ -33,10 +33,6 @@ pub const MAX_IN_FLIGHT: usize = 1;
 pub const MAX_BATCH_COMMANDS: usize = 1024;
 /// A batch is closed once its payloads reach this many bytes.
 pub const MAX_BATCH_BYTES: usize = 1 << 20;
-/// Commit delay: a bursty entry is closed once no proposal arrived for this long.
-const GATHER_IDLE: Duration = Duration::from_micros(100);
-/// Commit delay: the longest an entry waits for more proposals.
-const GATHER_MAX: Duration = Duration::from_millis(2);
 
 /// One proposal: its commands go into one entry, contiguous and in order.
 struct Pending {
@@ -70,7 +66,10 @@ impl ProposalBatcher {
         self.propose_all(vec![command])
             .await?
             .pop()
-            .ok_or_else(|| ProposeError::Rejected("state machine returned no response".into()))
+            .ok_or(ProposeError::MissingResponses {
+                commands: 1,
+                answered: 0,
+            })
     }
 
     /// Queue `commands` to go into one entry together; resolves with their responses when
@@ -79,10 +78,8 @@ impl ProposalBatcher {
         let (reply, response) = oneshot::channel();
         self.queue
             .send(Pending { commands, reply })
-            .map_err(|_| ProposeError::Stopped("proposal batcher stopped".into()))?;
-        response
-            .await
-            .map_err(|_| ProposeError::Stopped("proposal batcher stopped".into()))?
+            .map_err(|_| ProposeError::BatcherStopped)?;
+        response.await.map_err(|_| ProposeError::BatcherStopped)?
     }
 }
 
@@ -94,8 +91,8 @@ async fn run(
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     // A unit taken from the queue that did not fit the previous entry.
     let mut held: Option<Pending> = None;
-    // Units in the last entry (see the commit delay below).
-    let mut last_units = 0;
+    // Whether the last entry held several units (see the commit delay below).
+    let mut bursts = Bursts::default();
     loop {
         let first = match held.take() {
             Some(first) => first,
@@ -112,10 +109,8 @@ async fn run(
         let mut bytes = first.bytes();
         let mut count = first.commands.len();
         let mut batch = vec![first];
-        let started = Instant::now();
-        let mut pauses = 0;
+        let mut gathering = bursts.start();
         'gather: loop {
-            let before = batch.len();
             while count < MAX_BATCH_COMMANDS && bytes < MAX_BATCH_BYTES {
                 match queue.try_recv() {
                     Ok(next) => {
@@ -133,21 +128,16 @@ async fn run(
                     Err(_) => break,
                 }
             }
-            // Commit delay: while proposals come in bursts (this entry or the last one has
-            // several), wait for the burst to go quiet before paying for the fsync — the pull
-            // request that follows a consumer's acks, the rest of a client's publishes.
-            let bursty = batch.len() > 1 || last_units > 1;
-            let quiet = pauses > 0 && batch.len() == before;
+            // Commit delay (`consensus::gather`): while proposals come in bursts (this entry
+            // or the last one has several units), wait for the burst to go quiet before paying
+            // for the fsync — the pull request that follows a consumer's acks, the rest of a
+            // client's publishes.
             let full = count >= MAX_BATCH_COMMANDS || bytes >= MAX_BATCH_BYTES;
-            if !bursty || quiet || full || started.elapsed() >= GATHER_MAX {
+            if full || !gathering.pause_for_more(batch.len()).await {
                 break;
             }
-            pauses += 1;
-            // A short, precise pause that leaves the cores to others (tokio's timers tick in
-            // milliseconds; spinning would take a core from the clients being waited for).
-            let _ = tokio::task::spawn_blocking(|| std::thread::sleep(GATHER_IDLE)).await;
         }
-        last_units = batch.len();
+        bursts.record(batch.len());
         let mut commands = Vec::with_capacity(count);
         let mut replies = Vec::with_capacity(batch.len());
         for pending in batch {
@@ -160,11 +150,9 @@ async fn run(
         let mut durable = durable.clone();
         tokio::spawn(async move {
             let outcome = match submitted {
-                Err(fatal) => Err(ProposeError::Stopped(fatal.to_string())),
+                Err(fatal) => Err(ProposeError::Fatal(fatal)),
                 Ok(receiver) => match receiver.await {
-                    Err(_) => Err(ProposeError::Stopped(
-                        "raft core dropped the proposal".into(),
-                    )),
+                    Err(_) => Err(ProposeError::Dropped),
                     Ok(Err(error)) => Err(ProposeError::from(RaftError::APIError(error))),
                     Ok(Ok(written)) => Ok((written.log_id.index, written.data.responses)),
                 },
@@ -177,7 +165,7 @@ async fn run(
                     let reached = durable.wait_for(|d| d.index >= index || d.failed).await;
                     match reached {
                         Ok(d) if d.index >= index => Ok(responses),
-                        _ => Err(ProposeError::Stopped("the log write failed".into())),
+                        _ => Err(ProposeError::LogWriteFailed),
                     }
                 }
                 Err(error) => Err(error),
@@ -199,9 +187,10 @@ fn deliver(replies: Vec<(usize, Reply)>, outcome: Result<Vec<Response>, ProposeE
                 let result = if share.len() == count {
                     Ok(share)
                 } else {
-                    Err(ProposeError::Rejected(
-                        "state machine returned fewer responses".into(),
-                    ))
+                    Err(ProposeError::MissingResponses {
+                        commands: count,
+                        answered: share.len(),
+                    })
                 };
                 let _ = reply.send(result);
             }

@@ -14,16 +14,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use openraft::error::{ClientWriteError, InitializeError, RaftError};
+use openraft::error::{InitializeError, RaftError};
 use openraft::{Config, SnapshotPolicy};
 
 use super::batcher::ProposalBatcher;
+use super::error::{ProposeError, StartError};
 use super::log_store::GroupLogStore;
 use super::machine::{GroupMachine, MachineView};
 use super::network::{GroupNetworkFactory, PeerTransport};
 use super::node_storage::NodeStorage;
 use super::state_machine::GroupStateMachine;
-use super::types::{Command, GroupId, Node, NodeId, Proposal, Raft, Response, StorageError};
+use super::types::{Command, GroupId, Node, NodeId, Proposal, Raft, Response};
 
 /// Tunables of a group. The defaults suit a broker hosting many groups on small machines.
 #[derive(Clone, Debug)]
@@ -73,9 +74,7 @@ impl GroupOptions {
             snapshot_max_chunk_size: self.snapshot_chunk,
             ..Config::default()
         };
-        config
-            .validate()
-            .map_err(|e| StartError::Config(e.to_string()))
+        Ok(config.validate()?)
     }
 }
 
@@ -121,51 +120,6 @@ impl Bootstrap {
         match self {
             Bootstrap::EveryVoter => true,
             Bootstrap::First(first) => first == node || !voters.contains_key(&first),
-        }
-    }
-}
-
-/// Starting a group failed.
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    #[error("invalid raft config: {0}")]
-    Config(String),
-    #[error("group storage: {0}")]
-    Storage(#[from] StorageError),
-    #[error("raft: {0}")]
-    Raft(String),
-    #[error("group {group} elected no leader within {waited:?}")]
-    NoLeader { group: GroupId, waited: Duration },
-}
-
-/// A proposal was not applied.
-#[derive(Clone, Debug, thiserror::Error)]
-pub enum ProposeError {
-    /// This replica is not the leader; send the proposal to `leader` if known.
-    #[error("not the leader (leader: {leader:?})")]
-    NotLeader {
-        leader: Option<NodeId>,
-        leader_node: Option<Node>,
-    },
-    /// The group stopped (shut down, or a fatal storage error). Whether the proposal was
-    /// applied is unknown.
-    #[error("group stopped: {0}")]
-    Stopped(String),
-    #[error("proposal rejected: {0}")]
-    Rejected(String),
-}
-
-impl From<RaftError<NodeId, ClientWriteError<NodeId, Node>>> for ProposeError {
-    fn from(error: RaftError<NodeId, ClientWriteError<NodeId, Node>>) -> Self {
-        match error {
-            RaftError::APIError(ClientWriteError::ForwardToLeader(forward)) => {
-                ProposeError::NotLeader {
-                    leader: forward.leader_id,
-                    leader_node: forward.leader_node,
-                }
-            }
-            RaftError::APIError(other) => ProposeError::Rejected(other.to_string()),
-            RaftError::Fatal(fatal) => ProposeError::Stopped(fatal.to_string()),
         }
     }
 }
@@ -228,9 +182,7 @@ impl RaftGroup {
         .await?;
         let view = state_machine.view();
         let network = GroupNetworkFactory::new(group, transport.clone());
-        let raft = Raft::new(node, config, network, log.clone(), state_machine)
-            .await
-            .map_err(|e| StartError::Raft(e.to_string()))?;
+        let raft = Raft::new(node, config, network, log.clone(), state_machine).await?;
         let started = RaftGroup {
             group,
             node,
@@ -241,28 +193,19 @@ impl RaftGroup {
             view,
         };
         let single_voter = voters.len() == 1 && voters.contains_key(&node);
-        let initialized = started
-            .raft
-            .is_initialized()
-            .await
-            .map_err(|e| StartError::Raft(e.to_string()))?;
+        let initialized = started.raft.is_initialized().await?;
         if !initialized && bootstrap.initializes_at_once(node, &voters) {
             match started.raft.initialize(voters).await {
                 Ok(()) => {}
                 // Another voter initialized first: fine.
                 Err(RaftError::APIError(InitializeError::NotAllowed(_))) => {}
-                Err(e) => return Err(StartError::Raft(e.to_string())),
+                Err(e) => return Err(e.into()),
             }
         } else if !initialized {
             initialize_unless_joined(started.raft.clone(), group, voters);
         } else if single_voter {
             // A restarted single voter would wait an election timeout before leading again.
-            started
-                .raft
-                .trigger()
-                .elect()
-                .await
-                .map_err(|e| StartError::Raft(e.to_string()))?;
+            started.raft.trigger().elect().await?;
         }
         if single_voter {
             started.wait_for_leader(options.leader_wait).await?;
@@ -326,9 +269,10 @@ impl RaftGroup {
     pub async fn propose(&self, command: Command) -> Result<Response, ProposeError> {
         if let Some((leader, node)) = self.other_leader() {
             let mut responses = self.forward_to(leader, node, vec![command], 0).await?;
-            return responses
-                .pop()
-                .ok_or_else(|| ProposeError::Rejected("no response from the leader".into()));
+            return responses.pop().ok_or(ProposeError::MissingResponses {
+                commands: 1,
+                answered: 0,
+            });
         }
         self.batcher.propose(command).await
     }
@@ -391,10 +335,7 @@ impl RaftGroup {
 
     /// Stop the group (its data stays). Persists the committed index for a quick restart.
     pub async fn shutdown(&self) -> Result<(), StartError> {
-        self.raft
-            .shutdown()
-            .await
-            .map_err(|e| StartError::Raft(e.to_string()))?;
+        self.raft.shutdown().await?;
         if let Err(e) = self.log.flush_committed().await {
             tracing::warn!(group = self.group, error = %e, "committed index not persisted at shutdown");
         }

@@ -6,11 +6,11 @@
 //!
 //! | openraft | engine |
 //! |---|---|
-//! | entry at index i | `Append { index: i, payload: codec(Entry) }` |
+//! | entry at index i | `Append { index: i, payload: raft_codec(Entry) }` |
 //! | `truncate(log_id)` | `TruncateFrom { index }` |
-//! | `purge(log_id)` | `PurgeUpTo { index }` + `SetMeta(LAST_PURGED, codec(log_id))` in one write |
-//! | `save_vote` | `SetMeta(VOTE, codec(vote))` |
-//! | `save_committed` | `SetMeta(COMMITTED, codec(log_id))`, carried by the group's next write |
+//! | `purge(log_id)` | `PurgeUpTo { index }` + `SetMeta(LAST_PURGED, raft_codec(log_id))` in one write |
+//! | `save_vote` | `SetMeta(VOTE, raft_codec(vote))` |
+//! | `save_committed` | `SetMeta(COMMITTED, raft_codec(log_id))`, carried by the group's next write |
 //!
 //! Durability: `append` submits the entries (readable at once, as openraft requires). On a
 //! follower it calls openraft's `LogFlushed` callback from the engine's completion, after the
@@ -40,7 +40,7 @@ use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{AnyError, OptionalSend, RaftLogReader, StorageIOError};
 use parking_lot::Mutex;
 
-use super::codec;
+use super::raft_codec;
 use super::types::{Entry, GroupId, LogId, NodeId, StorageError, TypeConfig, Vote};
 use crate::store::log::{LogEngine, LogError, LogOp, MetaKey};
 
@@ -135,7 +135,7 @@ impl GroupLogStore {
                 LogOp::SetMeta {
                     group: self.group,
                     key: MetaKey::COMMITTED,
-                    value: codec::encode(&committed.latest),
+                    value: raft_codec::encode(&committed.latest),
                 },
             );
         }
@@ -147,7 +147,9 @@ impl GroupLogStore {
         key: MetaKey,
     ) -> Result<Option<T>, StorageError> {
         match self.engine.meta(self.group, key) {
-            Some(bytes) => codec::decode::<T>(&bytes).map(Some).map_err(read_logs_err),
+            Some(bytes) => raft_codec::decode::<T>(&bytes)
+                .map(Some)
+                .map_err(read_logs_err),
             None => Ok(None),
         }
     }
@@ -167,7 +169,7 @@ impl RaftLogReader<TypeConfig> for GroupLogStore {
             .entries(self.group, range)
             .map_err(read_logs_err)?;
         raw.iter()
-            .map(|(_, payload)| codec::decode::<Entry>(payload).map_err(read_logs_err))
+            .map(|(_, payload)| raft_codec::decode::<Entry>(payload).map_err(read_logs_err))
             .collect()
     }
 }
@@ -190,7 +192,7 @@ impl RaftLogStorage<TypeConfig> for GroupLogStore {
                     )))
                 })?;
                 Some(
-                    codec::decode::<Entry>(payload)
+                    raft_codec::decode::<Entry>(payload)
                         .map_err(read_logs_err)?
                         .log_id,
                 )
@@ -211,7 +213,7 @@ impl RaftLogStorage<TypeConfig> for GroupLogStore {
         let ops = self.with_committed(vec![LogOp::SetMeta {
             group: self.group,
             key: MetaKey::VOTE,
-            value: codec::encode(vote),
+            value: raft_codec::encode(vote),
         }]);
         // Appends follow the vote saved before them: a new leader's (ours or another's) or a
         // candidate's. Not leading until the write is durable, then as the vote says.
@@ -227,7 +229,7 @@ impl RaftLogStorage<TypeConfig> for GroupLogStore {
 
     async fn read_vote(&mut self) -> Result<Option<Vote>, StorageError> {
         match self.engine.meta(self.group, MetaKey::VOTE) {
-            Some(bytes) => codec::decode(&bytes)
+            Some(bytes) => raft_codec::decode(&bytes)
                 .map(Some)
                 .map_err(|e| StorageIOError::read_vote(AnyError::new(&e)).into()),
             None => Ok(None),
@@ -272,7 +274,7 @@ impl RaftLogStorage<TypeConfig> for GroupLogStore {
             .map(|entry| LogOp::Append {
                 group,
                 index: entry.log_id.index,
-                payload: codec::encode(&entry),
+                payload: raft_codec::encode(&entry),
             })
             .collect();
         let last = ops.iter().rev().find_map(|op| match op {
@@ -352,7 +354,7 @@ impl RaftLogStorage<TypeConfig> for GroupLogStore {
             LogOp::SetMeta {
                 group: self.group,
                 key: MetaKey::LAST_PURGED,
-                value: codec::encode(&log_id),
+                value: raft_codec::encode(&log_id),
             },
         ]);
         self.engine.write(ops).await.map_err(write_logs_err)

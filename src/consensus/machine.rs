@@ -44,6 +44,47 @@ pub enum MachineError {
     /// A persisted value the machine could not understand.
     #[error("corrupt state: {0}")]
     Corrupt(String),
+    /// A committed command the machine could not decode (damage, or a command kind this
+    /// build does not know): applying past it would diverge from the other replicas.
+    #[error("corrupt state: undecodable command at {at:?}: {source}")]
+    UndecodableCommand {
+        at: ApplyPosition,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A stored record (`what`) that did not decode.
+    #[error("corrupt state: {what}: {source}")]
+    UndecodableRecord {
+        what: &'static str,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A stored record (`what`) under a version byte this build does not know.
+    #[error("corrupt state: {what}: unknown value version")]
+    UnknownRecordVersion { what: &'static str },
+}
+
+impl MachineError {
+    /// The error for a command at `at` that failed to decode, for `map_err`: every machine's
+    /// `apply` starts by decoding its command this way.
+    pub fn undecodable<E>(at: ApplyPosition) -> impl FnOnce(E) -> MachineError
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        move |error| MachineError::UndecodableCommand {
+            at,
+            source: Box::new(error),
+        }
+    }
+
+    /// The error for a stored record (`what`) that failed to decode, for `map_err`.
+    pub fn undecodable_record<E>(what: &'static str) -> impl FnOnce(E) -> MachineError
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        move |error| MachineError::UndecodableRecord {
+            what,
+            source: Box::new(error),
+        }
+    }
 }
 
 /// Where a command sits in the log: the entry's Raft index and the command's position in the

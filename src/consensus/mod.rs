@@ -5,7 +5,8 @@
 //!
 //! - [`types`]: the openraft type configuration ([`TypeConfig`]) and the opaque [`Command`] /
 //!   [`Response`] payloads that the layers above (jscore's stream and meta commands) encode.
-//! - [`codec`]: the versioned encodings of everything consensus writes to disk.
+//! - [`raft_codec`]: the versioned encodings of openraft's values: everything consensus writes
+//!   to disk, and the Raft RPCs and forwarded proposals the cluster transport carries.
 //! - [`log_store`]: openraft's `RaftLogStorage` for one group over the node-wide write-ahead log
 //!   ([`crate::store::log::LogEngine`]): entries, vote, committed and purge marks. A follower's
 //!   entries are durable (fsynced, group-committed with every other group) before openraft is
@@ -24,8 +25,11 @@
 //! - [`commit_hold`]: commit-only heartbeats held back for the next append.
 //! - [`group`]: [`RaftGroup`], one running group: start (who initializes a new group:
 //!   [`Bootstrap`]), propose, shut down.
+//! - [`error`]: [`StartError`] and [`ProposeError`], a typed variant per cause.
 //! - [`leadership`]: whether a replica serves as leader, with the lost-quorum rule.
 //! - [`batcher`]: packs concurrent proposals to one group into shared Raft entries.
+//! - [`gather`]: the gather rule ("while bursty, until quiet") of the batcher and the stream
+//!   ingest.
 //! - [`registry`]: [`GroupRegistry`], the node's groups by id.
 //! - [`node_storage`]: [`NodeStorage`], the storage every group of a node shares.
 //!
@@ -43,14 +47,16 @@
 #![allow(clippy::result_large_err)]
 
 pub mod batcher;
-pub mod codec;
 pub mod commit_hold;
+pub mod error;
+pub mod gather;
 pub mod group;
 pub mod leadership;
 pub mod log_store;
 pub mod machine;
 pub mod network;
 pub mod node_storage;
+pub mod raft_codec;
 pub mod registry;
 pub mod snapshot;
 pub mod state_db;
@@ -61,7 +67,8 @@ pub mod types;
 #[cfg(test)]
 mod tests;
 
-pub use group::{Bootstrap, GroupOptions, ProposeError, RaftGroup, StartError};
+pub use error::{ForwardError, ProposeError, StartError};
+pub use group::{Bootstrap, GroupOptions, RaftGroup};
 pub use log_store::GroupLogStore;
 pub use machine::{GroupMachine, MachineError, MachineTxn, MachineView};
 pub use network::{GroupNetworkFactory, NoPeers, PeerTransport};

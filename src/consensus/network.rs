@@ -30,7 +30,7 @@ use openraft::raft::{
 use parking_lot::Mutex;
 
 use super::commit_hold::{self, CommitHold, Plan, Sent};
-use super::group::ProposeError;
+use super::error::ProposeError;
 use super::types::{GroupId, Node, NodeId, Proposal, Response, TypeConfig};
 
 /// A boxed, sendable RPC future.

@@ -7,7 +7,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 
-use super::group::{Bootstrap, GroupOptions, GroupStart, RaftGroup, StartError};
+use super::error::StartError;
+use super::group::{Bootstrap, GroupOptions, GroupStart, RaftGroup};
 use super::machine::GroupMachine;
 use super::network::PeerTransport;
 use super::node_storage::NodeStorage;

@@ -14,7 +14,7 @@
 //!
 //! ```text
 //! magic    b"JRSNAP01"
-//! meta     u32 length ++ codec-encoded SnapshotMeta
+//! meta     u32 length ++ raft_codec-encoded SnapshotMeta
 //! record*  0x01 ++ u32 key length ++ key ++ u32 value length ++ value   (machine keys, in order)
 //! trailer  0x00 ++ u64 record count ++ u32 crc32c of every byte before the crc
 //! ```
@@ -35,7 +35,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use tokio::io::{AsyncRead, AsyncSeek, AsyncWrite, ReadBuf};
 
-use super::codec;
+use super::raft_codec;
 use super::state_db::{self, SPACE_DATA};
 use super::types::{GroupId, SnapshotMeta};
 
@@ -188,7 +188,7 @@ pub(crate) fn write_dump(
         crc: 0,
     };
     out.write_all(MAGIC)?;
-    let meta_bytes = codec::encode(meta);
+    let meta_bytes = raft_codec::encode(meta);
     out.write_all(&(meta_bytes.len() as u32).to_le_bytes())?;
     out.write_all(&meta_bytes)?;
     let data_prefix = state_db::prefix(group, SPACE_DATA);
@@ -236,7 +236,7 @@ fn read_header(reader: &mut impl Read, path: &Path) -> io::Result<SnapshotMeta> 
         return Err(corrupt(path, "bad magic"));
     }
     let meta = read_field(reader, path)?;
-    codec::decode(&meta).map_err(|e| corrupt(path, e))
+    raft_codec::decode(&meta).map_err(|e| corrupt(path, e))
 }
 
 /// Read only the metadata of a snapshot file. Blocking.

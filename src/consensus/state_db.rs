@@ -10,7 +10,7 @@
 //!
 //! | space | rest | value |
 //! |---|---|---|
-//! | `0x00` raft | `applied` | last applied log id ([`codec`](super::codec)) |
+//! | `0x00` raft | `applied` | last applied log id ([`raft_codec`](super::raft_codec)) |
 //! | `0x00` raft | `membership` | last applied membership |
 //! | `0x00` raft | `installing` | name of the snapshot file being installed (crash marker) |
 //! | `0x01` data | anything | the group's [`GroupMachine`](super::GroupMachine) keys |

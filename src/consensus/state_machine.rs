@@ -30,8 +30,8 @@ use openraft::storage::RaftStateMachine;
 use openraft::{AnyError, EntryPayload, RaftSnapshotBuilder, StorageIOError};
 use tokio::io::AsyncSeekExt;
 
-use super::codec;
 use super::machine::{ApplyPosition, GroupMachine, MachineTxn, MachineView};
+use super::raft_codec;
 use super::snapshot::{self, SnapshotDir, SnapshotFile};
 use super::state_db::{self, StateDb, KEY_APPLIED, KEY_INSTALLING, KEY_MEMBERSHIP, SPACE_RAFT};
 use super::state_writer::Owner;
@@ -109,11 +109,11 @@ impl GroupStateMachine {
         };
         let installing = read(KEY_INSTALLING)?;
         let mut applied: Option<LogId> = match read(KEY_APPLIED)? {
-            Some(bytes) => codec::decode(&bytes).map_err(sm_read_err)?,
+            Some(bytes) => raft_codec::decode(&bytes).map_err(sm_read_err)?,
             None => None,
         };
         let mut membership: StoredMembership = match read(KEY_MEMBERSHIP)? {
-            Some(bytes) => codec::decode(&bytes).map_err(sm_read_err)?,
+            Some(bytes) => raft_codec::decode(&bytes).map_err(sm_read_err)?,
             None => StoredMembership::default(),
         };
         let snapshot = snapshots.current().cloned();
@@ -210,12 +210,12 @@ impl GroupStateMachine {
         let mut writes = txn.into_writes();
         writes.push((
             state_db::key(self.group, SPACE_RAFT, KEY_APPLIED),
-            Some(codec::encode(&last_applied)),
+            Some(raft_codec::encode(&last_applied)),
         ));
         if let Some(membership) = &new_membership {
             writes.push((
                 state_db::key(self.group, SPACE_RAFT, KEY_MEMBERSHIP),
-                Some(codec::encode(membership)),
+                Some(raft_codec::encode(membership)),
             ));
         }
         // Written behind: the machine's in-memory state already answers, and every reader of
@@ -293,11 +293,11 @@ async fn restore(tree: sled::Tree, group: GroupId, path: PathBuf) -> io::Result<
         })?;
         batch.insert(
             state_db::key(group, SPACE_RAFT, KEY_APPLIED),
-            codec::encode(&meta.last_log_id).as_ref(),
+            raft_codec::encode(&meta.last_log_id).as_ref(),
         );
         batch.insert(
             state_db::key(group, SPACE_RAFT, KEY_MEMBERSHIP),
-            codec::encode(&meta.last_membership).as_ref(),
+            raft_codec::encode(&meta.last_membership).as_ref(),
         );
         batch.remove(state_db::key(group, SPACE_RAFT, KEY_INSTALLING));
         tree.apply_batch(batch).map_err(io::Error::other)?;

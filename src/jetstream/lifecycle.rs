@@ -30,12 +30,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::api;
 use super::catalog::{Catalog, Groups, RunningStream};
-use super::codec::{self, META_COMMAND_V1};
 use super::error::JetStreamError;
 use super::groups;
 use super::leadership;
 use super::meta::{MetaCommand, MetaMachine, MetaOutcome, StreamAssignment};
 use super::offline::OfflineStream;
+use super::payload::{self, META_COMMAND_V1};
 use super::stream::{propose_error, StreamHandle};
 use super::supervisor;
 use super::topology::Topology;
@@ -151,10 +151,10 @@ impl JetStream {
     pub async fn propose_meta(&self, command: MetaCommand) -> Result<MetaOutcome, ApiError> {
         let response = self
             .meta_group()
-            .propose(codec::command(META_COMMAND_V1, &command))
+            .propose(payload::command(META_COMMAND_V1, &command))
             .await
             .map_err(propose_error)?;
-        let outcome = codec::decode_response::<MetaOutcome>(&response).unwrap_or_else(|e| {
+        let outcome = payload::decode_response::<MetaOutcome>(&response).unwrap_or_else(|e| {
             tracing::error!("undecodable meta response: {e}");
             Err(ApiError::new(ErrorKind::ClusterNotAvail))
         })?;

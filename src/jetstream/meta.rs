@@ -18,7 +18,7 @@ use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-use super::codec::{self, JsonValue, META_COMMAND_V1};
+use super::payload::{self, JsonValue, META_COMMAND_V1};
 use crate::consensus::machine::ApplyPosition;
 use crate::consensus::{
     Command, GroupId, GroupMachine, MachineError, MachineTxn, MachineView, Response,
@@ -251,23 +251,22 @@ impl MetaMachine {
 impl GroupMachine for MetaMachine {
     fn load(&mut self, view: &MachineView) -> Result<(), MachineError> {
         let mut state = MetaState::default();
-        let corrupt = |e: codec::CodecError| MachineError::Corrupt(e.to_string());
-        for item in view.scan_prefix(STREAM_KEY_PREFIX_V1) {
-            let (_, value) = item?;
-            let stored: StoredAssignmentV1 = codec::decode(&value).map_err(corrupt)?;
-            state.streams.insert(
-                stored.config.0.name.clone(),
-                StreamAssignment {
-                    config: stored.config.0,
-                    created_nanos: stored.created_nanos,
-                    group: stored.group,
-                    replicas: vec![SINGLE_NODE_ID],
-                },
-            );
-        }
-        for item in view.scan_prefix(STREAM_KEY_PREFIX) {
-            let (_, value) = item?;
-            let stored: StoredAssignment = codec::decode(&value).map_err(corrupt)?;
+        // Assignments written before clustering (v1) first, so a v2 rewrite of one wins.
+        let v1 = view.scan_prefix(STREAM_KEY_PREFIX_V1).map(|item| {
+            let stored: StoredAssignmentV1 = payload::decode(&item?.1)
+                .map_err(MachineError::undecodable_record("stream assignment"))?;
+            Ok(StoredAssignment {
+                config: stored.config,
+                created_nanos: stored.created_nanos,
+                group: stored.group,
+                replicas: vec![SINGLE_NODE_ID],
+            })
+        });
+        let v2 = view.scan_prefix(STREAM_KEY_PREFIX).map(|item| {
+            payload::decode(&item?.1).map_err(MachineError::undecodable_record("stream assignment"))
+        });
+        for stored in v1.chain(v2) {
+            let stored: StoredAssignment = stored?;
             state.streams.insert(
                 stored.config.0.name.clone(),
                 StreamAssignment {
@@ -279,8 +278,8 @@ impl GroupMachine for MetaMachine {
             );
         }
         if let Some(next) = view.get(NEXT_GROUP_KEY)? {
-            state.next_group =
-                codec::decode(&next).map_err(|e| MachineError::Corrupt(e.to_string()))?;
+            state.next_group = payload::decode(&next)
+                .map_err(MachineError::undecodable_record("next group id"))?;
         }
         *self.state.write() = state;
         Ok(())
@@ -292,8 +291,8 @@ impl GroupMachine for MetaMachine {
         command: &Command,
         txn: &mut MachineTxn<'_>,
     ) -> Result<Response, MachineError> {
-        let command: MetaCommand = codec::decode_command(META_COMMAND_V1, command)
-            .map_err(|e| MachineError::Corrupt(e.to_string()))?;
+        let command: MetaCommand = payload::decode_command(META_COMMAND_V1, command)
+            .map_err(MachineError::undecodable(at))?;
         let name = match &command {
             MetaCommand::CreateStream { config, .. }
             | MetaCommand::CreateStreamOn { config, .. }
@@ -312,16 +311,19 @@ impl GroupMachine for MetaMachine {
                         group: assignment.group,
                         replicas: assignment.replicas.clone(),
                     };
-                    txn.insert(stream_key(STREAM_KEY_PREFIX, &name), codec::encode(&stored));
+                    txn.insert(
+                        stream_key(STREAM_KEY_PREFIX, &name),
+                        payload::encode(&stored),
+                    );
                 }
                 None => txn.remove(stream_key(STREAM_KEY_PREFIX, &name)),
             }
             txn.remove(stream_key(STREAM_KEY_PREFIX_V1, &name));
-            txn.insert(NEXT_GROUP_KEY.to_vec(), codec::encode(&state.next_group));
+            txn.insert(NEXT_GROUP_KEY.to_vec(), payload::encode(&state.next_group));
         }
         drop(state);
         self.applied.send_replace(at.index);
-        Ok(codec::response(&outcome))
+        Ok(payload::response(&outcome))
     }
 }
 

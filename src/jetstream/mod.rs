@@ -9,7 +9,7 @@
 //! entry was fsynced and applied. No handler asks whether the node is clustered.
 //!
 //! Map, bottom up:
-//! - formats and state: `codec` (command kinds and encodings), `meta` (the meta group's
+//! - formats and state: `payload` (command kinds and the envelope the groups share), `meta` (the meta group's
 //!   machine), `stream_machine/` (a stream group's machine: jscore over sled), `stream`
 //!   (`StreamHandle`: proposing to and reading a stream group), `offline` (streams whose group
 //!   cannot run here), `queue` (the bounded queue behind the API inbox and the ack batchers),
@@ -28,7 +28,6 @@
 mod advisories;
 pub mod api;
 pub mod catalog;
-pub mod codec;
 mod compat;
 pub mod delivery;
 mod error;
@@ -40,6 +39,7 @@ mod leadership;
 mod lifecycle;
 pub mod meta;
 mod offline;
+pub mod payload;
 pub mod placement;
 pub mod publish;
 pub mod queue;

@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 
 use super::catalog::Catalog;
-use super::codec::JsonValue;
 use super::meta::MetaCommand;
+use super::payload::JsonValue;
 use crate::consensus::NodeId;
 use crate::jsapi::{ApiError, ErrorKind, StreamConfig};
 

@@ -15,7 +15,6 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
@@ -24,6 +23,7 @@ use tokio::sync::mpsc;
 
 use super::stream::StreamHandle;
 use super::stream_machine::entry;
+use crate::consensus::gather::Bursts;
 use crate::jsapi::{ApiError, ErrorKind, PubAck, PubAckResponse};
 use crate::jscore::group::StreamOutcome;
 use crate::jscore::stream::AppendOutcome;
@@ -36,10 +36,6 @@ use crate::server::ServerShared;
 const MAX_BATCH: usize = 1024;
 /// Most entries being committed at once per stream.
 const MAX_IN_FLIGHT: usize = 4;
-/// A batch is closed once no message arrived for this long (see `gather`).
-const GATHER_IDLE: Duration = Duration::from_micros(100);
-/// Longest a batch gathers messages (see `gather`).
-const GATHER_MAX: Duration = Duration::from_millis(2);
 
 /// Most messages waiting for one stream's ingest task (nats-server's default).
 pub const MAX_QUEUED_MSGS: usize = 100_000;
@@ -167,8 +163,8 @@ async fn run(
     backlog: Arc<Backlog>,
 ) {
     let mut in_flight: FuturesOrdered<BoxFuture<'static, BatchResult>> = FuturesOrdered::new();
-    // Whether the last batch had more than one message (see `gather`).
-    let mut bursty = false;
+    // Whether the last batch was a burst (see `gather`).
+    let mut bursts = Bursts::default();
     loop {
         tokio::select! {
             biased;
@@ -179,8 +175,8 @@ async fn run(
                 let Some(first) = received else { break };
                 backlog.taken(&first);
                 let mut batch = vec![first];
-                gather(&mut incoming, &backlog, &mut batch, bursty).await;
-                bursty = batch.len() > 1;
+                gather(&mut incoming, &backlog, &mut batch, &bursts).await;
+                bursts.record(batch.len());
                 in_flight.push_back(Box::pin(propose_batch(stream.clone(), batch)));
             }
             _ = shared.shutdown.cancelled() => break,
@@ -192,24 +188,27 @@ async fn run(
     }
 }
 
-/// Takes what is queued behind the first message and, when messages come in bursts (the
-/// previous batch had more than one, or more are already queued), keeps taking them while
-/// they arrive less than `GATHER_IDLE` apart (at most `GATHER_MAX`). A client's burst of
-/// async publishes reaches us over several reads, and openraft appends one entry of a group
-/// per log flush: a burst split over two entries waits for two fsyncs (milliseconds each)
-/// before its last PubAck, while gathering costs tens of microseconds. A lone publish
-/// (sync publishing) is proposed at once. Every message taken leaves the ingest queue's
-/// backlog (see `Backlog`), so gathering frees room for publishers as it goes.
+/// Takes what is queued behind the first message and, while messages come in bursts, keeps
+/// taking them until the burst goes quiet (the gather rule, `consensus::gather`). A client's
+/// burst of async publishes reaches us over several reads, and a burst split over two entries
+/// waits for two fsyncs before its last PubAck. A lone publish (sync publishing) is proposed
+/// at once. Every message taken leaves the ingest queue's backlog (see `Backlog`), so
+/// gathering frees room for publishers as it goes.
+///
+/// Why two gathering stages (this one and the `ProposalBatcher` behind it): this one packs
+/// messages into one proposal of up to `MAX_BATCH` appends and keeps up to `MAX_IN_FLIGHT`
+/// proposals on their way, so the next batch is encoded and queued while the previous one is
+/// fsynced; the batcher packs whole proposals from every source of the group (this batch,
+/// acks, pull requests) into one entry while one entry is in openraft. Each stage gathers
+/// only while its own input is bursty, so a lone publish passes both without a pause.
 async fn gather(
     incoming: &mut mpsc::UnboundedReceiver<Message>,
     backlog: &Backlog,
     batch: &mut Vec<Message>,
-    bursty: bool,
+    bursts: &Bursts,
 ) {
-    let started = Instant::now();
-    let mut rounds = 0;
+    let mut gathering = bursts.start();
     loop {
-        let before = batch.len();
         while batch.len() < MAX_BATCH {
             match incoming.try_recv() {
                 Ok(msg) => {
@@ -219,17 +218,9 @@ async fn gather(
                 Err(_) => break,
             }
         }
-        let quiet = batch.len() == before && rounds > 0;
-        if quiet || batch.len() >= MAX_BATCH || started.elapsed() >= GATHER_MAX {
+        if batch.len() >= MAX_BATCH || !gathering.pause_for_more(batch.len()).await {
             return;
         }
-        if rounds == 0 && !bursty && batch.len() == 1 {
-            return;
-        }
-        rounds += 1;
-        // A short, precise pause that leaves the cores to the reader and the client
-        // (tokio's timers tick in milliseconds; spinning would take a core from them).
-        let _ = tokio::task::spawn_blocking(|| std::thread::sleep(GATHER_IDLE)).await;
     }
 }
 

@@ -14,8 +14,7 @@ use crate::consensus::{Command, ProposeError, RaftGroup};
 use crate::jsapi::{ApiError, ErrorKind};
 use crate::jscore::group::{StreamCommand, StreamOutcome};
 
-use super::codec;
-use super::stream_machine::{entry, StreamView};
+use super::stream_machine::{entry, response, StreamView};
 
 pub struct StreamHandle {
     name: String,
@@ -86,8 +85,8 @@ impl StreamHandle {
             .map_err(propose_error)?;
         Ok(responses
             .iter()
-            .map(|response| {
-                codec::decode_response::<StreamOutcome>(response).unwrap_or_else(|e| {
+            .map(|reply| {
+                response::decode_response(reply).unwrap_or_else(|e| {
                     tracing::error!(stream = %self.name, "undecodable stream response: {e}");
                     Err(ApiError::new(ErrorKind::ClusterNotAvail))
                 })

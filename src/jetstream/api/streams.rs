@@ -19,8 +19,8 @@ use crate::jscore::group::{StreamCommand, StreamOutcome};
 use crate::jscore::stream::PurgeRequest;
 use crate::jscore::subject_filter::SubjectFilter;
 
-use crate::jetstream::codec::JsonValue;
 use crate::jetstream::meta::{MetaCommand, MetaOutcome};
+use crate::jetstream::payload::JsonValue;
 use crate::jetstream::{compat, placement, JetStream};
 
 /// Parses and checks a create/update body against the name in the subject.

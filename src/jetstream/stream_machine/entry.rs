@@ -1,30 +1,76 @@
-//! `StreamCommandWire`: a `jscore::group::StreamCommand` in the form that travels in Raft
-//! entries (command kind `codec::STREAM_COMMAND_V1`, postcard) — except appends, which the
-//! front writes as raw fields (kind `codec::STREAM_APPEND_V1`, [`encode_append`]): they are
-//! most of a stream's log, and raw they are written without serde and read back without
-//! copying the payload. A `STREAM_COMMAND_V1` `Append` (older logs) still decodes.
+//! The stream group's entries: how a `jscore::group::StreamCommand` is written into a Raft
+//! entry and read back (the responses are in `response.rs`). The format's home: every
+//! command of a stream group's log is encoded and decoded here, and `tests_formats.rs` pins the
+//! bytes of every kind and variant.
 //!
-//! A mirror of `StreamCommand` rather than serde derives on it, because its configs carry
-//! JSON-tuned serde attributes that postcard (not self-describing) cannot honour: configs
-//! travel as JSON text ([`JsonValue`]). The mirror also pins the format: postcard encodes an
-//! enum as its variant index and a struct as its fields in order, so the variant order below
-//! is the wire format. **Append only**: never reorder, remove or reuse a variant or field; a
-//! changed shape is a new command kind.
+//! | kind | name | payload |
+//! |---|---|---|
+//! | 1 | [`STREAM_COMMAND_V1`] | postcard [`StreamCommandWire`] (every command; older logs hold appends this way too) |
+//! | 3 | [`STREAM_APPEND_V1`] | an `Append` as raw fields ([`encode_append`]: the publish hot path) |
 //!
-//! Variant indexes: `StreamCommandWire` — 0 Append, 1 Purge, 2 DeleteMsg, 3 Expire,
-//! 4 UpdateStream, 5 UpsertConsumer, 6 DeleteConsumer, 7 Consumer. `ConsumerCommandWire` —
-//! 0 DeliverNext, 1 Ack, 2 AckAll, 3 Nak, 4 Term, 5 InProgress.
+//! (Kinds are one namespace with the meta group's: see `jetstream::payload`.)
+//!
+//! Variant indexes of `StreamCommandWire` (postcard writes the index first): 0 Append,
+//! 1 Purge, 2 DeleteMsg, 3 Expire, 4 UpdateStream, 5 UpsertConsumer, 6 DeleteConsumer,
+//! 7 Consumer. Of `jscore::consumer::ConsumerCommand` (inside `Consumer`): 0 DeliverNext,
+//! 1 Ack, 2 AckAll, 3 Nak, 4 Term, 5 InProgress.
+//!
+//! Appends are most of a stream's log: written raw they cost no serde, and are read back
+//! without copying the payload. A `STREAM_COMMAND_V1` `Append` (older logs) still decodes.
+//!
+//! **Mirror policy** (the same for the entries and the responses): a jscore type that travels
+//! in an entry or a response derives serde itself when every field is plain data, so its
+//! postcard form is its declaration — `ConsumerCommand` here, `StreamOutcome` and what it
+//! holds in responses. A type is mirrored only when it carries a field with JSON-tuned serde
+//! (a config, an `ApiError`), which postcard (not self-describing) cannot honour: so
+//! `StreamCommand`, whose `UpdateStream` and `UpsertConsumer` carry configs, has the mirror
+//! [`StreamCommandWire`], configs inside travel as JSON text ([`JsonValue`]), and errors as
+//! `WireError`. Either way postcard encodes an enum as its variant index and a struct as its
+//! fields in order, so the declaration order is the format. **Append only**: never reorder,
+//! remove or reuse a variant or field; a changed shape is a new command kind.
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::consensus::Command;
-use crate::jetstream::codec::{self, ConsumerDefinition, JsonValue};
+use crate::jetstream::payload::{self, JsonValue, PayloadError};
+use crate::jsapi::consumer_config::ConsumerConfig;
 use crate::jsapi::stream_config::StreamConfig;
 use crate::jscore::consumer::ConsumerCommand;
 use crate::jscore::group::StreamCommand;
 use crate::jscore::stream::{AppendRequest, PurgeRequest};
 
+/// A stream group command (`jscore::group::StreamCommand`) as postcard [`StreamCommandWire`],
+/// version 1.
+pub const STREAM_COMMAND_V1: u16 = 1;
+/// A stream group `Append` as raw fields rather than postcard ([`encode_append`] has the
+/// layout). Same meaning as `STREAM_COMMAND_V1`'s `Append`.
+pub const STREAM_APPEND_V1: u16 = 3;
+
+/// A committed stream command that did not decode.
+#[derive(Debug, thiserror::Error)]
+pub enum EntryError {
+    /// A `STREAM_APPEND_V1` payload shorter than its lengths say, or a subject not UTF-8.
+    #[error("malformed append")]
+    MalformedAppend,
+    /// Not a stream command kind, or an undecodable postcard payload.
+    #[error(transparent)]
+    Payload(#[from] PayloadError),
+}
+
+/// A consumer's config with the time it was created, as JSON: the config's own fields plus
+/// `jetraft_created` (nanoseconds; absent, so 0, in entries and records written before it
+/// was kept). Used by the `UpsertConsumer` command and the consumer's config record, so the
+/// JSON stays readable by either version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsumerDefinition {
+    #[serde(flatten)]
+    pub config: ConsumerConfig,
+    #[serde(rename = "jetraft_created", default)]
+    pub created_nanos: i64,
+}
+
+/// A `StreamCommand` as it travels in a `STREAM_COMMAND_V1` entry (see the mirror policy).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum StreamCommandWire {
     Append {
@@ -59,34 +105,7 @@ pub enum StreamCommandWire {
     },
     Consumer {
         name: String,
-        command: ConsumerCommandWire,
-    },
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ConsumerCommandWire {
-    /// `max_messages` as u64: `usize` is not a portable width.
-    DeliverNext {
-        max_messages: u64,
-        now_nanos: i64,
-    },
-    Ack {
-        stream_seq: u64,
-    },
-    AckAll {
-        stream_seq: u64,
-    },
-    Nak {
-        stream_seq: u64,
-        delay_nanos: Option<i64>,
-        now_nanos: i64,
-    },
-    Term {
-        stream_seq: u64,
-    },
-    InProgress {
-        stream_seq: u64,
-        now_nanos: i64,
+        command: ConsumerCommand,
     },
 }
 
@@ -122,10 +141,9 @@ impl From<StreamCommand> for StreamCommandWire {
                 }),
             },
             StreamCommand::DeleteConsumer { name } => StreamCommandWire::DeleteConsumer { name },
-            StreamCommand::Consumer { name, command } => StreamCommandWire::Consumer {
-                name,
-                command: command.into(),
-            },
+            StreamCommand::Consumer { name, command } => {
+                StreamCommandWire::Consumer { name, command }
+            }
         }
     }
 }
@@ -159,77 +177,9 @@ impl From<StreamCommandWire> for StreamCommand {
                 created_nanos: config.0.created_nanos,
             },
             StreamCommandWire::DeleteConsumer { name } => StreamCommand::DeleteConsumer { name },
-            StreamCommandWire::Consumer { name, command } => StreamCommand::Consumer {
-                name,
-                command: command.into(),
-            },
-        }
-    }
-}
-
-impl From<ConsumerCommand> for ConsumerCommandWire {
-    fn from(command: ConsumerCommand) -> Self {
-        match command {
-            ConsumerCommand::DeliverNext {
-                max_messages,
-                now_nanos,
-            } => ConsumerCommandWire::DeliverNext {
-                max_messages: max_messages as u64,
-                now_nanos,
-            },
-            ConsumerCommand::Ack { stream_seq } => ConsumerCommandWire::Ack { stream_seq },
-            ConsumerCommand::AckAll { stream_seq } => ConsumerCommandWire::AckAll { stream_seq },
-            ConsumerCommand::Nak {
-                stream_seq,
-                delay_nanos,
-                now_nanos,
-            } => ConsumerCommandWire::Nak {
-                stream_seq,
-                delay_nanos,
-                now_nanos,
-            },
-            ConsumerCommand::Term { stream_seq } => ConsumerCommandWire::Term { stream_seq },
-            ConsumerCommand::InProgress {
-                stream_seq,
-                now_nanos,
-            } => ConsumerCommandWire::InProgress {
-                stream_seq,
-                now_nanos,
-            },
-        }
-    }
-}
-
-impl From<ConsumerCommandWire> for ConsumerCommand {
-    fn from(wire: ConsumerCommandWire) -> Self {
-        match wire {
-            ConsumerCommandWire::DeliverNext {
-                max_messages,
-                now_nanos,
-            } => ConsumerCommand::DeliverNext {
-                // A batch larger than memory is not a meaningful request: saturate.
-                max_messages: usize::try_from(max_messages).unwrap_or(usize::MAX),
-                now_nanos,
-            },
-            ConsumerCommandWire::Ack { stream_seq } => ConsumerCommand::Ack { stream_seq },
-            ConsumerCommandWire::AckAll { stream_seq } => ConsumerCommand::AckAll { stream_seq },
-            ConsumerCommandWire::Nak {
-                stream_seq,
-                delay_nanos,
-                now_nanos,
-            } => ConsumerCommand::Nak {
-                stream_seq,
-                delay_nanos,
-                now_nanos,
-            },
-            ConsumerCommandWire::Term { stream_seq } => ConsumerCommand::Term { stream_seq },
-            ConsumerCommandWire::InProgress {
-                stream_seq,
-                now_nanos,
-            } => ConsumerCommand::InProgress {
-                stream_seq,
-                now_nanos,
-            },
+            StreamCommandWire::Consumer { name, command } => {
+                StreamCommand::Consumer { name, command }
+            }
         }
     }
 }
@@ -237,7 +187,7 @@ impl From<ConsumerCommandWire> for ConsumerCommand {
 /// `headers_len` meaning "no header block" in [`encode_append`].
 const NO_HEADERS: u32 = u32::MAX;
 
-/// An `Append` as a command of kind `codec::STREAM_APPEND_V1`: `now_nanos` (i64 LE),
+/// An `Append` as a command of kind `STREAM_APPEND_V1`: `now_nanos` (i64 LE),
 /// subject length (u32 LE), subject (UTF-8), header block length (u32 LE, `u32::MAX` for
 /// none), header block, then the payload up to the end. Written straight from the
 /// published message's bytes, and read back without copying the payload (the stored
@@ -262,10 +212,10 @@ pub fn encode_append(
         None => out.extend_from_slice(&NO_HEADERS.to_le_bytes()),
     }
     out.extend_from_slice(payload);
-    Command::new(codec::STREAM_APPEND_V1, out)
+    Command::new(STREAM_APPEND_V1, out)
 }
 
-/// The `Append` of a `codec::STREAM_APPEND_V1` command; `None` if it is malformed.
+/// The `Append` of a `STREAM_APPEND_V1` command; `None` if it is malformed.
 pub fn decode_append(payload: &Bytes) -> Option<AppendRequest> {
     let take_u32 = |at: usize| -> Option<u32> {
         Some(u32::from_le_bytes(
@@ -306,34 +256,28 @@ pub fn encode_command(command: StreamCommand) -> Command {
             &request.payload,
             request.now_nanos,
         ),
-        other => codec::command(codec::STREAM_COMMAND_V1, &StreamCommandWire::from(other)),
+        other => payload::command(STREAM_COMMAND_V1, &StreamCommandWire::from(other)),
     }
 }
 
 /// The group command in a Raft command of either stream kind.
-pub fn decode_command(command: &Command) -> Result<StreamCommand, String> {
+pub fn decode_command(command: &Command) -> Result<StreamCommand, EntryError> {
     match command.kind {
-        codec::STREAM_APPEND_V1 => decode_append(&command.payload)
+        STREAM_APPEND_V1 => decode_append(&command.payload)
             .map(StreamCommand::Append)
-            .ok_or_else(|| "malformed append".to_string()),
-        _ => codec::decode_command::<StreamCommandWire>(codec::STREAM_COMMAND_V1, command)
-            .map(StreamCommand::from)
-            .map_err(|e| e.to_string()),
+            .ok_or(EntryError::MalformedAppend),
+        _ => Ok(payload::decode_command::<StreamCommandWire>(STREAM_COMMAND_V1, command)?.into()),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jsapi::consumer_config::ConsumerConfig;
 
     fn round_trip(command: StreamCommand) {
-        let encoded = codec::command(
-            codec::STREAM_COMMAND_V1,
-            &StreamCommandWire::from(command.clone()),
-        );
-        let wire: StreamCommandWire =
-            codec::decode_command(codec::STREAM_COMMAND_V1, &encoded).unwrap();
+        let encoded =
+            payload::command(STREAM_COMMAND_V1, &StreamCommandWire::from(command.clone()));
+        let wire: StreamCommandWire = payload::decode_command(STREAM_COMMAND_V1, &encoded).unwrap();
         assert_eq!(StreamCommand::from(wire), command);
     }
 
@@ -408,7 +352,7 @@ mod tests {
             ("s.c", Some(&b""[..]), &b"x"[..]),
         ] {
             let command = encode_append(subject.as_bytes(), headers, payload, -7);
-            assert_eq!(command.kind, codec::STREAM_APPEND_V1);
+            assert_eq!(command.kind, STREAM_APPEND_V1);
             let expected = StreamCommand::Append(AppendRequest {
                 subject: subject.into(),
                 headers: headers.map(Bytes::copy_from_slice),
@@ -418,7 +362,7 @@ mod tests {
             assert_eq!(decode_command(&command).unwrap(), expected);
             assert_eq!(encode_command(expected.clone()), command);
             for cut in 0..command.payload.len().min(16) {
-                let torn = Command::new(codec::STREAM_APPEND_V1, command.payload.slice(..cut));
+                let torn = Command::new(STREAM_APPEND_V1, command.payload.slice(..cut));
                 assert!(decode_command(&torn).is_err(), "cut at {cut}");
             }
         }
@@ -432,17 +376,17 @@ mod tests {
     #[test]
     fn variant_indexes_are_the_documented_ones() {
         // postcard writes the variant index first: pin a few so a reorder fails loudly.
-        let first_byte = |wire: &StreamCommandWire| codec::encode(wire)[0];
+        let first_byte = |wire: &StreamCommandWire| payload::encode(wire)[0];
         assert_eq!(first_byte(&StreamCommandWire::Expire { now_nanos: 0 }), 3);
         assert_eq!(
             first_byte(&StreamCommandWire::Consumer {
                 name: String::new(),
-                command: ConsumerCommandWire::Term { stream_seq: 0 },
+                command: ConsumerCommand::Term { stream_seq: 0 },
             }),
             7
         );
         assert_eq!(
-            codec::encode(&ConsumerCommandWire::InProgress {
+            payload::encode(&ConsumerCommand::InProgress {
                 stream_seq: 0,
                 now_nanos: 0
             })[0],

@@ -4,14 +4,15 @@
 //! encoding gets a new version byte (values) or a new layout version (keys).
 //!
 //! Every value starts with a version byte ([`VALUE_V1`]); records are postcard after it,
-//! configs JSON (their serde attributes are tuned for JSON, see `jetstream::codec`).
+//! configs JSON (their serde attributes are tuned for JSON, see `jetstream::payload`).
 
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use super::entry::ConsumerDefinition;
 use crate::consensus::MachineError;
-use crate::jetstream::codec::{ConsumerDefinition, JsonValue};
+use crate::jetstream::payload::JsonValue;
 use crate::jscore::consumer::{ConsumerExport, LastPerSubjectPlan, PendingEntry, SequencePair};
 use crate::jscore::stream::{DedupRecord, StoredMsg, StreamScalars};
 
@@ -173,14 +174,12 @@ pub fn encode_with_capacity<T: Serialize>(record: &T, capacity: usize) -> Bytes 
     Bytes::from(postcard::to_extend(record, value).expect("in-memory encoding"))
 }
 
-pub fn decode<T: DeserializeOwned>(what: &str, value: &[u8]) -> Result<T, MachineError> {
+pub fn decode<T: DeserializeOwned>(what: &'static str, value: &[u8]) -> Result<T, MachineError> {
     match value.split_first() {
         Some((&VALUE_V1, body)) => {
-            postcard::from_bytes(body).map_err(|e| MachineError::Corrupt(format!("{what}: {e}")))
+            postcard::from_bytes(body).map_err(MachineError::undecodable_record(what))
         }
-        _ => Err(MachineError::Corrupt(format!(
-            "{what}: unknown value version"
-        ))),
+        _ => Err(MachineError::UnknownRecordVersion { what }),
     }
 }
 

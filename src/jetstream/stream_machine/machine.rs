@@ -7,7 +7,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::consensus::machine::ApplyPosition;
 use crate::consensus::{Command, GroupMachine, MachineError, MachineTxn, MachineView, Response};
-use crate::jetstream::codec;
 use crate::jsapi::stream_config::StreamConfig;
 use crate::jscore::consumer::{ConsumerState, PendingEntry};
 use crate::jscore::group::{StreamCommand, StreamGroup};
@@ -15,6 +14,7 @@ use crate::jscore::stream::{AppendRequest, DedupRecord, StoredMsg, StreamState};
 
 use super::entry;
 use super::keys::{self, ConsumerConfigV1, ConsumerKey, ConsumerStateV1, DedupEntryV1};
+use super::response::encode_response;
 use super::stage::{self, Before, BlockInfo, Persisted};
 use super::view::{StreamView, StreamViewWriter};
 
@@ -87,8 +87,7 @@ impl GroupMachine for StreamMachine {
         command: &Command,
         txn: &mut MachineTxn<'_>,
     ) -> Result<Response, MachineError> {
-        let command = entry::decode_command(command)
-            .map_err(|e| MachineError::Corrupt(format!("stream command at {at:?}: {e}")))?;
+        let command = entry::decode_command(command).map_err(MachineError::undecodable(at))?;
         let persisted = &mut self.persisted;
         let outcome = self.writer.write(|group| {
             let before = Before::capture(group, &command);
@@ -111,7 +110,7 @@ impl GroupMachine for StreamMachine {
             Ok::<_, MachineError>(outcome)
         })?;
         self.last_applied = at.index;
-        Ok(codec::response(&outcome))
+        Ok(encode_response(&outcome))
     }
 
     fn finish(&mut self, txn: &mut MachineTxn<'_>) -> Result<(), MachineError> {

@@ -1,8 +1,10 @@
 //! A stream group's state machine: `jscore::group::StreamGroup` applied to committed
 //! entries, persisted in the group's sled keys, shared with the front through `StreamView`.
 //!
-//! - `entry.rs`: [`StreamCommandWire`], the Raft-entry form of a `StreamCommand` (appends in a
-//!   raw form of their own, `entry::encode_append`).
+//! - `entry.rs`: the entries' format — command kinds, [`StreamCommandWire`] (the Raft-entry
+//!   form of a `StreamCommand`), appends in a raw form of their own, the mirror policy.
+//! - `response.rs`: the responses' format (a `StreamOutcome` or the API error).
+//! - `tests_formats.rs`: golden bytes of every command and response kind.
 //! - `machine.rs`: [`StreamMachine`], the `consensus::GroupMachine` (apply, finish, load).
 //! - `stage.rs`: which keys an applied command changed, staged into the `MachineTxn`; what is
 //!   batched per apply call (message blocks, pending chunks, state records) is written by
@@ -26,7 +28,7 @@
 //! | `b/` ++ first seq (u64 BE) | 1 ++ a message block: postcard list of (seq, subject, headers, payload, time) |
 //! | `x/` ++ seq (u64 BE) | empty: a tombstone, the message was removed from its block |
 //! | `m/` ++ seq (u64 BE) | layout 1 only: 1 ++ `StoredMsgV1`: subject, headers, payload, time |
-//! | `c/` ++ name len (u32 BE) ++ name ++ `c` | 1 ++ `ConsumerConfigV1`: the config and creation time as JSON (`codec::ConsumerDefinition`) |
+//! | `c/` ++ name len (u32 BE) ++ name ++ `c` | 1 ++ `ConsumerConfigV1`: the config and creation time as JSON (`entry::ConsumerDefinition`) |
 //! | `c/` ++ … ++ `s` | 1 ++ `ConsumerStateV1`: positions, ack floor, exhausted, last-per-subject plan |
 //! | `c/` ++ … ++ `q` ++ chunk (u64 BE) | 1 ++ postcard list of (stream seq, `PendingV1`): the pending entries of stream seqs `chunk << 10 ..= chunk << 10 \| 1023` |
 //! | `c/` ++ … ++ `p` ++ seq (u64 BE) | layout 1 only: 1 ++ `PendingV1`: one delivered, unacknowledged message |
@@ -69,14 +71,17 @@
 pub mod entry;
 mod keys;
 mod machine;
+pub mod response;
 mod stage;
 mod view;
 
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_formats;
+#[cfg(test)]
 mod tests_load;
 
-pub use entry::{ConsumerCommandWire, StreamCommandWire};
+pub use entry::StreamCommandWire;
 pub use machine::StreamMachine;
 pub use view::{StreamView, StreamViewWriter};

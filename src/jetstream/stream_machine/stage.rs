@@ -12,8 +12,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 
+use super::entry::ConsumerDefinition;
 use crate::consensus::{MachineError, MachineTxn};
-use crate::jetstream::codec::{ConsumerDefinition, JsonValue};
+use crate::jetstream::payload::JsonValue;
 use crate::jsapi::stream_config::StreamConfig;
 use crate::jsapi::ApiError;
 use crate::jscore::consumer::{AckOutcome, ConsumerCommand, ConsumerOutcome, ConsumerState};

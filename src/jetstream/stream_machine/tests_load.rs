@@ -5,9 +5,11 @@
 
 use bytes::Bytes;
 
+use super::entry::STREAM_COMMAND_V1;
+use super::response::decode_response;
 use crate::consensus::machine::ApplyPosition;
 use crate::consensus::{Command, GroupMachine, MachineError, MachineTxn, MachineView, StateDb};
-use crate::jetstream::codec;
+use crate::jetstream::payload::{self, META_COMMAND_V1};
 use crate::jsapi::consumer_config::{AckPolicy, ConsumerConfig, DeliverPolicy};
 use crate::jsapi::stream_config::{RetentionPolicy, StorageType, StreamConfig};
 use crate::jscore::consumer::ConsumerCommand;
@@ -74,7 +76,7 @@ impl Harness {
                     position: position as u32,
                 };
                 let response = self.machine.apply(at, command, &mut txn).unwrap();
-                codec::decode_response::<StreamOutcome>(&response).unwrap()
+                decode_response(&response).unwrap()
             })
             .collect();
         self.machine.finish(&mut txn).unwrap();
@@ -549,12 +551,12 @@ fn unknown_or_undecodable_commands_are_corrupt_state() {
         position: 0,
     };
     for command in [
-        Command::new(codec::META_COMMAND_V1, Bytes::new()),
-        Command::new(codec::STREAM_COMMAND_V1, Bytes::from_static(&[200, 1])),
+        Command::new(META_COMMAND_V1, Bytes::new()),
+        Command::new(STREAM_COMMAND_V1, Bytes::from_static(&[200, 1])),
     ] {
         let result = harness.machine.apply(at, &command, &mut txn);
         assert!(
-            matches!(result, Err(MachineError::Corrupt(_))),
+            matches!(result, Err(MachineError::UndecodableCommand { .. })),
             "{result:?}"
         );
     }
@@ -613,7 +615,7 @@ fn consumer_config_records_without_a_creation_time_still_load_in_either_layout()
     // alone. It loads with `created` 0, in layout 2 (blocks, chunks) and layout 1 alike.
     #[derive(serde::Serialize)]
     struct ConfigOnly {
-        config: codec::JsonValue<ConsumerConfig>,
+        config: payload::JsonValue<ConsumerConfig>,
     }
     for layout in [keys::LAYOUT_V2, keys::LAYOUT_V1] {
         let mut harness = Harness::new(StreamConfig::new("S", &["s.>"]));
@@ -637,7 +639,7 @@ fn consumer_config_records_without_a_creation_time_still_load_in_either_layout()
             crate::consensus::state_db::key(9, crate::consensus::state_db::SPACE_DATA, key)
         };
         let old = keys::encode(&ConfigOnly {
-            config: codec::JsonValue(config),
+            config: payload::JsonValue(config),
         });
         let mut batch = sled::Batch::default();
         batch.insert(full(&keys::consumer_config("d")), old.as_ref());

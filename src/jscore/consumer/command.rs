@@ -7,9 +7,13 @@ use super::ack::AckOutcome;
 use super::deliver::Delivery;
 use super::state::ConsumerState;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Serde (postcard, inside a stream entry) encodes the variant index: the variant order is a
+/// log format, append only (pinned in `jetstream/stream_machine/tests_formats.rs`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ConsumerCommand {
     /// Deliver up to `max_messages` (a pull request's batch, or a push consumer's window).
+    /// postcard writes a `usize` as the same varint as a `u64`, so the width of the platform
+    /// that wrote an entry does not matter.
     DeliverNext {
         max_messages: usize,
         now_nanos: i64,

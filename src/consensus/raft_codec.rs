@@ -1,6 +1,8 @@
-//! Versioned binary encodings of everything consensus writes to disk: Raft entries and the vote,
-//! committed and purged log ids in the log engine; the applied log id and membership in sled;
-//! snapshot metadata in snapshot files.
+//! The encoding of openraft's values: everything consensus writes to disk — Raft entries and
+//! the vote, committed and purged log ids in the log engine; the applied log id and membership
+//! in sled; snapshot metadata in snapshot files — and the Raft RPCs and forwarded proposals
+//! the cluster transport carries. (What a group's commands and responses hold is its
+//! machine's business: `jetstream::payload`.)
 //!
 //! Every value is one format-version byte followed by its postcard encoding (serde, compact
 //! varints, stable wire format since postcard 1.0). The version byte is append-only: a new
@@ -15,7 +17,7 @@ pub const FORMAT_V1: u8 = 1;
 
 /// A value read from disk could not be decoded.
 #[derive(Debug, thiserror::Error)]
-pub enum CodecError {
+pub enum RaftCodecError {
     #[error("empty value")]
     Empty,
     #[error("unknown format version {0}")]
@@ -34,11 +36,11 @@ pub fn encode<T: Serialize>(value: &T) -> Bytes {
 }
 
 /// Decode a value written by [`encode`].
-pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
+pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, RaftCodecError> {
     match bytes.split_first() {
-        None => Err(CodecError::Empty),
+        None => Err(RaftCodecError::Empty),
         Some((&FORMAT_V1, rest)) => Ok(postcard::from_bytes(rest)?),
-        Some((&version, _)) => Err(CodecError::UnknownVersion(version)),
+        Some((&version, _)) => Err(RaftCodecError::UnknownVersion(version)),
     }
 }
 
@@ -67,10 +69,10 @@ mod tests {
 
     #[test]
     fn rejects_unknown_version_and_empty() {
-        assert!(matches!(decode::<u64>(&[]), Err(CodecError::Empty)));
+        assert!(matches!(decode::<u64>(&[]), Err(RaftCodecError::Empty)));
         assert!(matches!(
             decode::<u64>(&[9, 1]),
-            Err(CodecError::UnknownVersion(9))
+            Err(RaftCodecError::UnknownVersion(9))
         ));
     }
 }

@@ -1,13 +1,28 @@
-//! Command kinds and the encodings of what JetStream puts into Raft entries and responses.
+//! The payload conventions every JetStream group's commands and responses share: the registry
+//! of command kinds, postcard encoding ([`encode`] / [`decode`], [`PayloadError`]), values
+//! carried as JSON inside postcard ([`JsonValue`]), and the response envelope (an outcome or
+//! the API error, [`response`] / [`decode_response`]). What each group's commands and outcomes
+//! hold lives with its machine: the stream group's in `stream_machine/` (`entry.rs`,
+//! `response.rs`), the meta group's in `meta.rs`.
 //!
-//! A `consensus::Command` is a `kind` plus bytes. Kinds are append-only: never renumber or
-//! reuse one; a new encoding gets a new kind. Payloads are postcard (compact, serde-driven);
-//! enums encode their variant index, so variants of the encoded enums are append-only too.
+//! A `consensus::Command` is a `kind` plus bytes. Kinds are one namespace for all groups (a
+//! command given to the wrong machine fails to decode instead of being misread) and are
+//! append-only: never renumber or reuse one; a new encoding gets a new kind.
 //!
-//! postcard is not self-describing, so types whose serde attributes are tuned for the JSON API
-//! (`skip_serializing_if`, lenient deserializers: `StreamConfig`, `ConsumerConfig`,
-//! `ApiError`) never go into postcard directly: configs travel as their JSON text
-//! ([`JsonValue`]), errors as [`WireError`].
+//! | kind | name | group | payload | defined in |
+//! |---|---|---|---|---|
+//! | 1 | `STREAM_COMMAND_V1` | stream | postcard `StreamCommandWire` | `stream_machine/entry.rs` |
+//! | 2 | [`META_COMMAND_V1`] | meta | postcard `MetaCommand` | here (`meta.rs` has the enum) |
+//! | 3 | `STREAM_APPEND_V1` | stream | raw append fields | `stream_machine/entry.rs` |
+//!
+//! Responses carry no kind: a response answers the command at the same position, and is
+//! postcard `Result<Outcome, WireError>`, `Outcome` being the group's outcome type.
+//!
+//! Payloads are postcard (compact, serde-driven); enums encode their variant index, so
+//! variants of the encoded enums are append-only too. postcard is not self-describing, so
+//! types whose serde attributes are tuned for the JSON API (`skip_serializing_if`, lenient
+//! deserializers: `StreamConfig`, `ConsumerConfig`, `ApiError`) never go into postcard
+//! directly: configs travel as their JSON text ([`JsonValue`]), errors as [`WireError`].
 
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
@@ -16,17 +31,12 @@ use serde::{Deserialize, Serialize};
 use crate::consensus::{Command, Response};
 use crate::jsapi::ApiError;
 
-/// A stream group command (`jscore::group::StreamCommand`), version 1.
-pub const STREAM_COMMAND_V1: u16 = 1;
 /// A meta group command (`meta::MetaCommand`), version 1.
 pub const META_COMMAND_V1: u16 = 2;
-/// A stream group `Append`, as raw fields rather than postcard (the publish hot path; see
-/// `stream_machine::entry::encode_append` for the layout). Same meaning as
-/// `STREAM_COMMAND_V1`'s `Append`.
-pub const STREAM_APPEND_V1: u16 = 3;
 
+/// A command or response payload that did not decode.
 #[derive(Debug, thiserror::Error)]
-pub enum CodecError {
+pub enum PayloadError {
     #[error("unknown command kind {0}")]
     UnknownKind(u16),
     #[error("undecodable payload: {0}")]
@@ -37,7 +47,7 @@ pub fn encode<T: Serialize>(value: &T) -> Bytes {
     Bytes::from(postcard::to_stdvec(value).expect("in-memory encoding cannot fail"))
 }
 
-pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
+pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, PayloadError> {
     Ok(postcard::from_bytes(bytes)?)
 }
 
@@ -46,9 +56,12 @@ pub fn command<T: Serialize>(kind: u16, value: &T) -> Command {
 }
 
 /// Decodes a command of the expected `kind`.
-pub fn decode_command<T: DeserializeOwned>(kind: u16, command: &Command) -> Result<T, CodecError> {
+pub fn decode_command<T: DeserializeOwned>(
+    kind: u16,
+    command: &Command,
+) -> Result<T, PayloadError> {
     if command.kind != kind {
-        return Err(CodecError::UnknownKind(command.kind));
+        return Err(PayloadError::UnknownKind(command.kind));
     }
     decode(&command.payload)
 }
@@ -79,18 +92,6 @@ impl From<WireError> for ApiError {
             description: error.description,
         }
     }
-}
-
-/// A consumer's config with the time it was created, as JSON: the config's own fields plus
-/// `jetraft_created` (nanoseconds; absent, so 0, in entries and records written before it
-/// was kept). Used by the `UpsertConsumer` command and the consumer's config record, so the
-/// JSON stays readable by either version.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ConsumerDefinition {
-    #[serde(flatten)]
-    pub config: crate::jsapi::ConsumerConfig,
-    #[serde(rename = "jetraft_created", default)]
-    pub created_nanos: i64,
 }
 
 /// A value carried as its JSON text inside a postcard payload (see the module doc).
@@ -140,7 +141,7 @@ pub fn response<T: Serialize>(outcome: &Result<T, ApiError>) -> Response {
 
 pub fn decode_response<T: DeserializeOwned>(
     response: &Response,
-) -> Result<Result<T, ApiError>, CodecError> {
+) -> Result<Result<T, ApiError>, PayloadError> {
     let wire: Result<T, WireError> = decode(&response.payload)?;
     Ok(wire.map_err(ApiError::from))
 }
