@@ -12,16 +12,32 @@ pub mod jetstream;
 
 pub mod proxy;
 
+pub mod fixture;
+
+pub mod process_fixture;
+
 use std::future::Future;
 use std::time::Duration;
 
 use jetraft::config::Config;
 use jetraft::server::{RunningServer, Server};
+use jetraft::store::log::LogOptions;
+
+/// A node started in-process. Named here once: the node's type is moving
+/// (`jetraft::server` -> `jetraft::node`), and the tests name it only through this alias.
+pub type RunningNode = RunningServer;
 
 pub const WAIT: Duration = Duration::from_secs(10);
 
 pub async fn start(config: Config) -> RunningServer {
     Server::start(config).await.expect("server starts")
+}
+
+/// [`start`] with explicit write-ahead-log options (storage fault injection).
+pub async fn start_with_log_options(config: Config, options: LogOptions) -> RunningNode {
+    Server::start_with_log_options(config, options)
+        .await
+        .expect("server starts")
 }
 
 pub async fn start_default() -> RunningServer {
