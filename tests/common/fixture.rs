@@ -278,6 +278,17 @@ impl JsFixture {
         .await;
     }
 
+    /// Waits until every node's router delivers `subject` somewhere: a subscription made on
+    /// one node is known on all (what the server publishes from any node reaches it).
+    pub async fn wait_until_known_everywhere(&self, subject: &str) {
+        let subject = Bytes::copy_from_slice(subject.as_bytes());
+        wait_until("interest to reach every node", || {
+            self.running()
+                .all(|node| !node.shared().router.matches(&subject).is_empty())
+        })
+        .await;
+    }
+
     /// Sample subjects stream `name` receives: one per subject filter, and one ack subject.
     async fn node_subjects_of(&self, name: &str) -> Vec<Bytes> {
         let mut assignment = None;
