@@ -18,7 +18,8 @@
 //! scenario's API calls, publishes and acks cross the cluster's forwarding paths as well as
 //! the leader's own.
 //!
-//! Everything that names `jetraft::server` (which is moving) stays in this file.
+//! Everything that names `jetraft::server` (which is moving to `jetraft::node`) stays in
+//! `tests/common`: here and in `mod.rs` (`RunningNode`, `start_with_log_options`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
