@@ -2,27 +2,43 @@
 //! ephemeral with a generated name), info numbers, pull fetches and batches with acks,
 //! double acks, NAK and ack-wait redelivery, no_wait and expiry, names/list/delete,
 //! inactive ephemerals, push delivery with idle heartbeats, and leader stepdown refused
-//! without a cluster.
+//! without a cluster. Every scenario but the last runs on one node (R1) and on a three-node
+//! cluster with three replicas (R3), see `common::fixture`.
 
 mod common;
 
 use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer, stream, AckKind};
+use common::fixture::{on_r1_and_r3, JsFixture, Topology};
+use common::jetstream::pull_until_waiting;
 use common::within;
 use futures::StreamExt;
 
-async fn orders(js: &jetstream::Context, messages: u64) -> stream::Stream {
-    let stream = within(
-        "stream create",
-        js.get_or_create_stream(stream::Config {
-            name: "ORDERS".into(),
-            subjects: vec!["orders.*".into()],
-            ..Default::default()
-        }),
-    )
-    .await
-    .unwrap();
+on_r1_and_r3!(
+    create_info_and_idempotence,
+    fetch_ack_and_double_ack,
+    waiting_batch_gets_new_messages_and_expires,
+    nak_and_ack_wait_redeliver,
+    names_list_delete_and_ephemerals,
+    push_consumer_delivers_with_heartbeats,
+    pull_statuses_on_the_wire,
+    consume_many_with_heartbeats,
+    pull_statuses_as_nats_server_sends_them,
+    shutdown_ends_waiting_pull_requests,
+);
+
+async fn orders(fx: &JsFixture, js: &jetstream::Context, messages: u64) -> stream::Stream {
+    let stream = fx
+        .get_or_create_stream(
+            js,
+            stream::Config {
+                name: "ORDERS".into(),
+                subjects: vec!["orders.*".into()],
+                ..Default::default()
+            },
+        )
+        .await;
     for i in 1..=messages {
         js.publish(format!("orders.{}", i % 3), format!("order {i}").into())
             .await
@@ -41,11 +57,9 @@ fn durable(name: &str) -> consumer::pull::Config {
     }
 }
 
-#[tokio::test]
-async fn create_info_and_idempotence() {
-    let (server, _dir) = common::start_jetstream().await;
-    let js = jetstream::new(common::connect(&server).await);
-    let stream = orders(&js, 4).await;
+async fn create_info_and_idempotence(fx: JsFixture) {
+    let js = fx.js().await;
+    let stream = orders(&fx, &js, 4).await;
 
     let mut consumer = stream.create_consumer(durable("proc")).await.unwrap();
     let info = consumer.info().await.unwrap().clone();
@@ -82,11 +96,9 @@ async fn create_info_and_idempotence() {
     assert!(err.to_string().contains("stream not found"), "{err}");
 }
 
-#[tokio::test]
-async fn fetch_ack_and_double_ack() {
-    let (server, _dir) = common::start_jetstream().await;
-    let js = jetstream::new(common::connect(&server).await);
-    let stream = orders(&js, 5).await;
+async fn fetch_ack_and_double_ack(fx: JsFixture) {
+    let js = fx.js().await;
+    let stream = orders(&fx, &js, 5).await;
     let consumer = stream.create_consumer(durable("proc")).await.unwrap();
 
     let mut batch = consumer.fetch().max_messages(3).messages().await.unwrap();
@@ -122,11 +134,9 @@ async fn fetch_ack_and_double_ack() {
     assert!(within("empty fetch", empty.next()).await.is_none());
 }
 
-#[tokio::test]
-async fn waiting_batch_gets_new_messages_and_expires() {
-    let (server, _dir) = common::start_jetstream().await;
-    let js = jetstream::new(common::connect(&server).await);
-    let stream = orders(&js, 0).await;
+async fn waiting_batch_gets_new_messages_and_expires(fx: JsFixture) {
+    let js = fx.js().await;
+    let stream = orders(&fx, &js, 0).await;
     let consumer = stream.create_consumer(durable("proc")).await.unwrap();
 
     let mut batch = consumer
@@ -160,11 +170,9 @@ async fn waiting_batch_gets_new_messages_and_expires() {
     assert!(started.elapsed() >= Duration::from_millis(250));
 }
 
-#[tokio::test]
-async fn nak_and_ack_wait_redeliver() {
-    let (server, _dir) = common::start_jetstream().await;
-    let js = jetstream::new(common::connect(&server).await);
-    let stream = orders(&js, 1).await;
+async fn nak_and_ack_wait_redeliver(fx: JsFixture) {
+    let js = fx.js().await;
+    let stream = orders(&fx, &js, 1).await;
     let mut config = durable("proc");
     config.ack_wait = Duration::from_millis(500);
     let consumer = stream.create_consumer(config).await.unwrap();
@@ -195,11 +203,9 @@ async fn nak_and_ack_wait_redeliver() {
     assert_eq!(info.ack_floor.stream_sequence, 1);
 }
 
-#[tokio::test]
-async fn names_list_delete_and_ephemerals() {
-    let (server, _dir) = common::start_jetstream().await;
-    let js = jetstream::new(common::connect(&server).await);
-    let stream = orders(&js, 2).await;
+async fn names_list_delete_and_ephemerals(fx: JsFixture) {
+    let js = fx.js().await;
+    let stream = orders(&fx, &js, 2).await;
     for name in ["b", "a"] {
         stream.create_consumer(durable(name)).await.unwrap();
     }
@@ -237,12 +243,10 @@ async fn names_list_delete_and_ephemerals() {
     .await;
 }
 
-#[tokio::test]
-async fn push_consumer_delivers_with_heartbeats() {
-    let (server, _dir) = common::start_jetstream().await;
-    let client = common::connect(&server).await;
+async fn push_consumer_delivers_with_heartbeats(fx: JsFixture) {
+    let client = fx.client().await;
     let js = jetstream::new(client.clone());
-    let stream = orders(&js, 3).await;
+    let stream = orders(&fx, &js, 3).await;
     let deliver = client.new_inbox();
     let push = stream
         .create_consumer(consumer::push::Config {
@@ -288,12 +292,10 @@ async fn push_consumer_delivers_with_heartbeats() {
     assert_eq!(info.ack_floor.stream_sequence, 4);
 }
 
-#[tokio::test]
-async fn pull_statuses_on_the_wire() {
-    let (server, _dir) = common::start_jetstream().await;
-    let client = common::connect(&server).await;
+async fn pull_statuses_on_the_wire(fx: JsFixture) {
+    let client = fx.client().await;
     let js = jetstream::new(client.clone());
-    let stream = orders(&js, 0).await;
+    let stream = orders(&fx, &js, 0).await;
     let mut config = durable("proc");
     config.max_waiting = 1;
     stream.create_consumer(config).await.unwrap();
@@ -344,11 +346,9 @@ async fn pull_statuses_on_the_wire() {
     assert_eq!(reply.status.map(|s| s.as_u16()), Some(503));
 }
 
-#[tokio::test]
-async fn consume_many_with_heartbeats() {
-    let (server, _dir) = common::start_jetstream().await;
-    let js = jetstream::new(common::connect(&server).await);
-    let stream = orders(&js, 0).await;
+async fn consume_many_with_heartbeats(fx: JsFixture) {
+    let js = fx.js().await;
+    let stream = orders(&fx, &js, 0).await;
     let publishes: Vec<_> = futures::future::join_all(
         (0..2000).map(|i| js.publish(format!("orders.{}", i % 3), "x".into())),
     )
@@ -390,12 +390,10 @@ async fn consume_many_with_heartbeats() {
 /// `408 Requests Pending` for a `no_wait` request the waiting ones already cover, idle
 /// heartbeats then `408 Request Timeout` with what was still wanted, and no `409 Exceeded
 /// MaxWaiting` for a request that asked for heartbeats.
-#[tokio::test]
-async fn pull_statuses_as_nats_server_sends_them() {
-    let (server, _dir) = common::start_jetstream().await;
-    let client = common::connect(&server).await;
+async fn pull_statuses_as_nats_server_sends_them(fx: JsFixture) {
+    let client = fx.client().await;
     let js = jetstream::new(client.clone());
-    let stream = orders(&js, 3).await;
+    let stream = orders(&fx, &js, 3).await;
     let inbox = client.new_inbox();
     let mut replies = client.subscribe(inbox.clone()).await.unwrap();
     let pull = |consumer: &str, body: &'static str| {
@@ -464,7 +462,9 @@ async fn pull_statuses_as_nats_server_sends_them() {
         .unwrap()
         .status
         .is_none());
-    pull("d", r#"{"batch":10,"expires":5000000000}"#).await;
+    // Waiting first: the two requests are not ordered once handled on different workers.
+    let waiting = r#"{"batch":10,"expires":5000000000}"#;
+    pull_until_waiting(&client, &stream, "d", inbox.clone(), waiting, 1).await;
     pull("d", r#"{"batch":1,"no_wait":true}"#).await;
     let reply = within("requests pending", replies.next()).await.unwrap();
     assert_eq!(
@@ -499,7 +499,8 @@ async fn pull_statuses_as_nats_server_sends_them() {
     one.deliver_policy = consumer::DeliverPolicy::New;
     one.max_waiting = 1;
     stream.create_consumer(one).await.unwrap();
-    pull("f", r#"{"batch":1,"expires":3000000000}"#).await;
+    let waiting = r#"{"batch":1,"expires":3000000000}"#;
+    pull_until_waiting(&client, &stream, "f", inbox.clone(), waiting, 1).await;
     pull(
         "f",
         r#"{"batch":1,"expires":3000000000,"idle_heartbeat":1000000000}"#,
@@ -523,31 +524,18 @@ async fn pull_statuses_as_nats_server_sends_them() {
 }
 
 /// A server that stops tells waiting pull requests why (`409 Server Shutdown` with the
-/// pending headers) before it closes their connection.
-#[tokio::test]
-async fn shutdown_ends_waiting_pull_requests() {
-    let (server, _dir) = common::start_jetstream().await;
-    let client = common::connect(&server).await;
+/// pending headers) before it closes their connection. On R3 the server that stops is the
+/// stream's leader, where the request waits; the client may be on another node.
+async fn shutdown_ends_waiting_pull_requests(mut fx: JsFixture) {
+    let client = fx.client().await;
     let js = jetstream::new(client.clone());
-    let stream = orders(&js, 0).await;
+    let stream = orders(&fx, &js, 0).await;
     stream.create_consumer(durable("proc")).await.unwrap();
     let inbox = client.new_inbox();
     let mut replies = client.subscribe(inbox.clone()).await.unwrap();
-    client
-        .publish_with_reply(
-            "$JS.API.CONSUMER.MSG.NEXT.ORDERS.proc",
-            inbox,
-            r#"{"batch":7,"expires":30000000000}"#.into(),
-        )
-        .await
-        .unwrap();
-    within("request waiting", async {
-        while stream.consumer_info("proc").await.unwrap().num_waiting != 1 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await;
-    server.shutdown().await;
+    let body = r#"{"batch":7,"expires":30000000000}"#;
+    pull_until_waiting(&client, &stream, "proc", inbox, body, 1).await;
+    fx.stop_leader_of("ORDERS").await;
     let reply = within("server shutdown", replies.next()).await.unwrap();
     assert_eq!(reply.status.map(|s| s.as_u16()), Some(409));
     assert_eq!(reply.description.as_deref(), Some("Server Shutdown"));
@@ -556,12 +544,13 @@ async fn shutdown_ends_waiting_pull_requests() {
     assert_eq!(pending.get("Nats-Pending-Bytes").unwrap().as_str(), "0");
 }
 
-#[tokio::test]
+/// R1 only: the answer of a standalone server (a cluster steps down, `cluster_stepdown.rs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_stepdown_needs_a_cluster() {
-    let (server, _dir) = common::start_jetstream().await;
-    let client = common::connect(&server).await;
+    let fx = JsFixture::start(Topology::R1).await;
+    let client = fx.client().await;
     let js = jetstream::new(client.clone());
-    let stream = orders(&js, 1).await;
+    let stream = orders(&fx, &js, 1).await;
     stream.create_consumer(durable("proc")).await.unwrap();
     // As a standalone nats-server: 10010 before looking at the stream or consumer, for the
     // consumer's and the stream's stepdown.
@@ -592,5 +581,5 @@ async fn leader_stepdown_needs_a_cluster() {
             "{subject}"
         );
     }
-    server.shutdown().await;
+    fx.shutdown().await;
 }

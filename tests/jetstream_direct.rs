@@ -1,6 +1,8 @@
 //! `$JS.API.DIRECT.GET`: async-nats's direct gets and key-value store (which reads through
 //! direct get when the bucket's stream has `allow_direct`), and the raw replies — headers,
-//! statuses, batches with their EOB, `multi_last` — as nats-server sends them.
+//! statuses, batches with their EOB, `multi_last` — as nats-server sends them. Every
+//! scenario runs on one node (R1) and on a three-node cluster with three replicas (R3), see
+//! `common::fixture`.
 
 mod common;
 
@@ -9,8 +11,15 @@ use std::time::Duration;
 use async_nats::jetstream::{self, kv, stream};
 use async_nats::{HeaderMap, Message, StatusCode};
 use bytes::Bytes;
+use common::fixture::{on_r1_and_r3, JsFixture};
 use common::within;
 use futures::StreamExt;
+
+on_r1_and_r3!(
+    key_value_reads_through_direct_get,
+    direct_get_replies_as_nats_server,
+    without_allow_direct_nobody_answers,
+);
 
 fn header<'a>(msg: &'a Message, name: &str) -> &'a str {
     // By name as sent: async-nats keys its well-known headers apart from plain strings.
@@ -47,18 +56,18 @@ async fn direct(client: &async_nats::Client, subject: &str, body: &str) -> Vec<M
     }
 }
 
-#[tokio::test]
-async fn key_value_reads_through_direct_get() {
-    let (server, _dir) = common::start_jetstream().await;
-    let js = jetstream::new(common::connect(&server).await);
-    let store = js
-        .create_key_value(kv::Config {
-            bucket: "CFG".into(),
-            history: 5,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+async fn key_value_reads_through_direct_get(fx: JsFixture) {
+    let js = fx.js().await;
+    let store = fx
+        .create_key_value(
+            &js,
+            kv::Config {
+                bucket: "CFG".into(),
+                history: 5,
+                ..Default::default()
+            },
+        )
+        .await;
     let info = js
         .get_stream("KV_CFG")
         .await
@@ -92,20 +101,20 @@ async fn key_value_reads_through_direct_get() {
     assert_eq!(store.get("a").await.unwrap(), Some(Bytes::from("4")));
 }
 
-#[tokio::test]
-async fn direct_get_replies_as_nats_server() {
-    let (server, _dir) = common::start_jetstream().await;
-    let client = common::connect(&server).await;
+async fn direct_get_replies_as_nats_server(fx: JsFixture) {
+    let client = fx.client().await;
     let js = jetstream::new(client.clone());
-    let stream = js
-        .create_stream(stream::Config {
-            name: "D".into(),
-            subjects: vec!["d.>".into()],
-            allow_direct: true,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let stream = fx
+        .create_stream(
+            &js,
+            stream::Config {
+                name: "D".into(),
+                subjects: vec!["d.>".into()],
+                allow_direct: true,
+                ..Default::default()
+            },
+        )
+        .await;
     for (subject, body) in [("d.a", "a1"), ("d.b", "b1"), ("d.a", "a2"), ("d.c", "c1")] {
         js.publish(subject, body.into())
             .await
@@ -241,18 +250,18 @@ async fn direct_get_replies_as_nats_server() {
     assert_eq!(none[0].description.as_deref(), Some("No Results"));
 }
 
-#[tokio::test]
-async fn without_allow_direct_nobody_answers() {
-    let (server, _dir) = common::start_jetstream().await;
-    let client = common::connect(&server).await;
+async fn without_allow_direct_nobody_answers(fx: JsFixture) {
+    let client = fx.client().await;
     let js = jetstream::new(client.clone());
-    js.create_stream(stream::Config {
-        name: "P".into(),
-        subjects: vec!["p.>".into()],
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    fx.create_stream(
+        &js,
+        stream::Config {
+            name: "P".into(),
+            subjects: vec!["p.>".into()],
+            ..Default::default()
+        },
+    )
+    .await;
     js.publish("p.1", "x".into()).await.unwrap().await.unwrap();
     for subject in ["$JS.API.DIRECT.GET.P", "$JS.API.DIRECT.GET.NOPE"] {
         let outcome = tokio::time::timeout(

@@ -4,6 +4,9 @@
 //! restarts the group by itself — nothing acknowledged is lost and waiting pull requests
 //! are told `409 Leadership Change`. The meta group is supervised the same way: after a
 //! failed meta write, stream create and delete work again without a restart.
+//!
+//! R1 only: the faults are injected through the in-process node's `LogOptions` and by
+//! editing its WAL between runs; the cluster's storage faults are `cluster_*.rs`'s.
 
 mod common;
 
@@ -11,10 +14,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer, stream};
-use common::within;
+use common::jetstream::pull_until_waiting;
+use common::{within, RunningNode};
 use futures::StreamExt;
 use jetraft::config::Config;
-use jetraft::node::{Node, RunningNode};
 use jetraft::store::log::{FaultInjector, LogOptions};
 use serde_json::Value;
 
@@ -26,9 +29,7 @@ fn config(dir: &std::path::Path) -> Config {
 }
 
 async fn start(dir: &std::path::Path, options: LogOptions) -> RunningNode {
-    Node::start_with_log_options(config(dir), options)
-        .await
-        .expect("server starts")
+    common::start_with_log_options(config(dir), options).await
 }
 
 /// A server whose WAL writes go through a fault injector the test controls.
@@ -184,20 +185,8 @@ async fn failed_log_write_recovers_without_a_restart() {
         .unwrap();
     let inbox = client.new_inbox();
     let mut pulls = client.subscribe(inbox.clone()).await.unwrap();
-    client
-        .publish_with_reply(
-            "$JS.API.CONSUMER.MSG.NEXT.ORDERS.proc",
-            inbox,
-            r#"{"batch":1,"expires":30000000000}"#.into(),
-        )
-        .await
-        .unwrap();
-    within("request waiting", async {
-        while stream.consumer_info("proc").await.unwrap().num_waiting != 1 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await;
+    let body = r#"{"batch":1,"expires":30000000000}"#;
+    pull_until_waiting(&client, &stream, "proc", inbox, body, 1).await;
 
     // The disk is full for the next write: that publish gets an error, not a PubAck.
     fault.fail_next_write_after(0);

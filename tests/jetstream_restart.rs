@@ -1,55 +1,46 @@
-//! `kill -9` of a real jetraft process: every acknowledged message, the stream's sequence, the
-//! consumer's ack floor and both creation times survive the restart, and the node goes on from
-//! where it was.
+//! `kill -9` of real jetraft processes: every acknowledged message, the stream's sequence, the
+//! consumer's ack floor and both creation times survive the restart, and the nodes go on from
+//! where they were; memory streams restart empty. Each scenario runs on one node (R1) and on
+//! a three-node cluster with three replicas, restarted whole (R3).
 
 mod common;
 
 use async_nats::jetstream::{self, consumer::pull, stream};
-use common::process::JetraftProcess;
+use common::fixture::{on_r1_and_r3, JsFixture, Topology};
+use common::jetstream::publish_acked;
+use common::process_fixture::ProcessFixture;
 use common::within;
 use futures::StreamExt;
 
-/// Publishes `payload` to `subject` and waits for its PubAck; returns the stream sequence.
-async fn publish_acked(
-    js: &jetstream::Context,
-    subject: &'static str,
-    payload: &'static str,
-) -> u64 {
-    js.publish(subject, payload.into())
-        .await
-        .unwrap()
-        .await
-        .unwrap()
-        .sequence
+on_r1_and_r3!(memory_streams_skip_fsync_and_restart_empty);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_loses_nothing_acknowledged_r1() {
+    kill_9_loses_nothing_acknowledged(ProcessFixture::start(Topology::R1)).await;
 }
 
-fn start(store: &std::path::Path) -> (JetraftProcess, String) {
-    let mut node = JetraftProcess::spawn(&[
-        "-a",
-        "127.0.0.1",
-        "-p",
-        "0",
-        "-js",
-        "-sd",
-        store.to_str().unwrap(),
-    ]);
-    let url = format!("nats://{}", node.client_addr());
-    (node, url)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_loses_nothing_acknowledged_r3() {
+    let fixture = tokio::task::block_in_place(|| ProcessFixture::start(Topology::R3));
+    kill_9_loses_nothing_acknowledged(fixture).await;
 }
 
-#[tokio::test]
-async fn kill_9_loses_nothing_acknowledged() {
-    let dir = tempfile::tempdir().unwrap();
-    let (node, url) = start(dir.path());
-    let js = jetstream::new(async_nats::connect(&url).await.unwrap());
-    let stream = js
-        .create_stream(stream::Config {
+async fn kill_9_loses_nothing_acknowledged(mut fx: ProcessFixture) {
+    let js = fx.js().await;
+    within(
+        "stream create",
+        js.create_stream(fx.replicated(stream::Config {
             name: "ORDERS".into(),
             subjects: vec!["orders.*".into()],
             ..Default::default()
-        })
-        .await
-        .unwrap();
+        })),
+    )
+    .await
+    .unwrap();
+    // Publishes, pulls and acks go through the leader's node: a process cannot be asked
+    // whether the leader's interest reached the others yet.
+    let js = fx.js_at_leader_of("ORDERS").await;
+    let stream = js.get_stream("ORDERS").await.unwrap();
     let consumer = stream
         .create_consumer(pull::Config {
             durable_name: Some("order-processor".into()),
@@ -84,10 +75,9 @@ async fn kill_9_loses_nothing_acknowledged() {
         consumed += 1;
     }
     assert_eq!(consumed, 200);
-    drop(node); // SIGKILL: no shutdown, no flush
+    fx.kill_all_and_restart();
 
-    let (_node, url) = start(dir.path());
-    let js = jetstream::new(async_nats::connect(&url).await.unwrap());
+    let js = fx.js_at_leader_of("ORDERS").await;
     let mut stream = js.get_stream("ORDERS").await.unwrap();
     let info = stream.info().await.unwrap();
     assert_eq!(info.created, stream_created, "stream created survives");
@@ -112,29 +102,28 @@ async fn kill_9_loses_nothing_acknowledged() {
         .unwrap();
     assert_eq!(&first.payload[..], b"order 200");
     first.double_ack().await.unwrap();
-    assert_eq!(publish_acked(&js, "orders.new", "after").await, 501);
+    assert_eq!(
+        publish_acked(&js, "orders.new", "after").await.sequence,
+        501
+    );
 }
 
 /// `storage: memory` as a clustered nats-server: PubAcks do not wait for an fsync (the node's WAL is not
 /// touched), and after a restart the stream is there (its definition is kept) but empty,
 /// without its consumers; a file stream next to it keeps everything.
-#[tokio::test]
-async fn memory_streams_skip_fsync_and_restart_empty() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = jetraft::config::Config::loopback();
-    config.jetstream = true;
-    config.store_dir = dir.path().to_path_buf();
-    let server = common::start(config.clone()).await;
-    let js = jetstream::new(common::connect(&server).await);
-    let memory = js
-        .create_stream(stream::Config {
-            name: "FAST".into(),
-            subjects: vec!["fast.>".into()],
-            storage: stream::StorageType::Memory,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+async fn memory_streams_skip_fsync_and_restart_empty(mut fx: JsFixture) {
+    let js = fx.js().await;
+    let memory = fx
+        .create_stream(
+            &js,
+            stream::Config {
+                name: "FAST".into(),
+                subjects: vec!["fast.>".into()],
+                storage: stream::StorageType::Memory,
+                ..Default::default()
+            },
+        )
+        .await;
     memory
         .create_consumer(pull::Config {
             durable_name: Some("reader".into()),
@@ -142,31 +131,33 @@ async fn memory_streams_skip_fsync_and_restart_empty() {
         })
         .await
         .unwrap();
-    js.create_stream(stream::Config {
-        name: "KEPT".into(),
-        subjects: vec!["kept.>".into()],
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    fx.create_stream(
+        &js,
+        stream::Config {
+            name: "KEPT".into(),
+            subjects: vec!["kept.>".into()],
+            ..Default::default()
+        },
+    )
+    .await;
     // A PubAck of the file stream means its entry is fsynced, and the WAL syncs in order, so
     // the writes behind the creates (the new groups' votes and first entries) are durable too:
-    // nothing of theirs is left to be counted during the memory publishes.
+    // nothing of theirs is left to be counted during the memory publishes. On R3 the PubAck
+    // needs only a quorum: the last replica may still be writing until it holds the entry.
     publish_acked(&js, "kept.x", "k").await;
-    let fsyncs = || server.jetstream().unwrap().log_stats().fsyncs;
-    let before = fsyncs();
+    fx.wait_until_replicas_hold("KEPT", 1).await;
+    let before = fx.wal_fsyncs();
     for i in 1..=50u64 {
-        assert_eq!(publish_acked(&js, "fast.x", "m").await, i);
+        assert_eq!(publish_acked(&js, "fast.x", "m").await.sequence, i);
     }
-    assert_eq!(fsyncs(), before, "memory publishes fsync nothing");
+    assert_eq!(fx.wal_fsyncs(), before, "memory publishes fsync nothing");
     publish_acked(&js, "kept.x", "k").await;
-    assert!(fsyncs() > before, "a file publish is fsynced");
+    assert!(fx.wal_fsyncs() > before, "a file publish is fsynced");
     let mut memory = js.get_stream("FAST").await.unwrap();
     assert_eq!(memory.info().await.unwrap().state.messages, 50);
-    server.shutdown().await;
+    fx.restart().await;
 
-    let server = common::start(config).await;
-    let js = jetstream::new(common::connect(&server).await);
+    let js = fx.js().await;
     let mut memory = js.get_stream("FAST").await.unwrap();
     let info = memory.info().await.unwrap();
     assert_eq!(info.config.storage, stream::StorageType::Memory);
@@ -174,6 +165,6 @@ async fn memory_streams_skip_fsync_and_restart_empty() {
     assert_eq!(info.state.consumer_count, 0);
     let mut kept = js.get_stream("KEPT").await.unwrap();
     assert_eq!(kept.info().await.unwrap().state.messages, 2);
-    assert_eq!(publish_acked(&js, "fast.x", "again").await, 1);
-    server.shutdown().await;
+    assert_eq!(publish_acked(&js, "fast.x", "again").await.sequence, 1);
+    fx.shutdown().await;
 }

@@ -1,12 +1,23 @@
 //! JetStream streams through async-nats's JetStream API: create (idempotent, conflicting),
 //! info, publish with PubAcks, dedup, expected-* headers, limits, purge, message get and
-//! delete, names and list, delete, and account info.
+//! delete, names and list, delete, and account info. Every scenario runs on one node (R1)
+//! and on a three-node cluster with three replicas (R3), see `common::fixture`.
 
 mod common;
 
-use async_nats::jetstream::{self, context::Publish, stream};
+use async_nats::jetstream::{context::Publish, stream};
+use common::fixture::{on_r1_and_r3, JsFixture};
+use common::jetstream::publish_acked;
 use common::within;
-use jetraft::config::Config;
+
+on_r1_and_r3!(
+    create_publish_and_info,
+    dedup_and_expected_headers,
+    limits_discard_old_and_new,
+    purge_get_delete_names_list_and_delete_stream,
+    streams_and_messages_survive_a_restart,
+    max_age_expires_messages_over_time,
+);
 
 fn orders() -> stream::Config {
     stream::Config {
@@ -16,13 +27,10 @@ fn orders() -> stream::Config {
     }
 }
 
-#[tokio::test]
-async fn create_publish_and_info() {
-    let (server, _dir) = common::start_jetstream().await;
-    let client = common::connect(&server).await;
-    let js = jetstream::new(client);
+async fn create_publish_and_info(fx: JsFixture) {
+    let js = fx.js().await;
 
-    let mut stream = within("create", js.create_stream(orders())).await.unwrap();
+    let mut stream = fx.create_stream(&js, orders()).await;
     let info = stream.info().await.unwrap();
     assert_eq!(info.config.name, "ORDERS");
     assert_eq!(info.state.messages, 0);
@@ -46,22 +54,20 @@ async fn create_publish_and_info() {
     assert!(info.state.bytes > 0);
 
     // Same config again is fine; a different one is refused with 10058.
-    js.create_stream(orders()).await.unwrap();
-    let mut different = orders();
+    js.create_stream(fx.replicated(orders())).await.unwrap();
+    let mut different = fx.replicated(orders());
     different.subjects = vec!["other.*".into()];
     let err = js.create_stream(different).await.unwrap_err();
     assert!(err.to_string().contains("10058"), "{err}");
 
     let account = js.query_account().await.unwrap();
     assert_eq!(account.streams, 1);
-    server.shutdown().await;
+    fx.shutdown().await;
 }
 
-#[tokio::test]
-async fn dedup_and_expected_headers() {
-    let (server, _dir) = common::start_jetstream().await;
-    let js = jetstream::new(common::connect(&server).await);
-    js.create_stream(orders()).await.unwrap();
+async fn dedup_and_expected_headers(fx: JsFixture) {
+    let js = fx.js().await;
+    fx.create_stream(&js, orders()).await;
 
     let first = js
         .send_publish(
@@ -122,21 +128,21 @@ async fn dedup_and_expected_headers() {
         .await
         .unwrap();
     assert_eq!(right.sequence, 2);
-    server.shutdown().await;
+    fx.shutdown().await;
 }
 
-#[tokio::test]
-async fn limits_discard_old_and_new() {
-    let (server, _dir) = common::start_jetstream().await;
-    let js = jetstream::new(common::connect(&server).await);
-    js.create_stream(stream::Config {
-        name: "OLD".into(),
-        subjects: vec!["old.>".into()],
-        max_messages: 3,
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+async fn limits_discard_old_and_new(fx: JsFixture) {
+    let js = fx.js().await;
+    fx.create_stream(
+        &js,
+        stream::Config {
+            name: "OLD".into(),
+            subjects: vec!["old.>".into()],
+            max_messages: 3,
+            ..Default::default()
+        },
+    )
+    .await;
     for i in 0..5 {
         js.publish("old.x", format!("{i}").into())
             .await
@@ -149,15 +155,17 @@ async fn limits_discard_old_and_new() {
     assert_eq!(info.state.messages, 3);
     assert_eq!(info.state.first_sequence, 3);
 
-    js.create_stream(stream::Config {
-        name: "NEW".into(),
-        subjects: vec!["new.>".into()],
-        max_bytes: 200,
-        discard: stream::DiscardPolicy::New,
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    fx.create_stream(
+        &js,
+        stream::Config {
+            name: "NEW".into(),
+            subjects: vec!["new.>".into()],
+            max_bytes: 200,
+            discard: stream::DiscardPolicy::New,
+            ..Default::default()
+        },
+    )
+    .await;
     let mut refused = None;
     for i in 0..20 {
         match js
@@ -179,14 +187,12 @@ async fn limits_discard_old_and_new() {
         err.contains("10047") || err.contains("maximum bytes"),
         "{err}"
     );
-    server.shutdown().await;
+    fx.shutdown().await;
 }
 
-#[tokio::test]
-async fn purge_get_delete_names_list_and_delete_stream() {
-    let (server, _dir) = common::start_jetstream().await;
-    let js = jetstream::new(common::connect(&server).await);
-    let mut stream = js.create_stream(orders()).await.unwrap();
+async fn purge_get_delete_names_list_and_delete_stream(fx: JsFixture) {
+    let js = fx.js().await;
+    let mut stream = fx.create_stream(&js, orders()).await;
     for subject in ["orders.a", "orders.b", "orders.a", "orders.c"] {
         js.publish(subject, subject.into())
             .await
@@ -216,13 +222,15 @@ async fn purge_get_delete_names_list_and_delete_stream() {
     assert_eq!(purged.purged, 2);
     assert_eq!(stream.info().await.unwrap().state.messages, 1);
 
-    js.create_stream(stream::Config {
-        name: "OTHER".into(),
-        subjects: vec!["other.>".into()],
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    fx.create_stream(
+        &js,
+        stream::Config {
+            name: "OTHER".into(),
+            subjects: vec!["other.>".into()],
+            ..Default::default()
+        },
+    )
+    .await;
     use futures::TryStreamExt;
     let mut names: Vec<String> = js.stream_names().try_collect().await.unwrap();
     names.sort();
@@ -234,47 +242,37 @@ async fn purge_get_delete_names_list_and_delete_stream() {
     let err = js.get_stream("OTHER").await.unwrap_err();
     assert!(err.to_string().contains("not found"), "{err}");
     let overlap = js
-        .create_stream(stream::Config {
+        .create_stream(fx.replicated(stream::Config {
             name: "CLASH".into(),
             subjects: vec!["orders.>".into()],
             ..Default::default()
-        })
+        }))
         .await
         .unwrap_err();
     assert!(overlap.to_string().contains("10065"), "{overlap}");
-    server.shutdown().await;
+    fx.shutdown().await;
 }
 
-#[tokio::test]
-async fn streams_and_messages_survive_a_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = Config::loopback();
-    config.jetstream = true;
-    config.store_dir = dir.path().to_path_buf();
-
-    let server = common::start(config.clone()).await;
-    let js = jetstream::new(common::connect(&server).await);
-    js.create_stream(orders()).await.unwrap();
+async fn streams_and_messages_survive_a_restart(mut fx: JsFixture) {
+    let js = fx.js().await;
+    fx.create_stream(&js, orders()).await;
     // A deleted stream must stay deleted: the meta group persists removals too.
-    js.create_stream(stream::Config {
-        name: "GONE".into(),
-        subjects: vec!["gone.>".into()],
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    fx.create_stream(
+        &js,
+        stream::Config {
+            name: "GONE".into(),
+            subjects: vec!["gone.>".into()],
+            ..Default::default()
+        },
+    )
+    .await;
     js.delete_stream("GONE").await.unwrap();
     for i in 0..50 {
-        js.publish("orders.new", format!("{i}").into())
-            .await
-            .unwrap()
-            .await
-            .unwrap();
+        publish_acked(&js, "orders.new", format!("{i}")).await;
     }
-    server.shutdown().await;
+    fx.restart().await;
 
-    let server = common::start(config).await;
-    let js = jetstream::new(common::connect(&server).await);
+    let js = fx.js().await;
     assert!(
         js.get_stream("GONE").await.is_err(),
         "deleted stream came back"
@@ -285,29 +283,24 @@ async fn streams_and_messages_survive_a_restart() {
     assert_eq!(info.state.last_sequence, 50);
     let msg = stream.get_raw_message(50).await.unwrap();
     assert_eq!(&msg.payload[..], b"49");
-    let ack = js
-        .publish("orders.new", "after".into())
-        .await
-        .unwrap()
-        .await
-        .unwrap();
+    let ack = publish_acked(&js, "orders.new", "after").await;
     assert_eq!(ack.sequence, 51);
-    server.shutdown().await;
+    fx.shutdown().await;
 }
 
-#[tokio::test]
-async fn max_age_expires_messages_over_time() {
-    let (server, _dir) = common::start_jetstream().await;
-    let js = jetstream::new(common::connect(&server).await);
-    let mut stream = js
-        .create_stream(stream::Config {
-            name: "SHORT".into(),
-            subjects: vec!["short.>".into()],
-            max_age: std::time::Duration::from_millis(300),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+async fn max_age_expires_messages_over_time(fx: JsFixture) {
+    let js = fx.js().await;
+    let mut stream = fx
+        .create_stream(
+            &js,
+            stream::Config {
+                name: "SHORT".into(),
+                subjects: vec!["short.>".into()],
+                max_age: std::time::Duration::from_millis(300),
+                ..Default::default()
+            },
+        )
+        .await;
     for _ in 0..5 {
         js.publish("short.x", "x".into())
             .await
@@ -327,5 +320,5 @@ async fn max_age_expires_messages_over_time() {
     .await;
     let info = stream.info().await.unwrap();
     assert_eq!(info.state.last_sequence, 5, "expiry keeps the sequence");
-    server.shutdown().await;
+    fx.shutdown().await;
 }

@@ -21,7 +21,7 @@ pub mod transport;
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use tokio::net::TcpListener;
@@ -48,8 +48,11 @@ pub struct ClusterNode {
     peers: Arc<parking_lot::RwLock<PeerTable>>,
     channels: Channels,
     /// Set once JetStream started its groups (file and memory streams have a registry each);
-    /// until then Raft RPCs are answered `unavailable`.
-    registries: OnceLock<Vec<Arc<GroupRegistry>>>,
+    /// until then Raft RPCs are answered `unavailable`. Weak: JetStream owns the registries
+    /// (and through them the log engine and its directory lock); this node only reaches
+    /// them, and must not keep a stopped node's store open (the node and the router hold
+    /// each other, so this node outlives its shutdown).
+    registries: OnceLock<Vec<Weak<GroupRegistry>>>,
     grpc_addr: SocketAddr,
 }
 
@@ -214,7 +217,9 @@ impl ClusterNode {
     /// Makes this node's Raft groups reachable by peers (group ids are unique across the
     /// registries: the meta group hands them out).
     pub fn set_registries(&self, registries: Vec<Arc<GroupRegistry>>) {
-        let _ = self.registries.set(registries);
+        let _ = self
+            .registries
+            .set(registries.iter().map(Arc::downgrade).collect());
     }
 
     /// The group `id` if it runs on this node.
@@ -222,7 +227,7 @@ impl ClusterNode {
         self.registries
             .get()?
             .iter()
-            .find_map(|registry| registry.get(id))
+            .find_map(|registry| registry.upgrade()?.get(id))
     }
 
     /// Builds the peer table: the one saved by an earlier run, or else by asking every route

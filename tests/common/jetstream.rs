@@ -1,4 +1,5 @@
-//! JetStream client steps the cluster tests share: retrying until the cluster serves again.
+//! JetStream client steps the tests share: publishing until acknowledged, raw pull requests,
+//! and retrying until a cluster serves again.
 
 use std::time::Duration;
 
@@ -40,4 +41,53 @@ pub async fn publish_until_acked(js: &jetstream::Context, id: u64) -> u64 {
         }
     }
     panic!("message {id} was never acknowledged");
+}
+
+/// Publishes `payload` to `subject` and waits for its PubAck.
+pub async fn publish_acked(
+    js: &jetstream::Context,
+    subject: impl Into<String>,
+    payload: impl Into<bytes::Bytes>,
+) -> jetstream::publish::PublishAck {
+    let subject: String = subject.into();
+    let pending = super::within("publish", js.publish(subject.clone(), payload.into()))
+        .await
+        .unwrap_or_else(|e| panic!("publish to {subject}: {e}"));
+    super::within("PubAck", std::future::IntoFuture::into_future(pending))
+        .await
+        .unwrap_or_else(|e| panic!("PubAck of {subject}: {e}"))
+}
+
+/// Sends a raw pull request (`body`) for `consumer` of `stream`, its replies going to
+/// `inbox`, and waits until the consumer counts `waiting` requests: from then on the request
+/// is queued on the stream's leader.
+pub async fn pull_until_waiting(
+    client: &async_nats::Client,
+    stream: &jetstream::stream::Stream,
+    consumer: &str,
+    inbox: String,
+    body: &'static str,
+    waiting: usize,
+) {
+    let name = &stream.cached_info().config.name;
+    client
+        .publish_with_reply(
+            format!("$JS.API.CONSUMER.MSG.NEXT.{name}.{consumer}"),
+            inbox,
+            body.into(),
+        )
+        .await
+        .expect("pull request sent");
+    super::within("the pull request to wait", async {
+        while stream
+            .consumer_info(consumer)
+            .await
+            .expect("consumer info")
+            .num_waiting
+            != waiting
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
 }

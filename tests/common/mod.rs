@@ -12,16 +12,29 @@ pub mod jetstream;
 
 pub mod proxy;
 
+pub mod fixture;
+
+pub mod process_fixture;
+
 use std::future::Future;
 use std::time::Duration;
 
 use jetraft::config::Config;
-use jetraft::node::{Node, RunningNode};
+use jetraft::node::Node;
+pub use jetraft::node::RunningNode;
+use jetraft::store::log::LogOptions;
 
 pub const WAIT: Duration = Duration::from_secs(10);
 
 pub async fn start(config: Config) -> RunningNode {
     Node::start(config).await.expect("server starts")
+}
+
+/// [`start`] with explicit write-ahead-log options (storage fault injection).
+pub async fn start_with_log_options(config: Config, options: LogOptions) -> RunningNode {
+    Node::start_with_log_options(config, options)
+        .await
+        .expect("server starts")
 }
 
 pub async fn start_default() -> RunningNode {
