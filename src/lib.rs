@@ -8,15 +8,15 @@
 //!
 //! | layer | modules | what lives there |
 //! |---|---|---|
-//! | pure ground floor | [`config`], [`wire`], [`subject`] | command line and config file; the NATS protocol codec; subject validation, matching and the subscription trie |
+//! | ground floor | [`config`], [`wire`], [`subject`] | command line and config file; the NATS protocol codec (pure); subject validation, matching and the subscription trie (pure) |
 //! | storage | [`store`] | the node-wide write-ahead log of every Raft group |
 //! | pure JetStream | [`jsapi`], then [`jscore`] | the JetStream API's JSON types, subjects and errors; the deterministic stream and consumer state machines |
 //! | consensus | [`consensus`] | openraft glue: Raft groups over the log and sled, batching, snapshots, the peer transport trait |
-//! | core NATS | [`server`] | listener, client sessions, router, dispatch; knows nothing of the layers above but the subscriber traits it owns |
+//! | core NATS | [`server`] | listener, client sessions, router, dispatch; knows the layers above only through the traits it owns (subscribers, interest listener, cluster advertisement) |
 //! | cluster | [`cluster`] | the gRPC node: peers, Raft transport, routes carrying core NATS between nodes |
 //! | JetStream | [`jetstream`] | the front: API handlers, publish, delivery, the stream and meta group machines, their catalog and lifecycle |
 //! | monitoring | [`monitor`] | the HTTP endpoints (`/healthz`, `/varz`, `/jsz`, `/routez`, `/metrics`) |
-//! | composition root | `node` | starts and wires all of the above and orders their shutdown; nothing imports it |
+//! | composition root | [`node`] | starts and wires the server, the cluster, JetStream and monitoring and orders their shutdown; nothing imports it |
 //!
 //! # Where new code goes
 //!
@@ -28,13 +28,17 @@
 //!   handler that proposes it in `jetstream::api`.
 //! - Every change of durable state is a command applied by a Raft group's state machine
 //!   (`consensus`); nothing above it writes sled or the log on its own.
-//! - Core NATS behaviour: `server`. Anything that connects nodes: `cluster`. Wiring a new
-//!   long-lived task or service: `node`, on the one shutdown tree.
+//! - An answer that must differ on a standalone node (because nats-server's does):
+//!   `jetstream::compat`, the one place that asks; everywhere else a single node is a cluster
+//!   of one.
+//! - Core NATS behaviour: `server` (it reaches the layers above only through the traits it
+//!   owns). Anything that connects nodes: `cluster`. Wiring a new top-level service: `node`,
+//!   on the one shutdown tree.
 //!
 //! # Reading order
 //!
-//! This file → [`wire`] → `server::session` → `jetstream/publish.rs` → [`consensus`] →
-//! [`jscore`]; ARCHITECTURE.md has the map, `docs/adr/` the reasons.
+//! This file → [`node`] → [`wire`] → `server::session` → `jetstream/publish.rs` →
+//! [`consensus`] → [`jscore`]; ARCHITECTURE.md has the map, `docs/adr/` the reasons.
 
 pub mod cluster;
 pub mod config;

@@ -45,7 +45,8 @@ const LAYERS: &[Layer] = &[
     layer("jetstream", &["wire", "subject", "store", "jsapi", "jscore",
                          "consensus", "server", "cluster"],                    &[]),
     layer("monitor",   &["jsapi", "server", "cluster", "jetstream"],           &[]),
-    // The composition root: starts and wires everything; nothing imports it.
+    // The composition root: starts and wires everything; nothing imports it. It may name any
+    // module; the code map's row lists the ones it does.
     layer("node",      &["config", "wire", "subject", "store", "jsapi", "jscore",
                          "consensus", "server", "cluster", "jetstream", "monitor"], &[]),
 ];

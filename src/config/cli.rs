@@ -139,7 +139,7 @@ impl LoadError {
     }
 }
 
-/// Builds the [`Config`] from `args` (including argv[0]) and the config file they name.
+/// Builds the [`Config`] from `args` (including `argv[0]`) and the config file they name.
 pub fn load<I, T>(args: I) -> Result<Config, LoadError>
 where
     I: IntoIterator<Item = T>,

@@ -1,4 +1,4 @@
-//! [`ProposalBatcher`]: coalesces concurrent proposals to one group into one Raft entry. One
+//! `ProposalBatcher`: coalesces concurrent proposals to one group into one Raft entry. One
 //! per [`RaftGroup`](super::RaftGroup) (a task plus the handle that feeds it).
 //!
 //! Why: openraft 0.9 appends, flushes and applies entries of one group one at a time — an

@@ -1,7 +1,7 @@
 //! The gather rule: how long a stage that packs queued work into one Raft entry waits for more
 //! before closing the entry. One rule for both stages that gather — the stream ingest
 //! (`jetstream/publish.rs`, publishes into one batch of appends) and the
-//! [`ProposalBatcher`](super::batcher::ProposalBatcher) (proposals into one entry).
+//! `ProposalBatcher` (`consensus/batcher.rs`: proposals into one entry).
 //!
 //! The rule, "while bursty, until quiet": a lone item after a lone item goes out at once (a
 //! sync publisher, an idle group pays no delay). While items come in bursts — the batch being

@@ -1,8 +1,8 @@
 //! Whether a replica of a group serves as its leader and whether it knows a leader, from the
 //! group's openraft metrics: openraft 0.9 keeps a leader cut off from its quorum in office
 //! until it hears a higher term, so a leader that has not heard from a quorum for
-//! [`quorum_lost_after`] counts as neither (see ARCHITECTURE.md, "A leader cut off from its
-//! quorum stops serving").
+//! [`quorum_lost_after`] counts as neither (see docs/adr/0006-lost-quorum-step-down.md, "A
+//! leader cut off from its quorum stops serving after 750 ms").
 
 use std::time::Duration;
 

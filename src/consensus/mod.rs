@@ -4,7 +4,8 @@
 //! here, bottom up:
 //!
 //! - [`types`]: the openraft type configuration ([`TypeConfig`]) and the opaque [`Command`] /
-//!   [`Response`] payloads that the layers above (jscore's stream and meta commands) encode.
+//!   [`Response`] payloads that the layers above encode (the stream and meta group machines,
+//!   `jetstream::payload`).
 //! - [`raft_codec`]: the versioned encodings of openraft's values: everything consensus writes
 //!   to disk, and the Raft RPCs and forwarded proposals the cluster transport carries.
 //! - [`log_store`]: openraft's `RaftLogStorage` for one group over the node-wide write-ahead log

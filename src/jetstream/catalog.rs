@@ -10,8 +10,8 @@
 //! delivery and monitoring only read it.
 //!
 //! A stream the meta state lists but whose group cannot run here (its log is marked corrupt,
-//! its state cannot be loaded) is *offline*: API calls on it answer 10194 "stream is offline:
-//! <reason>" instead of "stream not found".
+//! its state cannot be loaded) is *offline*: API calls on it answer 10194 `stream is offline:
+//! <reason>` instead of "stream not found".
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -4,7 +4,7 @@
 //!
 //! Consumers are not meta state here: a consumer's definition and its ack state live in its
 //! stream's group, so one snapshot holds both and they can never disagree (see
-//! ARCHITECTURE.md).
+//! docs/adr/0001-consumers-in-the-stream-group.md).
 //!
 //! Keys in the group's sled space (append-only formats): `v2/s/<name>` → the stream's
 //! `StoredAssignment` (with its replica nodes); `v1/s/<name>` → the same without replicas,

@@ -8,22 +8,26 @@
 //! an openraft group (here with one voter), every mutation a proposal that returns after its
 //! entry was fsynced and applied. No handler asks whether the node is clustered.
 //!
-//! Map, bottom up:
-//! - formats and state: `payload` (command kinds and the envelope the groups share), `meta` (the meta group's
-//!   machine), `stream_machine/` (a stream group's machine: jscore over sled), `stream`
-//!   (`StreamHandle`: proposing to and reading a stream group), `offline` (streams whose group
-//!   cannot run here), `queue` (the bounded queue behind the API inbox and the ack batchers),
-//!   `token`, `leader_clock`;
-//! - `topology` (the nodes: a cluster of one without `--cluster`) and `compat` (the few
-//!   answers nats-server gives differently without a cluster, in one place);
-//! - `catalog` (`Catalog`: what this node holds and every read of it);
-//! - over the catalog: `info` (stream infos, `cluster` blocks), `groups` (opening Raft
-//!   groups), `placement` (where a new stream goes), `publish` (stream subjects → batched
-//!   appends → PubAck), `delivery/` (pull and push consumers, acks), `expiry` (max_age),
+//! Map, bottom up (a part imports only what is below it, or beside it without a circle; the
+//! same ladder is in ARCHITECTURE.md):
+//! - formats: `payload` (command kinds and the envelope the groups share), `stream_machine/`
+//!   (a stream group's machine: jscore over sled, its entry and response formats);
+//! - ground: `meta` (the meta group's machine), `stream` (`StreamHandle`: proposing to and
+//!   reading a stream group), `offline` (streams whose group cannot run here), `topology` (the
+//!   nodes: a cluster of one without `--cluster`), `queue` (the bounded queue behind the API
+//!   inbox and the ack batchers), `token`, `leader_clock`, `error`;
+//! - front: `compat` (the few answers nats-server gives differently without a cluster, in one
+//!   place), `advisories`, `info` (stream infos, `cluster` blocks), `delivery/` (pull and push
+//!   consumers, acks), `publish` (stream subjects → batched appends → PubAck), `expiry`
+//!   (max_age);
+//! - `catalog` (`Catalog`: what this node holds, its `DeliveryRegistry` among it, and every
+//!   read of it);
+//! - over the catalog: `groups` (opening Raft groups), `placement` (where a new stream goes),
 //!   `leadership` (serving a stream while leading it), `supervisor` (restarting groups a
 //!   storage failure stopped);
 //! - `lifecycle` (`JetStream`: start-up, reconciliation, shutdown; it starts the watchers, the
-//!   supervisor and the API) and `api/` (the `$JS.API.*` handlers, which propose through it).
+//!   supervisor and the API) and `api/` (the `$JS.API.*` handlers, which propose through it):
+//!   the one import circle between parts, explained in `lifecycle`'s module doc.
 
 mod advisories;
 pub mod api;

@@ -1,5 +1,5 @@
 //! Offline streams: streams the meta state lists whose group cannot run on this node (its
-//! log is marked corrupt, its state cannot be loaded). `JetStream` keeps one
+//! log is marked corrupt, its state cannot be loaded). The `Catalog` keeps one
 //! `OfflineStream` per such stream until it starts or is deleted. API calls on it answer
 //! 10194 `stream is offline: <reason>`; publishes on its subjects that ask for an ack get
 //! that error as their PubAck (rather than the no-responders status of a subject nobody

@@ -1,10 +1,10 @@
 //! `StreamHandle`: the front's handle on one stream group — propose commands, read state.
-//! One per stream hosted on this node, held by `JetStream` and shared by the stream's
+//! One per stream hosted on this node, held by the `Catalog` and shared by the stream's
 //! ingest, delivery and expiry tasks.
 //!
 //! The group behind a handle can be replaced (`replace_group`): when a group stops on a
-//! fatal storage error, `JetStream`'s supervisor restarts it from its log and sled state and
-//! swaps it in, so every holder of the handle uses the restarted group without re-wiring.
+//! fatal storage error, the supervisor (`supervisor`) restarts it from its log and sled state
+//! and swaps it in, so every holder of the handle uses the restarted group without re-wiring.
 
 use std::sync::Arc;
 

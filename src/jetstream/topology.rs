@@ -5,7 +5,7 @@
 //! read it the same way on one node and on many.
 //!
 //! The few answers nats-server gives differently on a standalone server are not decided here
-//! but in `compat`, the one reader of [`Topology::is_standalone`].
+//! but in `compat`, the one reader of `Topology::is_standalone`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

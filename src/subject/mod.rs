@@ -1,5 +1,6 @@
-//! Subjects: token validation (`validate`), the wildcard subscription trie (`trie`) and the
-//! per-reader match cache in front of it (`cache`). Pure data structures, no I/O.
+//! Subjects: token validation (`validate`), the wildcard subscription trie (`trie`), the
+//! per-reader match cache in front of it (`cache`) and matching without a trie (`pattern`:
+//! match, overlap, subset). Pure data structures, no I/O.
 
 pub mod cache;
 pub mod pattern;

@@ -23,9 +23,9 @@
 //!   members answer (each the lowest it can reach) or none. nats-server has no such choice and
 //!   sends one reply per leaderless member.
 //! - **Consumer calls are stream calls.** A consumer lives in its stream's group here (see
-//!   ARCHITECTURE.md), so `CONSUMER.CREATE`, `DELETE`, `LIST` and `STREAM.UPDATE`, which need
-//!   that group, reply 10008 (nats-server's meta leader takes them); `CONSUMER.NAMES` is
-//!   answered from the member's replica, as `STREAM.INFO` is.
+//!   docs/adr/0001-consumers-in-the-stream-group.md), so `CONSUMER.CREATE`, `DELETE`, `LIST`
+//!   and `STREAM.UPDATE`, which need that group, reply 10008 (nats-server's meta leader takes
+//!   them); `CONSUMER.NAMES` is answered from the member's replica, as `STREAM.INFO` is.
 //! - **No early answer for a new group.** nats-server lets the preferred member of a group
 //!   younger than 10 s answer `STREAM.INFO` from its replica before any leader is elected;
 //!   here a new group waits like a restarted replica (below).

@@ -106,7 +106,7 @@ struct StreamEntry {
     subscriptions: Vec<Arc<Subscription>>,
 }
 
-/// One per node (held by `JetStream`).
+/// One per node (held by the `Catalog`).
 #[derive(Debug)]
 pub struct DeliveryRegistry {
     me: Weak<DeliveryRegistry>,
