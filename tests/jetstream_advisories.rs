@@ -19,10 +19,8 @@ use futures::StreamExt;
 use serde_json::Value;
 
 on_r1_and_r3!(
-    deleting_a_stream_advises_its_consumers_first_and_a_purge_nothing;
-    ignored_on_r3:
-    streams_consumers_and_deliveries_are_advised = "flaky on R3 (about 1 run in 25 under \
-        load): a fetch after the last allowed delivery got an item; see the h-tests report",
+    streams_consumers_and_deliveries_are_advised,
+    deleting_a_stream_advises_its_consumers_first_and_a_purge_nothing,
 );
 
 /// Subscribes every advisory on a client of the fixture, known on every node before any
@@ -93,22 +91,51 @@ async fn streams_consumers_and_deliveries_are_advised(fx: JsFixture) {
     assert_eq!(body["consumer"], "proc");
     assert_eq!(body["action"], "create");
 
+    // Pulls up to `count` messages, each pull waiting up to 2 s. A pull ended by `409
+    // Leadership Change` says nothing about the messages: once a leader serves the stream
+    // again it is made again for what it still wanted, as clients re-pull. nats-server sends
+    // that status too, to the requests waiting when a consumer's leader changes
+    // (`checkPendingRequests`), and on R3 under load a stream leader that hears from no
+    // quorum for 750 ms stops serving for a moment (`jetstream::leadership`), ending the
+    // requests waiting on it; the 2 s pull below that must stay empty is the most exposed.
+    // (A pull made while no node serves the stream is answered by none.)
+    let fx = &fx;
     let fetch = |count: usize| {
         let consumer = consumer.clone();
-        async move {
-            let batch = consumer
-                .fetch()
-                .max_messages(count)
-                .expires(Duration::from_secs(2))
-                .messages()
-                .await
-                .unwrap();
-            within("a fetch", batch.collect::<Vec<_>>()).await
-        }
+        within("a fetch", async move {
+            let mut messages = Vec::new();
+            loop {
+                let batch = consumer
+                    .fetch()
+                    .max_messages(count - messages.len())
+                    .expires(Duration::from_secs(2))
+                    .messages()
+                    .await
+                    .unwrap();
+                let mut interrupted = false;
+                for item in batch.collect::<Vec<_>>().await {
+                    match item {
+                        Ok(msg) => messages.push(msg),
+                        Err(error)
+                            if error
+                                .to_string()
+                                .contains("409, Some(\"Leadership Change\")") =>
+                        {
+                            interrupted = true;
+                        }
+                        Err(error) => panic!("a fetch failed: {error}"),
+                    }
+                }
+                if !interrupted || messages.len() == count {
+                    return messages;
+                }
+                fx.wait_until_served("ORDERS").await;
+            }
+        })
     };
     let first = fetch(2).await;
     assert_eq!(first.len(), 2);
-    let (one, two) = (first[0].as_ref().unwrap(), first[1].as_ref().unwrap());
+    let (one, two) = (&first[0], &first[1]);
     one.ack_with(AckKind::Nak(None)).await.unwrap();
     let (subject, body) = next(&mut advisories).await;
     assert_eq!(subject, "$JS.EVENT.ADVISORY.CONSUMER.MSG_NAKED.ORDERS.proc");
@@ -141,14 +168,12 @@ async fn streams_consumers_and_deliveries_are_advised(fx: JsFixture) {
     // Message 1 again (its second and last delivery), left unacknowledged: once its
     // ack_wait is up the consumer retires it, and says so once.
     let again = fetch(1).await;
-    assert_eq!(again[0].as_ref().unwrap().info().unwrap().delivered, 2);
-    let extra = fetch(1).await;
-    let extra: Vec<_> = extra
+    let info = again[0].info().unwrap();
+    assert_eq!((info.stream_sequence, info.delivered), (1, 2));
+    let extra: Vec<_> = fetch(1)
+        .await
         .iter()
-        .map(|item| match item {
-            Ok(msg) => format!("{:?}", msg.info().map(|i| (i.stream_sequence, i.delivered))),
-            Err(error) => error.to_string(),
-        })
+        .map(|msg| format!("{:?}", msg.info().map(|i| (i.stream_sequence, i.delivered))))
         .collect();
     assert!(extra.is_empty(), "out of deliveries, got {extra:?}");
     let (subject, body) = next(&mut advisories).await;
