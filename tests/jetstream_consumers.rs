@@ -462,9 +462,8 @@ async fn pull_statuses_as_nats_server_sends_them(fx: JsFixture) {
         .unwrap()
         .status
         .is_none());
-    // Waiting first: the two requests are not ordered once handled on different workers.
-    let waiting = r#"{"batch":10,"expires":5000000000}"#;
-    pull_until_waiting(&client, &stream, "d", inbox.clone(), waiting, 1).await;
+    // Sent back to back: the server keeps a connection's pull requests in order.
+    pull("d", r#"{"batch":10,"expires":5000000000}"#).await;
     pull("d", r#"{"batch":1,"no_wait":true}"#).await;
     let reply = within("requests pending", replies.next()).await.unwrap();
     assert_eq!(
@@ -499,8 +498,7 @@ async fn pull_statuses_as_nats_server_sends_them(fx: JsFixture) {
     one.deliver_policy = consumer::DeliverPolicy::New;
     one.max_waiting = 1;
     stream.create_consumer(one).await.unwrap();
-    let waiting = r#"{"batch":1,"expires":3000000000}"#;
-    pull_until_waiting(&client, &stream, "f", inbox.clone(), waiting, 1).await;
+    pull("f", r#"{"batch":1,"expires":3000000000}"#).await;
     pull(
         "f",
         r#"{"batch":1,"expires":3000000000,"idle_heartbeat":1000000000}"#,

@@ -1,7 +1,8 @@
 //! The `$JS.API.*` front door: one internal subscription on `$JS.API.>` feeding a bounded
 //! queue (`inbox`), a dispatcher task that takes requests from it, and one short task per
 //! request so a slow call never holds up the others (a request keeps its place in the queue's
-//! bound until its task is done). Handlers return the reply body; the dispatcher publishes it
+//! bound until its task is done). Pull requests are the exception: the dispatcher hands each
+//! to its consumer itself, which never waits, so a connection's pulls keep their order. Handlers return the reply body; the dispatcher publishes it
 //! to the request's reply subject.
 //!
 //! Handlers by area: `account` (`INFO`), `streams` (stream CRUD, names/list, purge),
@@ -61,6 +62,17 @@ async fn dispatch(js: Arc<JetStream>, mut requests: QueueReceiver<Message>) {
                 None => return,
             },
         };
+        // Pull requests are handed to their consumer here, in the order they arrived: two
+        // pulls sent back to back on one connection must reach the consumer in that order
+        // (a waiting request before a `no_wait` one decides `408 Requests Pending`), as
+        // nats-server handles them in its client's read loop. Handing one over never waits
+        // (`pull::pull_request`), so the dispatcher is not held up.
+        if taken.iter().all(is_pull_request) {
+            for msg in taken.iter() {
+                handle(&js, msg).await;
+            }
+            continue;
+        }
         let js = js.clone();
         js.shared().tasks.clone().spawn(async move {
             for msg in taken.iter() {
@@ -70,6 +82,13 @@ async fn dispatch(js: Arc<JetStream>, mut requests: QueueReceiver<Message>) {
         });
     }
 }
+
+/// Whether `msg` is a `CONSUMER.MSG.NEXT` request (see `dispatch`).
+fn is_pull_request(msg: &Message) -> bool {
+    msg.subject.starts_with(PULL_REQUEST_PREFIX.as_bytes())
+}
+
+const PULL_REQUEST_PREFIX: &str = "$JS.API.CONSUMER.MSG.NEXT.";
 
 async fn handle(js: &Arc<JetStream>, msg: &Message) {
     // nats-server ignores API requests that cannot be answered.
