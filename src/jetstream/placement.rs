@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use super::catalog::Catalog;
 use super::meta::MetaCommand;
 use super::payload::JsonValue;
+use super::topology::Topology;
 use crate::consensus::NodeId;
 use crate::jsapi::{ApiError, ErrorKind, StreamConfig};
 
@@ -45,6 +46,30 @@ pub fn create_stream_command(
         created_nanos: super::now_nanos(),
         replicas,
     })
+}
+
+/// Refuses a requested `placement` that placement here cannot honour, with nats-server's answer
+/// when no server fits (10005): tags (jetraft nodes carry none), or a cluster other than this
+/// one. Storing it would promise a placement that never happened. An empty `placement`, or
+/// this cluster's name, means every node, which is what `place` picks from.
+pub fn check_requested(topology: &Topology, config: &StreamConfig) -> Result<(), ApiError> {
+    let Some(placement) = &config.placement else {
+        return Ok(());
+    };
+    let detail = if !placement.tags.is_empty() {
+        format!(
+            "no suitable peers for placement, tags not matched {:?} (jetraft nodes carry no tags)",
+            placement.tags
+        )
+    } else if !placement.cluster.is_empty() && placement.cluster != topology.cluster_name() {
+        format!(
+            "no suitable peers for placement, no cluster named {:?}",
+            placement.cluster
+        )
+    } else {
+        return Ok(());
+    };
+    Err(ApiError::with_detail(ErrorKind::ClusterNoPeers, detail))
 }
 
 /// Picks `replicas` nodes out of `nodes`. `hosted` counts the streams each node hosts now;
@@ -162,6 +187,28 @@ mod tests {
         let err = place(&[1], &BTreeMap::new(), 3, "S").unwrap_err();
         assert_eq!(err.err_code, 10005);
         assert_eq!(err.description, "no suitable peers for placement");
+    }
+
+    #[test]
+    fn placement_by_tags_or_another_cluster_is_refused() {
+        use crate::jsapi::Placement;
+        let alone = Topology::new("solo".into(), None);
+        let with = |cluster: &str, tags: &[&str]| StreamConfig {
+            placement: Some(Placement {
+                cluster: cluster.into(),
+                tags: tags.iter().map(|t| t.to_string()).collect(),
+                preferred: String::new(),
+            }),
+            ..StreamConfig::default()
+        };
+        assert!(check_requested(&alone, &StreamConfig::default()).is_ok());
+        assert!(check_requested(&alone, &with("", &[])).is_ok());
+        let err = check_requested(&alone, &with("", &["ssd"])).unwrap_err();
+        assert_eq!(err.err_code, 10005);
+        assert!(err.description.contains("tags not matched"));
+        let err = check_requested(&alone, &with("east", &[])).unwrap_err();
+        assert_eq!(err.err_code, 10005);
+        assert!(err.description.contains("\"east\""));
     }
 
     #[test]

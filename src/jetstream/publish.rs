@@ -26,7 +26,7 @@ use super::stream_machine::entry;
 use crate::consensus::gather::Bursts;
 use crate::jsapi::{ApiError, ErrorKind, PubAck, PubAckResponse};
 use crate::jscore::group::StreamOutcome;
-use crate::jscore::stream::AppendOutcome;
+use crate::jscore::stream::{refuse_unsupported_headers, AppendError, AppendOutcome};
 use crate::server::dispatch::{self, Dispatch};
 use crate::server::message::Message;
 use crate::server::subscription::{InternalSubscriber, Subscription};
@@ -93,6 +93,16 @@ impl InternalSubscriber for Ingest {
             self.refuse(msg);
             return true;
         }
+        // Headers of features jetraft does not implement (TTL, counters, batches, schedules):
+        // refused here, before the proposal, as nats-server does; never stored and ignored.
+        let unsupported = msg.headers.as_deref().map_or(Ok(()), |block| {
+            refuse_unsupported_headers(block, &self.stream)
+        });
+        if let Err(error) = unsupported {
+            self.backlog.taken(msg);
+            self.send_refusal(header_refusal(&self.stream, msg.reply.clone(), &error));
+            return true;
+        }
         if self.queue.send(msg.clone()).is_err() {
             self.backlog.taken(msg);
             return false;
@@ -111,6 +121,23 @@ impl Ingest {
         tracing::warn!(stream = %self.stream, "ingest queue full: publish refused");
         dispatch::publish(&shared.router, &refusal(&self.stream, reply.clone()));
     }
+
+    /// Sends a refusal's answer (`None` when the publish asked for none).
+    fn send_refusal(&self, answer: Option<Message>) {
+        if let (Some(answer), Some(shared)) = (answer, self.shared.upgrade()) {
+            tracing::debug!(stream = %self.stream, "publish with an unsupported header refused");
+            dispatch::publish(&shared.router, &answer);
+        }
+    }
+}
+
+/// The PubAck error answering a publish whose headers ask for a feature jetraft refuses
+/// (a plain JSON reply, no status line, as nats-server answers); `None` without a reply.
+fn header_refusal(stream: &str, reply: Option<Bytes>, error: &AppendError) -> Option<Message> {
+    reply.map(|reply| {
+        let body = PubAckResponse::failure(stream, error.to_api_error()).to_json();
+        Message::new(reply, Bytes::from(body))
+    })
 }
 
 /// The answer to a publish refused because the stream's ingest queue is full.
@@ -339,5 +366,29 @@ mod tests {
         assert_eq!(body["error"]["code"], 429);
         assert_eq!(body["error"]["err_code"], 10167);
         assert_eq!(body["error"]["description"], "too many requests");
+    }
+
+    #[test]
+    fn a_publish_with_a_ttl_is_refused_before_the_queue() {
+        let (ingest, incoming) = ingest(QueueLimits {
+            msgs: 10,
+            bytes: 1 << 20,
+        });
+        let with_ttl = publish(1).with_headers(Some(Bytes::from_static(
+            b"NATS/1.0\r\nNats-TTL: 1m\r\n\r\n",
+        )));
+        assert!(ingest.receive(&with_ttl));
+        assert_eq!(incoming.len(), 0, "never proposed");
+        assert_eq!(ingest.backlog.msgs.load(Ordering::Relaxed), 0);
+        let answer = header_refusal(
+            "S",
+            Some(Bytes::from_static(b"r")),
+            &AppendError::TtlDisabled,
+        )
+        .expect("a reply was asked for");
+        assert!(answer.headers.is_none(), "a plain PubAck error, no status");
+        let body: serde_json::Value = serde_json::from_slice(&answer.payload).unwrap();
+        assert_eq!(body["error"]["err_code"], 10166);
+        assert!(header_refusal("S", None, &AppendError::TtlDisabled).is_none());
     }
 }

@@ -224,6 +224,13 @@ error_table! {
     StreamWrongLastSequenceConstant = 400, 10164, "wrong last sequence";
     MessageTtlInvalid = 400, 10165, "invalid per-message TTL";
     MessageTtlDisabled = 400, 10166, "per-message TTL is disabled";
+    /// `Nats-Incr` on a stream that is not a counter stream (every jetraft stream).
+    MessageIncrDisabled = 400, 10168, "message counters is disabled";
+    MessageIncrInvalid = 400, 10171, "message counter increment is invalid";
+    /// `Nats-Batch-Id` on a stream without atomic publish (every jetraft stream).
+    AtomicPublishDisabled = 400, 10174, "atomic publish is disabled";
+    /// `Nats-Schedule` on a stream without schedules (every jetraft stream).
+    MessageSchedulesDisabled = 400, 10188, "message schedules is disabled";
     StreamTooManyRequests = 429, 10167, "too many requests";
     StreamMinLastSeq = 412, 10180, "min last sequence";
     StreamExpectedLastSeqPerSubjectInvalid = 400, 10193, "missing sequence for expected last sequence per subject";

@@ -13,7 +13,7 @@
 //! `error` (the error table), `time` (RFC 3339 timestamps, Go durations), `names` (name
 //! rules; subject overlap lives in `crate::subject::pattern`), `base64` (byte fields), `subject` (`$JS.API.*` grammar),
 //! `consumer_create` (subject vs body of consumer creates), `ack` (`$JS.ACK.*` and ack
-//! payloads).
+//! payloads), `unsupported` (the stream and consumer settings jetraft refuses).
 
 pub mod account_info;
 pub mod ack;
@@ -42,6 +42,9 @@ pub mod subject;
 #[cfg(test)]
 mod subject_tests;
 pub mod time;
+mod unsupported;
+#[cfg(test)]
+mod unsupported_tests;
 
 pub use account_info::{AccountInfo, AccountLimits, AccountUsage, ApiStats};
 pub use ack::{AckKind, AckReply, AckSubjectError, ACK_PREFIX};

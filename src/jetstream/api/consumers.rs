@@ -110,6 +110,8 @@ async fn create(
         )
     });
     let config = config.checked(&stream_config)?;
+    // What jetraft does not implement is refused, never stored (`jsapi::unsupported`).
+    config.refuse_unsupported()?;
     check_filters(&config, &stream_config)?;
     match (&existing, action) {
         (Some(old), ConsumerAction::Create) if *old != config => {

@@ -35,7 +35,9 @@ fn requested_config(js: &JetStream, stream: &str, body: &[u8]) -> Result<StreamC
     if config.name != stream {
         return Err(ApiError::new(ErrorKind::StreamMismatch));
     }
-    let config = config.checked()?;
+    // What jetraft does not implement is refused, never stored (`jsapi::unsupported`).
+    let config = config.checked()?.refuse_unsupported()?;
+    placement::check_requested(js.topology(), &config)?;
     // Placement refuses more replicas than nodes; without a cluster, `compat` answers first.
     compat::check_replicas(js.topology(), &config)?;
     Ok(config)

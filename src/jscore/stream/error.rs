@@ -33,6 +33,17 @@ pub enum AppendError {
     MaxBytes,
     #[error("maximum messages per subject exceeded")]
     MaxMessagesPerSubject,
+    /// The publish headers of features jetraft refuses (`unsupported_headers`).
+    #[error("per-message TTL is disabled")]
+    TtlDisabled,
+    #[error("message counters is disabled")]
+    CountersDisabled,
+    #[error("message counter increment is invalid")]
+    CounterIncrementInvalid,
+    #[error("atomic publish is disabled")]
+    AtomicPublishDisabled,
+    #[error("message schedules is disabled")]
+    SchedulesDisabled,
 }
 
 impl AppendError {
@@ -60,6 +71,11 @@ impl AppendError {
             | AppendError::MaxMessagesPerSubject => {
                 ApiError::with_detail(ErrorKind::StreamStoreFailed, self)
             }
+            AppendError::TtlDisabled => ApiError::new(ErrorKind::MessageTtlDisabled),
+            AppendError::CountersDisabled => ApiError::new(ErrorKind::MessageIncrDisabled),
+            AppendError::CounterIncrementInvalid => ApiError::new(ErrorKind::MessageIncrInvalid),
+            AppendError::AtomicPublishDisabled => ApiError::new(ErrorKind::AtomicPublishDisabled),
+            AppendError::SchedulesDisabled => ApiError::new(ErrorKind::MessageSchedulesDisabled),
         }
     }
 }

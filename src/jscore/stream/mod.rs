@@ -3,7 +3,8 @@
 //! has its own file: `append.rs` (publish with its checks), `remove.rs` (purge, delete,
 //! limits, max_age expiry, retention removal), `update.rs` (config changes). Helpers:
 //! `message.rs` (stored message and its byte size), `subject_index.rs`, `dedup.rs`
-//! (duplicate window), `publish_headers.rs` (`Nats-*` headers), `limits.rs`, `error.rs`,
+//! (duplicate window), `publish_headers.rs` (`Nats-*` headers), `unsupported_headers.rs` (the
+//! headers of features jetraft refuses), `limits.rs`, `error.rs`,
 //! `persist.rs` (export and restore, for the state machine that keeps a stream in sled).
 //!
 //! All of it is replicated state: a stream group applies the same commands in the same
@@ -21,6 +22,7 @@ mod remove;
 mod seq_map;
 mod state;
 mod subject_index;
+mod unsupported_headers;
 mod update;
 
 #[cfg(test)]
@@ -38,3 +40,4 @@ pub use persist::{DedupRecord, StreamScalars};
 pub use publish_headers::{PublishHeaders, Rollup};
 pub use remove::{PurgeRequest, Purged};
 pub use state::{StreamState, StreamSummary};
+pub use unsupported_headers::refuse_unsupported_headers;

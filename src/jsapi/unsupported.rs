@@ -1,0 +1,137 @@
+//! The stream and consumer settings jetraft decodes (so a config round-trips and nats-server's
+//! own checks still run) but does not implement, and the refusal of any config that asks for
+//! one of them. A setting that is accepted and then ignored is worse than one refused: a user
+//! trusts it (issue 19). So `STREAM.CREATE`/`UPDATE` and `CONSUMER.CREATE` call
+//! `refuse_unsupported()` after `checked()`, and nothing asking for such a setting is stored.
+//!
+//! What is refused is only a non-default value: absent, `null`, `false`, `0`, `""`, `[]` and
+//! the Go zero time are what the real clients (nats CLI, async-nats, nats-py) send by default
+//! and stay accepted. Streams are refused with 10052 (invalid stream configuration), consumers
+//! with 10012 (consumer create failed), each naming the JSON field, so a user sees which
+//! setting to drop. When a feature is implemented, its line here goes.
+//!
+//! One exception: `allow_msg_ttl: true` alone is accepted and recorded as `false`, which is
+//! what a nats-server older than 2.11 (one without per-message TTLs) does with it. nats-py
+//! 2.16 sets it on every key-value bucket it creates, so refusing it would break the default
+//! `create_key_value`. The stream then reports `allow_msg_ttl: false`, and a publish with
+//! `Nats-TTL` is refused with 10166 (per-message TTL is disabled), as nats-server refuses it
+//! on such a stream: the TTL is never stored and ignored. `subject_delete_marker_ttl` (which
+//! needs TTLs) is refused.
+//!
+//! Accepted on purpose although jetraft does something stronger than asked: `persist_mode:
+//! async` (every write is committed through Raft before the ack anyway), `compression: s2`
+//! (transparent to clients; stored uncompressed), consumer `mem_storage` and a consumer
+//! `num_replicas` below the stream's (consumer state always lives in the stream's group).
+
+use super::consumer_config::{AckPolicy, ConsumerConfig, PriorityPolicy, ReplayPolicy};
+use super::error::{ApiError, ErrorKind};
+use super::stream_config::StreamConfig;
+
+/// The text of every refusal: what is not supported, and the field that asked for it.
+fn not_supported(what: &str, field: &str) -> String {
+    format!("{what} not supported by jetraft ({field})")
+}
+
+impl StreamConfig {
+    /// The (normalized, validated) config as jetraft stores it, or 10052 if it sets a stream
+    /// feature jetraft does not implement. `allow_msg_ttl` is recorded as `false` (see the
+    /// module docs). Placement is the placement module's (it needs the topology).
+    pub fn refuse_unsupported(mut self) -> Result<StreamConfig, ApiError> {
+        self.check_supported()?;
+        self.allow_msg_ttl = false;
+        Ok(self)
+    }
+
+    fn check_supported(&self) -> Result<(), ApiError> {
+        let refusals: [(bool, &str, &str); 12] = [
+            (self.mirror.is_some(), "stream mirrors are", "mirror"),
+            (!self.sources.is_empty(), "stream sources are", "sources"),
+            (
+                self.subject_transform
+                    .as_ref()
+                    .is_some_and(|t| !t.src.is_empty() || !t.dest.is_empty()),
+                "stream subject transforms are",
+                "subject_transform",
+            ),
+            (self.republish.is_some(), "republish is", "republish"),
+            (
+                self.subject_delete_marker_ttl != 0,
+                "subject delete markers are",
+                "subject_delete_marker_ttl",
+            ),
+            (
+                self.allow_msg_counter,
+                "message counters are",
+                "allow_msg_counter",
+            ),
+            (self.allow_atomic, "atomic batch publish is", "allow_atomic"),
+            (
+                self.allow_msg_schedules,
+                "message schedules are",
+                "allow_msg_schedules",
+            ),
+            (self.allow_batched, "fast batch publish is", "allow_batched"),
+            // jetraft answers every publish that has a reply subject.
+            (self.no_ack, "streams without publish acks are", "no_ack"),
+            (self.mirror_direct, "mirror direct get is", "mirror_direct"),
+            (
+                !self.template_owner.is_empty(),
+                "stream templates are",
+                "template_owner",
+            ),
+        ];
+        match refusals.iter().find(|(set, _, _)| *set) {
+            Some((_, what, field)) => Err(ApiError::invalid_config(not_supported(what, field))),
+            None => Ok(()),
+        }
+    }
+}
+
+impl ConsumerConfig {
+    /// Refuses a (normalized, validated) config that sets a consumer feature jetraft does not
+    /// implement, with 10012.
+    pub fn refuse_unsupported(&self) -> Result<(), ApiError> {
+        let priority = self.priority_policy != PriorityPolicy::None
+            || !self.priority_groups.is_empty()
+            || self.priority_timeout > 0;
+        let refusals: [(bool, &str, &str); 8] = [
+            (
+                self.pause_until.is_some(),
+                "consumer pause is",
+                "pause_until",
+            ),
+            (priority, "priority groups are", "priority_policy"),
+            // Flow-control replies are answered but never ack anything here.
+            (
+                self.ack_policy == AckPolicy::FlowControl,
+                "ack policy flow_control is",
+                "ack_policy",
+            ),
+            (
+                self.replay_policy == ReplayPolicy::Original,
+                "replay policy original is",
+                "replay_policy",
+            ),
+            (self.rate_limit_bps > 0, "rate limits are", "rate_limit_bps"),
+            (samples(&self.sample_freq), "ack sampling is", "sample_freq"),
+            // Both exist for the consumers nats-server makes for mirrors and sources.
+            (self.direct, "direct consumers are", "direct"),
+            (self.sourcing, "sourcing consumers are", "sourcing"),
+        ];
+        match refusals.iter().find(|(set, _, _)| *set) {
+            Some((_, what, field)) => Err(ApiError::with_detail(
+                ErrorKind::ConsumerCreate,
+                not_supported(what, field),
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Whether a (validated) `sample_freq` asks for any sampling: `""`, `"0"` and `"0%"` do not.
+fn samples(sample_freq: &str) -> bool {
+    sample_freq
+        .trim_end_matches('%')
+        .parse::<u32>()
+        .is_ok_and(|percent| percent > 0)
+}

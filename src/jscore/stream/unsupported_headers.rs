@@ -1,0 +1,148 @@
+//! The publish headers of features jetraft does not implement: per-message TTL (`Nats-TTL`),
+//! counters (`Nats-Incr`), atomic batches (`Nats-Batch-Id`) and schedules (`Nats-Schedule`).
+//! A stream refuses the stream settings that enable them (`jsapi::unsupported`), so every
+//! jetraft stream is one where nats-server refuses these publishes: with the same PubAck
+//! errors, and never storing the message with its header ignored (a TTL that never expires
+//! is worse than a refusal).
+//!
+//! Checked on the stream leader before the publish is proposed, as nats-server checks them
+//! before its clustered proposal: nothing refused reaches the Raft log, so the replicated
+//! apply (`append.rs`) and the logs already written are untouched.
+
+use crate::wire::headers::lookup;
+
+use super::error::AppendError;
+use super::publish_headers::EXPECTED_STREAM;
+
+pub const MSG_TTL: &str = "Nats-TTL";
+pub const MSG_INCR: &str = "Nats-Incr";
+pub const BATCH_ID: &str = "Nats-Batch-Id";
+pub const SCHEDULE: &str = "Nats-Schedule";
+
+/// The refusal nats-server answers a publish carrying `block` to stream `stream` (which
+/// allows none of TTLs, counters, atomic batches and schedules), in nats-server's order; `Ok`
+/// when nothing unsupported is asked for.
+pub fn refuse_unsupported_headers(block: &[u8], stream: &str) -> Result<(), AppendError> {
+    let value = |name: &str| {
+        lookup(block, name)
+            .map(|value| value.trim_ascii_end())
+            .filter(|value| !value.is_empty())
+    };
+    // A batch goes down its own path in nats-server, refused before any other check.
+    if value(BATCH_ID).is_some() {
+        return Err(AppendError::AtomicPublishDisabled);
+    }
+    if let Some(incr) = value(MSG_INCR) {
+        if !is_big_integer(incr) {
+            return Err(AppendError::CounterIncrementInvalid);
+        }
+        return Err(AppendError::CountersDisabled);
+    }
+    // nats-server answers a wrong expected stream (10060) before the TTL; the apply does too.
+    if value(EXPECTED_STREAM).is_some_and(|expected| expected != stream.as_bytes()) {
+        return Ok(());
+    }
+    if value(MSG_TTL).is_some_and(asks_for_ttl) {
+        return Err(AppendError::TtlDisabled);
+    }
+    if value(SCHEDULE).is_some() {
+        return Err(AppendError::SchedulesDisabled);
+    }
+    Ok(())
+}
+
+/// What Go's `big.Int.SetString(value, 10)` accepts: an optional sign, then decimal digits.
+fn is_big_integer(value: &[u8]) -> bool {
+    let digits = value.strip_prefix(b"+").or(value.strip_prefix(b"-"));
+    let digits = digits.unwrap_or(value);
+    !digits.is_empty() && digits.iter().all(u8::is_ascii_digit)
+}
+
+/// Whether nats-server reads a (non-empty) `Nats-TTL` value as a TTL, valid or not: it refuses
+/// both the same way on a stream without TTLs. Only a zero integer other than the Go duration
+/// `"0"` (which it parses first, as a duration under a second: invalid) means "no TTL".
+fn asks_for_ttl(value: &[u8]) -> bool {
+    !(value.len() > 1 && value.iter().all(|b| *b == b'0'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(headers: &[(&str, &str)]) -> Result<(), AppendError> {
+        let mut block = String::from("NATS/1.0\r\n");
+        for (name, value) in headers {
+            block += &format!("{name}: {value}\r\n");
+        }
+        block += "\r\n";
+        refuse_unsupported_headers(block.as_bytes(), "S")
+    }
+
+    #[test]
+    fn ordinary_publishes_pass() {
+        assert_eq!(refusal(&[]), Ok(()));
+        assert_eq!(
+            refusal(&[("Nats-Msg-Id", "1"), ("Nats-Rollup", "sub")]),
+            Ok(())
+        );
+        assert_eq!(refusal(&[("Nats-TTL", "")]), Ok(()));
+        assert_eq!(refusal(&[("Nats-TTL", "00")]), Ok(()));
+    }
+
+    #[test]
+    fn ttls_are_refused_as_disabled_whatever_their_value() {
+        for ttl in [
+            "1", "60", "1m", "never", "NEVER", "0", "0s", "500ms", "banana", "-1",
+        ] {
+            assert_eq!(
+                refusal(&[("Nats-TTL", ttl)]),
+                Err(AppendError::TtlDisabled),
+                "{ttl}"
+            );
+        }
+        let err = AppendError::TtlDisabled.to_api_error();
+        assert_eq!((err.code, err.err_code), (400, 10166));
+        // A wrong expected stream is the apply's 10060, as in nats-server.
+        assert_eq!(
+            refusal(&[("Nats-Expected-Stream", "T"), ("Nats-TTL", "1m")]),
+            Ok(())
+        );
+        assert_eq!(
+            refusal(&[("Nats-Expected-Stream", "S"), ("Nats-TTL", "1m")]),
+            Err(AppendError::TtlDisabled)
+        );
+    }
+
+    #[test]
+    fn counters_batches_and_schedules_are_refused() {
+        for incr in ["1", "+5", "-20", "123456789012345678901234567890"] {
+            assert_eq!(
+                refusal(&[("Nats-Incr", incr)]),
+                Err(AppendError::CountersDisabled)
+            );
+        }
+        for incr in ["x", "+", "1.5", "1e3"] {
+            assert_eq!(
+                refusal(&[("Nats-Incr", incr)]),
+                Err(AppendError::CounterIncrementInvalid)
+            );
+        }
+        assert_eq!(
+            refusal(&[("Nats-TTL", "1m"), ("Nats-Batch-Id", "b1")]),
+            Err(AppendError::AtomicPublishDisabled)
+        );
+        assert_eq!(
+            refusal(&[("Nats-Schedule", "@at 2030-01-01T00:00:00Z")]),
+            Err(AppendError::SchedulesDisabled)
+        );
+        for (error, code) in [
+            (AppendError::CountersDisabled, 10168),
+            (AppendError::CounterIncrementInvalid, 10171),
+            (AppendError::AtomicPublishDisabled, 10174),
+            (AppendError::SchedulesDisabled, 10188),
+        ] {
+            let err = error.to_api_error();
+            assert_eq!((err.code, err.err_code), (400, code), "{error}");
+        }
+    }
+}

@@ -1,0 +1,242 @@
+//! Settings and publish headers of JetStream features jetraft does not implement are refused
+//! with a JetStream error, and nothing is stored (issue 19): a stream or consumer config that
+//! asks for one is answered 10052 / 10012 (10005 for placement by tags) and no such stream or
+//! consumer exists afterwards; a publish with `Nats-TTL`, `Nats-Incr`, `Nats-Batch-Id` or
+//! `Nats-Schedule` is answered with nats-server's PubAck error for a stream that does not allow
+//! it, and the stream holds nothing. Raw API requests, so each body sets exactly one field.
+//! Every scenario runs on one node (R1) and on a three-node cluster (R3).
+
+mod common;
+
+use async_nats::jetstream::stream;
+use serde_json::{json, Value};
+
+use common::fixture::{on_r1_and_r3, JsFixture};
+use common::within;
+
+on_r1_and_r3!(
+    unsupported_stream_settings_are_refused_and_not_stored,
+    unsupported_consumer_settings_are_refused_and_not_stored,
+    unsupported_publish_headers_are_refused_and_not_stored,
+);
+
+/// Sends `body` to the JetStream API `subject` and returns the JSON reply.
+async fn api(client: &async_nats::Client, subject: String, body: Value) -> Value {
+    let reply = within(
+        "API request",
+        client.request(subject.clone(), body.to_string().into()),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{subject}: {e}"));
+    serde_json::from_slice(&reply.payload).expect("a JSON reply")
+}
+
+fn err_code(reply: &Value) -> u64 {
+    reply["error"]["err_code"].as_u64().unwrap_or(0)
+}
+
+/// Publishes `x` to `subject` with one header and returns the PubAck JSON.
+async fn publish_with_header(
+    client: &async_nats::Client,
+    subject: &'static str,
+    name: &'static str,
+    value: &str,
+) -> Value {
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert(name, value);
+    let reply = within(
+        "publish request",
+        client.request_with_headers(subject, headers, "x".into()),
+    )
+    .await
+    .expect("a PubAck");
+    serde_json::from_slice(&reply.payload).expect("a JSON PubAck")
+}
+
+async fn stream_names(client: &async_nats::Client) -> Vec<String> {
+    let reply = api(client, "$JS.API.STREAM.NAMES".into(), json!({})).await;
+    serde_json::from_value(reply["streams"].clone()).unwrap_or_default()
+}
+
+async fn unsupported_stream_settings_are_refused_and_not_stored(fx: JsFixture) {
+    let client = fx.client().await;
+    let replicas = fx.stream_replicas();
+    let cases = [
+        ("mirror", json!({"name":"ORIGIN"}), 10052),
+        ("sources", json!([{"name":"ORIGIN"}]), 10052),
+        (
+            "subject_transform",
+            json!({"src":"x.*","dest":"y.{{wildcard(1)}}"}),
+            10052,
+        ),
+        ("republish", json!({"src":">","dest":"copy.>"}), 10052),
+        ("subject_delete_marker_ttl", json!(5_000_000_000i64), 10052),
+        ("allow_msg_counter", json!(true), 10052),
+        ("allow_atomic", json!(true), 10052),
+        ("allow_msg_schedules", json!(true), 10052),
+        ("allow_batched", json!(true), 10052),
+        ("no_ack", json!(true), 10052),
+        ("mirror_direct", json!(true), 10052),
+        ("placement", json!({"tags":["ssd"]}), 10005),
+    ];
+    for (field, value, code) in cases {
+        let mut body = json!({"name":"REFUSED","num_replicas":replicas});
+        body[field] = value;
+        if field != "mirror" && field != "sources" {
+            body["subjects"] = json!(["x.*"]);
+        }
+        let reply = api(&client, "$JS.API.STREAM.CREATE.REFUSED".into(), body).await;
+        assert_eq!(err_code(&reply), code, "{field}: {reply}");
+        if code == 10052 {
+            let description = reply["error"]["description"].as_str().unwrap_or("");
+            assert!(description.contains(field), "{field}: {description}");
+        }
+        let info = api(&client, "$JS.API.STREAM.INFO.REFUSED".into(), json!({})).await;
+        assert_eq!(
+            err_code(&info),
+            10059,
+            "{field}: stream stored anyway: {info}"
+        );
+    }
+    assert!(stream_names(&client).await.is_empty());
+
+    // `allow_msg_ttl` (set by nats-py's key-value buckets) is recorded as false, what a
+    // nats-server without per-message TTLs does; TTL publishes are then refused (10166).
+    let body = json!({"name":"TTL","subjects":["ttl.*"],"num_replicas":replicas,
+        "allow_msg_ttl":true});
+    let reply = api(&client, "$JS.API.STREAM.CREATE.TTL".into(), body).await;
+    assert_eq!(reply["config"]["allow_msg_ttl"], false, "{reply}");
+    fx.wait_until_served("TTL").await;
+    let ack = publish_with_header(&client, "ttl.a", "Nats-TTL", "1m").await;
+    assert_eq!(err_code(&ack), 10166, "{ack}");
+    let reply = api(&client, "$JS.API.STREAM.DELETE.TTL".into(), json!({})).await;
+    assert_eq!(reply["success"], true, "{reply}");
+
+    // An update that adds one is refused too, and the stored config keeps its old value.
+    let js = async_nats::jetstream::new(client.clone());
+    fx.create_stream(
+        &js,
+        stream::Config {
+            name: "KEPT".into(),
+            subjects: vec!["kept.*".into()],
+            ..Default::default()
+        },
+    )
+    .await;
+    let body = json!({"name":"KEPT","subjects":["kept.*"],"num_replicas":replicas,
+        "republish":{"src":">","dest":"copy.>"}});
+    let reply = api(&client, "$JS.API.STREAM.UPDATE.KEPT".into(), body).await;
+    assert_eq!(err_code(&reply), 10052, "{reply}");
+    let info = api(&client, "$JS.API.STREAM.INFO.KEPT".into(), json!({})).await;
+    assert!(info["config"].get("republish").is_none(), "{info}");
+
+    // The typed client sees the same refusal.
+    let mirror = stream::Config {
+        name: "MIRROR".into(),
+        mirror: Some(stream::Source {
+            name: "KEPT".into(),
+            ..Default::default()
+        }),
+        num_replicas: replicas,
+        ..Default::default()
+    };
+    let err = js.create_stream(mirror).await.unwrap_err();
+    assert!(err.to_string().contains("10052"), "{err}");
+    assert_eq!(stream_names(&client).await, vec!["KEPT".to_string()]);
+    fx.shutdown().await;
+}
+
+async fn unsupported_consumer_settings_are_refused_and_not_stored(fx: JsFixture) {
+    let client = fx.client().await;
+    let js = async_nats::jetstream::new(client.clone());
+    fx.create_stream(
+        &js,
+        stream::Config {
+            name: "ORDERS".into(),
+            subjects: vec!["orders.*".into()],
+            ..Default::default()
+        },
+    )
+    .await;
+    let pull = json!({"durable_name":"C","ack_policy":"explicit"});
+    let push = json!({"name":"C","deliver_subject":"dlv","ack_policy":"explicit"});
+    let cases = [
+        (
+            "pause_until",
+            &pull,
+            json!({"pause_until":"2999-01-01T00:00:00Z"}),
+        ),
+        (
+            "priority_policy",
+            &pull,
+            json!({"priority_policy":"pinned_client","priority_groups":["jobs"]}),
+        ),
+        ("replay_policy", &pull, json!({"replay_policy":"original"})),
+        ("sample_freq", &pull, json!({"sample_freq":"100%"})),
+        ("sourcing", &pull, json!({"sourcing":true})),
+        ("rate_limit_bps", &push, json!({"rate_limit_bps":1024})),
+        (
+            "ack_policy",
+            &push,
+            json!({"ack_policy":"flow_control","flow_control":true,"max_ack_pending":10}),
+        ),
+    ];
+    for (field, base, overrides) in cases {
+        let mut config = base.clone();
+        for (key, value) in overrides.as_object().expect("an object") {
+            config[key] = value.clone();
+        }
+        let body = json!({"stream_name":"ORDERS","config":config});
+        let reply = api(&client, "$JS.API.CONSUMER.CREATE.ORDERS.C".into(), body).await;
+        assert_eq!(err_code(&reply), 10012, "{field}: {reply}");
+        let description = reply["error"]["description"].as_str().unwrap_or("");
+        assert!(description.contains(field), "{field}: {description}");
+        let info = api(&client, "$JS.API.CONSUMER.INFO.ORDERS.C".into(), json!({})).await;
+        assert_eq!(err_code(&info), 10014, "{field}: consumer stored: {info}");
+    }
+    // The same consumer without the unsupported settings is fine (jsm.go's zero pause time).
+    let mut config = pull.clone();
+    config["pause_until"] = json!("0001-01-01T00:00:00Z");
+    let body = json!({"stream_name":"ORDERS","config":config});
+    let reply = api(&client, "$JS.API.CONSUMER.CREATE.ORDERS.C".into(), body).await;
+    assert!(reply.get("error").is_none(), "{reply}");
+    // `CONSUMER.PAUSE` stays an error.
+    let body = json!({"pause_until":"2999-01-01T00:00:00Z"});
+    let reply = api(&client, "$JS.API.CONSUMER.PAUSE.ORDERS.C".into(), body).await;
+    assert!(reply.get("error").is_some(), "{reply}");
+    fx.shutdown().await;
+}
+
+async fn unsupported_publish_headers_are_refused_and_not_stored(fx: JsFixture) {
+    let client = fx.client().await;
+    let js = async_nats::jetstream::new(client.clone());
+    fx.create_stream(
+        &js,
+        stream::Config {
+            name: "ORDERS".into(),
+            subjects: vec!["orders.*".into()],
+            ..Default::default()
+        },
+    )
+    .await;
+    let cases = [
+        ("Nats-TTL", "1m", 10166),
+        ("Nats-TTL", "never", 10166),
+        ("Nats-Incr", "+1", 10168),
+        ("Nats-Incr", "one", 10171),
+        ("Nats-Batch-Id", "b1", 10174),
+        ("Nats-Schedule", "@at 2999-01-01T00:00:00Z", 10188),
+    ];
+    for (name, value, code) in cases {
+        let ack = publish_with_header(&client, "orders.new", name, value).await;
+        assert_eq!(err_code(&ack), code, "{name}: {value}: {ack}");
+        assert_eq!(ack["error"]["code"], 400, "{ack}");
+    }
+    let info = api(&client, "$JS.API.STREAM.INFO.ORDERS".into(), json!({})).await;
+    assert_eq!(info["state"]["messages"], 0, "{info}");
+    assert_eq!(info["state"]["last_seq"], 0, "no sequence used: {info}");
+    // An ordinary publish still works and takes the first sequence.
+    let ack = common::jetstream::publish_acked(&js, "orders.new", "x").await;
+    assert_eq!(ack.sequence, 1);
+    fx.shutdown().await;
+}
