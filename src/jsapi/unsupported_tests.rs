@@ -41,6 +41,12 @@ fn client_default_streams_are_accepted() {
     body["allow_msg_ttl"] = json!(true);
     let stored = stream(&body).refuse_unsupported().unwrap();
     assert!(!stored.allow_msg_ttl);
+    // `nats bench js` (nats CLI 0.5.0) sets `allow_atomic` on its streams: recorded as false,
+    // so batch publishes get 10174.
+    let mut body = natscli_stream();
+    body["allow_atomic"] = json!(true);
+    let stored = stream(&body).refuse_unsupported().unwrap();
+    assert!(!stored.allow_atomic);
     // Absent, null and empty forms of every refused field.
     let mut body = natscli_stream();
     for (field, value) in [
@@ -79,7 +85,6 @@ fn every_unsupported_stream_setting_is_refused_with_10052_naming_it() {
         ("republish", json!({"src":">","dest":"copy.>"})),
         ("subject_delete_marker_ttl", json!(5_000_000_000i64)),
         ("allow_msg_counter", json!(true)),
-        ("allow_atomic", json!(true)),
         ("allow_msg_schedules", json!(true)),
         ("allow_batched", json!(true)),
         ("no_ack", json!(true)),
