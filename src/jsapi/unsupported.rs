@@ -16,9 +16,10 @@
 //! `create_key_value`. The stream then reports `allow_msg_ttl: false`, and a publish with
 //! `Nats-TTL` is refused with 10166 (per-message TTL is disabled), as nats-server refuses it
 //! on such a stream: the TTL is never stored and ignored. `subject_delete_marker_ttl` (which
-//! needs TTLs) is refused. Likewise `allow_atomic: true` is recorded as `false`: the nats CLI's
-//! `nats bench js` sets it on the streams it creates, and a batch publish (`Nats-Batch-Id`)
-//! on such a stream is refused with 10174 (atomic publish is disabled).
+//! needs TTLs) is refused. Likewise `allow_atomic: true` and `allow_batched: true` are recorded
+//! as `false`: the nats CLI's `nats bench js` sets both on the streams it creates; the stream
+//! then reports both off (clients gate batch publishing on them), and a batch publish
+//! (`Nats-Batch-Id`) is refused with 10174 (atomic publish is disabled).
 //!
 //! Accepted on purpose although jetraft does something stronger than asked: `persist_mode:
 //! async` (every write is committed through Raft before the ack anyway), `compression: s2`
@@ -36,17 +37,18 @@ fn not_supported(what: &str, field: &str) -> String {
 
 impl StreamConfig {
     /// The (normalized, validated) config as jetraft stores it, or 10052 if it sets a stream
-    /// feature jetraft does not implement. `allow_msg_ttl` and `allow_atomic` are recorded as
-    /// `false` (see the module docs). Placement is the placement module's (it needs the topology).
+    /// feature jetraft does not implement. `allow_msg_ttl`, `allow_atomic` and `allow_batched`
+    /// are recorded as `false` (see the module docs). Placement is the placement module's (it needs the topology).
     pub fn refuse_unsupported(mut self) -> Result<StreamConfig, ApiError> {
         self.check_supported()?;
         self.allow_msg_ttl = false;
         self.allow_atomic = false;
+        self.allow_batched = false;
         Ok(self)
     }
 
     fn check_supported(&self) -> Result<(), ApiError> {
-        let refusals: [(bool, &str, &str); 11] = [
+        let refusals: [(bool, &str, &str); 10] = [
             (self.mirror.is_some(), "stream mirrors are", "mirror"),
             (!self.sources.is_empty(), "stream sources are", "sources"),
             (
@@ -72,7 +74,6 @@ impl StreamConfig {
                 "message schedules are",
                 "allow_msg_schedules",
             ),
-            (self.allow_batched, "fast batch publish is", "allow_batched"),
             // jetraft answers every publish that has a reply subject.
             (self.no_ack, "streams without publish acks are", "no_ack"),
             (self.mirror_direct, "mirror direct get is", "mirror_direct"),

@@ -41,12 +41,15 @@ fn client_default_streams_are_accepted() {
     body["allow_msg_ttl"] = json!(true);
     let stored = stream(&body).refuse_unsupported().unwrap();
     assert!(!stored.allow_msg_ttl);
-    // `nats bench js` (nats CLI 0.5.0) sets `allow_atomic` on its streams: recorded as false,
+    // `nats bench js` (nats CLI 0.5.0) sets `allow_atomic` and `allow_batched` on its streams:
+    // recorded as false,
     // so batch publishes get 10174.
     let mut body = natscli_stream();
     body["allow_atomic"] = json!(true);
+    body["allow_batched"] = json!(true);
     let stored = stream(&body).refuse_unsupported().unwrap();
     assert!(!stored.allow_atomic);
+    assert!(!stored.allow_batched);
     // Absent, null and empty forms of every refused field.
     let mut body = natscli_stream();
     for (field, value) in [
@@ -86,7 +89,6 @@ fn every_unsupported_stream_setting_is_refused_with_10052_naming_it() {
         ("subject_delete_marker_ttl", json!(5_000_000_000i64)),
         ("allow_msg_counter", json!(true)),
         ("allow_msg_schedules", json!(true)),
-        ("allow_batched", json!(true)),
         ("no_ack", json!(true)),
         ("mirror_direct", json!(true)),
         ("template_owner", json!("T")),
