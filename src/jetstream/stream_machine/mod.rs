@@ -4,7 +4,9 @@
 //! - `entry.rs`: the entries' format — command kinds, [`StreamCommandWire`] (the Raft-entry
 //!   form of a `StreamCommand`), appends in a raw form of their own, the mirror policy.
 //! - `response.rs`: the responses' format (a `StreamOutcome` or the API error).
-//! - `tests_formats.rs`: golden bytes of every command and response kind.
+//! - `tests_formats.rs`: golden bytes of every command and response kind; `tests_load.rs`:
+//!   random command sequences applied and reloaded, and what an apply writes;
+//!   `tests_layouts.rs`: state written by earlier layouts and record versions still loads.
 //! - `machine.rs`: [`StreamMachine`], the `consensus::GroupMachine` (apply, finish, load).
 //! - `stage.rs`: which keys an applied command changed, staged into the `MachineTxn`; what is
 //!   batched per apply call (message blocks, pending chunks, state records) is written by
@@ -79,6 +81,8 @@ mod view;
 mod tests;
 #[cfg(test)]
 mod tests_formats;
+#[cfg(test)]
+mod tests_layouts;
 #[cfg(test)]
 mod tests_load;
 

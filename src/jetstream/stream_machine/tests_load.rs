@@ -9,7 +9,7 @@ use super::entry::STREAM_COMMAND_V1;
 use super::response::decode_response;
 use crate::consensus::machine::ApplyPosition;
 use crate::consensus::{Command, GroupMachine, MachineError, MachineTxn, MachineView, StateDb};
-use crate::jetstream::payload::{self, META_COMMAND_V1};
+use crate::jetstream::payload::META_COMMAND_V1;
 use crate::jsapi::consumer_config::{AckPolicy, ConsumerConfig, DeliverPolicy};
 use crate::jsapi::stream_config::{RetentionPolicy, StorageType, StreamConfig};
 use crate::jscore::consumer::ConsumerCommand;
@@ -274,7 +274,7 @@ fn load_restores_exactly_what_apply_built() {
     }
 }
 
-fn append_cmd(subject: &str, now_nanos: i64) -> Command {
+pub(super) fn append_cmd(subject: &str, now_nanos: i64) -> Command {
     encode(StreamCommand::Append(AppendRequest {
         subject: subject.into(),
         headers: None,
@@ -285,14 +285,14 @@ fn append_cmd(subject: &str, now_nanos: i64) -> Command {
 
 impl Harness {
     /// The group's sled keys under `prefix` (the machine's own key space).
-    fn keys_under(&self, prefix: &[u8]) -> Vec<Vec<u8>> {
+    pub fn keys_under(&self, prefix: &[u8]) -> Vec<Vec<u8>> {
         self.view
             .scan_prefix(prefix)
             .map(|item| item.unwrap().0)
             .collect()
     }
 
-    fn check_reload(&self, what: &str) {
+    pub fn check_reload(&self, what: &str) {
         assert_eq!(self.reloaded(), self.state(), "{what}: load restores it");
     }
 }
@@ -375,125 +375,6 @@ fn blocks_settle_deletes_purges_and_expiry() {
 }
 
 #[test]
-fn layout_1_message_keys_still_load_and_go_when_deleted() {
-    let mut harness = Harness::new(StreamConfig::new("S", &["s.>"]));
-    harness.apply(&[append_cmd("s.a", 1), append_cmd("s.b", 2)]);
-    // Rewrite the stream as layout 1 wrote it: `m/` keys instead of the block.
-    let state = harness.state();
-    let mut batch = sled::Batch::default();
-    let full = |key: &[u8]| {
-        crate::consensus::state_db::key(9, crate::consensus::state_db::SPACE_DATA, key)
-    };
-    for seq in [1, 2] {
-        let msg = keys::StoredMsgV1::from(state.stream().get(seq).unwrap());
-        batch.insert(full(&keys::message(seq)), keys::encode(&msg).as_ref());
-    }
-    batch.remove(full(&keys::block(1)));
-    batch.insert(full(keys::LAYOUT), &[keys::LAYOUT_V1][..]);
-    harness.tree().apply_batch(batch).unwrap();
-    harness.check_reload("layout 1");
-
-    let (machine, stream) = StreamMachine::new(StreamConfig::new("S", &["s.>"]));
-    harness.machine = machine;
-    harness.stream = stream;
-    harness.machine.load(&harness.view).unwrap();
-    harness.apply(&[
-        encode(StreamCommand::DeleteMsg { seq: 1 }),
-        append_cmd("s.c", 3),
-    ]);
-    assert_eq!(
-        harness.keys_under(keys::MESSAGE_PREFIX),
-        vec![keys::message(2)]
-    );
-    assert_eq!(harness.keys_under(keys::BLOCK_PREFIX), vec![keys::block(3)]);
-    assert_eq!(
-        harness.view.get(keys::LAYOUT).unwrap().unwrap().as_ref(),
-        [keys::LAYOUT_V2]
-    );
-    harness.check_reload("layout 1 keys beside layout 2 blocks");
-}
-
-#[test]
-fn layout_1_pending_keys_still_load_and_move_into_chunks() {
-    let mut harness = Harness::new(StreamConfig::new("S", &["s.>"]));
-    let consumer = |command| {
-        encode(StreamCommand::Consumer {
-            name: "d".into(),
-            command,
-        })
-    };
-    let mut commands: Vec<Command> = (0..6).map(|i| append_cmd("s.a", i)).collect();
-    commands.push(encode(StreamCommand::UpsertConsumer {
-        name: "d".into(),
-        config: ConsumerConfig {
-            ack_policy: AckPolicy::Explicit,
-            ..Default::default()
-        },
-        created_nanos: 7,
-    }));
-    commands.push(consumer(ConsumerCommand::DeliverNext {
-        max_messages: 4,
-        now_nanos: 10,
-    }));
-    harness.apply(&commands);
-    assert_eq!(
-        harness
-            .keys_under(&keys::consumer_prefix("d"))
-            .iter()
-            .filter(|key| matches!(
-                keys::parse_consumer_key(key),
-                Ok(keys::ConsumerKey::PendingChunk(..))
-            ))
-            .count(),
-        1,
-        "one chunk key for the four deliveries"
-    );
-    // Rewrite the chunk as layout 1 wrote it: one `p` key per entry.
-    let state = harness.state();
-    let pending = state.consumer("d").unwrap().pending();
-    let full = |key: &[u8]| {
-        crate::consensus::state_db::key(9, crate::consensus::state_db::SPACE_DATA, key)
-    };
-    let mut batch = sled::Batch::default();
-    for (seq, entry) in pending.iter() {
-        let value = keys::encode(&keys::PendingV1::from(entry));
-        batch.insert(full(&keys::pending("d", seq)), value.as_ref());
-    }
-    batch.remove(full(&keys::pending_chunk("d", 0)));
-    harness.tree().apply_batch(batch).unwrap();
-    harness.check_reload("layout 1 pending keys");
-
-    let (machine, stream) = StreamMachine::new(StreamConfig::new("S", &["s.>"]));
-    harness.machine = machine;
-    harness.stream = stream;
-    harness.machine.load(&harness.view).unwrap();
-    harness.apply(&[consumer(ConsumerCommand::Ack { stream_seq: 2 })]);
-    let pending_keys: Vec<Vec<u8>> = harness
-        .keys_under(&keys::consumer_prefix("d"))
-        .into_iter()
-        .filter(|key| {
-            matches!(
-                keys::parse_consumer_key(key),
-                Ok(keys::ConsumerKey::Pending(..))
-            )
-        })
-        .collect();
-    assert!(
-        pending_keys.is_empty(),
-        "the chunk took over the layout-1 keys"
-    );
-    assert!(harness
-        .view
-        .get(&keys::pending_chunk("d", 0))
-        .unwrap()
-        .is_some());
-    harness.check_reload("layout 1 pending keys moved into a chunk");
-    harness.apply(&[encode(StreamCommand::DeleteConsumer { name: "d".into() })]);
-    assert!(harness.keys_under(&keys::consumer_prefix("d")).is_empty());
-    harness.check_reload("consumer deleted");
-}
-
-#[test]
 fn an_ack_touches_a_constant_number_of_keys() {
     let mut harness = Harness::new(StreamConfig::new("S", &["s.>"]));
     for i in 0..200 {
@@ -562,18 +443,6 @@ fn unknown_or_undecodable_commands_are_corrupt_state() {
     }
 }
 
-#[test]
-fn keys_without_a_known_layout_do_not_load() {
-    let harness = Harness::new(StreamConfig::new("S", &["s.>"]));
-    let key = crate::consensus::state_db::key(9, crate::consensus::state_db::SPACE_DATA, b"v");
-    harness.tree().insert(key, &[9u8][..]).unwrap();
-    let (mut machine, _) = StreamMachine::new(StreamConfig::new("S", &["s.>"]));
-    assert!(matches!(
-        machine.load(&harness.view),
-        Err(MachineError::Corrupt(_))
-    ));
-}
-
 /// By hand: `cargo test --release --lib apply_cost -- --ignored --nocapture`. Times applying
 /// appends (256 per batch, 128-byte payloads) to a stream machine over sled, without Raft.
 #[test]
@@ -607,48 +476,4 @@ fn apply_cost() {
         msgs as f64 / elapsed.as_secs_f64(),
         elapsed.as_secs_f64() * 1e6 / msgs as f64
     );
-}
-
-#[test]
-fn consumer_config_records_without_a_creation_time_still_load_in_either_layout() {
-    // A config record as written before the creation time was kept: the config's JSON
-    // alone. It loads with `created` 0, in layout 2 (blocks, chunks) and layout 1 alike.
-    #[derive(serde::Serialize)]
-    struct ConfigOnly {
-        config: payload::JsonValue<ConsumerConfig>,
-    }
-    for layout in [keys::LAYOUT_V2, keys::LAYOUT_V1] {
-        let mut harness = Harness::new(StreamConfig::new("S", &["s.>"]));
-        let config = ConsumerConfig {
-            ack_policy: AckPolicy::Explicit,
-            ..Default::default()
-        };
-        harness.apply(&[
-            append_cmd("s.a", 1),
-            encode(StreamCommand::UpsertConsumer {
-                name: "d".into(),
-                config: config.clone(),
-                created_nanos: 42,
-            }),
-        ]);
-        assert_eq!(
-            harness.reloaded().consumer("d").unwrap().created_nanos(),
-            42
-        );
-        let full = |key: &[u8]| {
-            crate::consensus::state_db::key(9, crate::consensus::state_db::SPACE_DATA, key)
-        };
-        let old = keys::encode(&ConfigOnly {
-            config: payload::JsonValue(config),
-        });
-        let mut batch = sled::Batch::default();
-        batch.insert(full(&keys::consumer_config("d")), old.as_ref());
-        batch.insert(full(keys::LAYOUT), &[layout][..]);
-        harness.tree().apply_batch(batch).unwrap();
-        let reloaded = harness.reloaded();
-        let consumer = reloaded.consumer("d").unwrap();
-        assert_eq!(consumer.created_nanos(), 0, "layout {layout}");
-        assert_eq!(consumer.config().ack_policy, AckPolicy::Explicit);
-        assert_eq!(reloaded.stream().last_seq(), 1, "layout {layout}");
-    }
 }
