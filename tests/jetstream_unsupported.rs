@@ -148,18 +148,21 @@ async fn unsupported_stream_settings_are_refused_and_not_stored(fx: JsFixture) {
     fx.shutdown().await;
 }
 
-async fn unsupported_consumer_settings_are_refused_and_not_stored(fx: JsFixture) {
+/// A client of the fixture, and the stream ORDERS on `orders.*` (replicated as the fixture is).
+async fn with_orders(fx: &JsFixture) -> async_nats::Client {
     let client = fx.client().await;
     let js = async_nats::jetstream::new(client.clone());
-    fx.create_stream(
-        &js,
-        stream::Config {
-            name: "ORDERS".into(),
-            subjects: vec!["orders.*".into()],
-            ..Default::default()
-        },
-    )
-    .await;
+    let config = stream::Config {
+        name: "ORDERS".into(),
+        subjects: vec!["orders.*".into()],
+        ..Default::default()
+    };
+    fx.create_stream(&js, config).await;
+    client
+}
+
+async fn unsupported_consumer_settings_are_refused_and_not_stored(fx: JsFixture) {
+    let client = with_orders(&fx).await;
     let pull = json!({"durable_name":"C","ack_policy":"explicit"});
     let push = json!({"name":"C","deliver_subject":"dlv","ack_policy":"explicit"});
     let cases = [
@@ -210,17 +213,7 @@ async fn unsupported_consumer_settings_are_refused_and_not_stored(fx: JsFixture)
 }
 
 async fn unsupported_publish_headers_are_refused_and_not_stored(fx: JsFixture) {
-    let client = fx.client().await;
-    let js = async_nats::jetstream::new(client.clone());
-    fx.create_stream(
-        &js,
-        stream::Config {
-            name: "ORDERS".into(),
-            subjects: vec!["orders.*".into()],
-            ..Default::default()
-        },
-    )
-    .await;
+    let client = with_orders(&fx).await;
     let cases = [
         ("Nats-TTL", "1m", 10166),
         ("Nats-TTL", "never", 10166),
@@ -238,6 +231,7 @@ async fn unsupported_publish_headers_are_refused_and_not_stored(fx: JsFixture) {
     assert_eq!(info["state"]["messages"], 0, "{info}");
     assert_eq!(info["state"]["last_seq"], 0, "no sequence used: {info}");
     // An ordinary publish still works and takes the first sequence.
+    let js = async_nats::jetstream::new(client.clone());
     let ack = common::jetstream::publish_acked(&js, "orders.new", "x").await;
     assert_eq!(ack.sequence, 1);
     fx.shutdown().await;
