@@ -59,6 +59,13 @@ impl Cluster for TestCluster {
         Err(Status::unimplemented("test cluster"))
     }
 
+    async fn ping(
+        &self,
+        _: Request<proto::PingRequest>,
+    ) -> Result<Response<proto::PingReply>, Status> {
+        Err(Status::unimplemented("test cluster"))
+    }
+
     async fn route(
         &self,
         request: Request<tonic::Streaming<proto::RouteBatch>>,

@@ -13,6 +13,7 @@
 //! leader serves).
 
 pub mod identity;
+mod liveness;
 pub mod peers;
 pub mod proto;
 pub mod route;
@@ -25,9 +26,11 @@ use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 use tonic::transport::server::TcpIncoming;
 
 use crate::config::cluster::ClusterConfig;
+use crate::consensus::pacer::Pacer;
 use crate::consensus::{GroupId, GroupRegistry, NodeId, RaftGroup};
 use crate::server::advertisement::ClusterAdvertisement;
 use crate::server::ServerShared;
@@ -53,6 +56,10 @@ pub struct ClusterNode {
     /// them, and must not keep a stopped node's store open (the node and the router hold
     /// each other, so this node outlives its shutdown).
     registries: OnceLock<Vec<Weak<GroupRegistry>>>,
+    /// The pacer of this node's groups, set with the registries; pings feed its liveness.
+    pacer: OnceLock<Pacer>,
+    /// The node's shutdown, which ends the pings.
+    shutdown: CancellationToken,
     grpc_addr: SocketAddr,
 }
 
@@ -115,6 +122,8 @@ impl ClusterNode {
             peers: Arc::new(parking_lot::RwLock::new(PeerTable::default())),
             channels: Channels::default(),
             registries: OnceLock::new(),
+            pacer: OnceLock::new(),
+            shutdown: shared.shutdown.clone(),
             grpc_addr,
         });
         let service = proto::cluster_server::ClusterServer::new(ClusterService::new(node.clone()))
@@ -215,11 +224,20 @@ impl ClusterNode {
     }
 
     /// Makes this node's Raft groups reachable by peers (group ids are unique across the
-    /// registries: the meta group hands them out).
-    pub fn set_registries(&self, registries: Vec<Arc<GroupRegistry>>) {
+    /// registries: the meta group hands them out), and starts pinging the peers for `pacer`,
+    /// which paces those groups (once; later calls change nothing).
+    pub fn serve_groups(self: &Arc<Self>, registries: Vec<Arc<GroupRegistry>>, pacer: Pacer) {
         let _ = self
             .registries
             .set(registries.iter().map(Arc::downgrade).collect());
+        if self.pacer.set(pacer.clone()).is_ok() {
+            liveness::start_pinging(self, &pacer, &self.shutdown);
+        }
+    }
+
+    /// The pacer of this node's groups, once they are served.
+    pub fn pacer(&self) -> Option<&Pacer> {
+        self.pacer.get()
     }
 
     /// The group `id` if it runs on this node.

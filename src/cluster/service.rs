@@ -6,12 +6,13 @@
 //!   instance. A group not (yet) running here — the node has not reconciled the meta entry that
 //!   creates it — answers `unavailable`, which the sender treats as unreachable and retries.
 //!   A vote request first waits a little for the group to start (`VOTE_WAITS_FOR_GROUP`).
+//! - `Ping`: node liveness, and the quiet groups the caller leads (`liveness`).
 //! - `Propose`: a proposal forwarded by a follower; applied here if this node leads the group,
 //!   forwarded once more if it knows a newer leader.
 //! - `Route`: the calling node's core-NATS route (see `route`).
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
 use tonic::{Request, Response, Status, Streaming};
@@ -118,16 +119,26 @@ impl Cluster for ClusterService {
             RaftKind::AppendEntries => {
                 let rpc: AppendEntriesRequest<TypeConfig> =
                     raft_codec::decode(&request.payload).map_err(malformed)?;
+                group.signals().heard_leader(Instant::now());
                 outcome(&raft.append_entries(rpc).await)
             }
             RaftKind::Vote => {
                 let rpc: VoteRequest<u64> =
                     raft_codec::decode(&request.payload).map_err(malformed)?;
+                let candidate = rpc.vote.leader_id().voted_for();
+                if candidate.is_some_and(|c| group.pacer().refuses_vote(request.group, c)) {
+                    return Ok(unavailable(format!(
+                        "vote refused: group {} is quiet here and its leader is alive",
+                        request.group
+                    )));
+                }
+                group.signals().touch();
                 outcome(&raft.vote(rpc).await)
             }
             RaftKind::InstallSnapshot => {
                 let rpc: InstallSnapshotRequest<TypeConfig> =
                     raft_codec::decode(&request.payload).map_err(malformed)?;
+                group.signals().heard_leader(Instant::now());
                 outcome(&raft.install_snapshot(rpc).await)
             }
         })
@@ -168,12 +179,23 @@ impl Cluster for ClusterService {
         let group_id = request.into_inner().group;
         let error = match self.node.group(group_id) {
             None => format!("group {group_id} does not run on this node"),
-            Some(group) => match group.raft().trigger().elect().await {
+            Some(group) => match {
+                group.signals().touch();
+                group.raft().trigger().elect().await
+            } {
                 Ok(()) => String::new(),
                 Err(fatal) => fatal.to_string(),
             },
         };
         Ok(Response::new(proto::ElectReply { error }))
+    }
+
+    async fn ping(
+        &self,
+        request: Request<proto::PingRequest>,
+    ) -> Result<Response<proto::PingReply>, Status> {
+        let stale_groups = self.node.pinged(request.into_inner());
+        Ok(Response::new(proto::PingReply { stale_groups }))
     }
 
     async fn route(

@@ -23,19 +23,14 @@ use super::log_store::GroupLogStore;
 use super::machine::{GroupMachine, MachineView};
 use super::network::{GroupNetworkFactory, PeerTransport};
 use super::node_storage::NodeStorage;
+use super::pacer::{decide, GroupSignals, Mode, Pacer};
 use super::state_machine::GroupStateMachine;
 use super::types::{Command, GroupId, Node, NodeId, Proposal, Raft, Response};
 
 /// Tunables of a group. The defaults suit a broker hosting many groups on small machines.
+/// Heartbeats and elections are not among them: the node's [`Pacer`] drives them.
 #[derive(Clone, Debug)]
 pub struct GroupOptions {
-    /// Leader heartbeat period.
-    pub heartbeat: Duration,
-    /// Election timeout range. Wider than openraft's 150–300 ms default: a node hosts many
-    /// groups and may be busy (2 cores), and a spurious election costs a leader change. Not
-    /// wider: openraft 0.9 starts an election only after the leader lease (= the maximum) plus
-    /// a timeout, so a failover takes 0.9–1.2 s with these (1.5–2.0 s with 500–1000 ms).
-    pub election_timeout: (Duration, Duration),
     /// Build a snapshot (and so allow purging the log) every this many applied entries.
     pub snapshot_every: u64,
     /// Entries kept in the log behind the snapshot, for followers that lag a little.
@@ -49,8 +44,6 @@ pub struct GroupOptions {
 impl Default for GroupOptions {
     fn default() -> Self {
         GroupOptions {
-            heartbeat: Duration::from_millis(100),
-            election_timeout: (Duration::from_millis(300), Duration::from_millis(600)),
             snapshot_every: 10_000,
             logs_kept_after_snapshot: 1_000,
             leader_wait: Duration::from_secs(10),
@@ -61,20 +54,32 @@ impl Default for GroupOptions {
     }
 }
 
+/// openraft's heartbeat period as configured: a day, so that each group's tick task (which
+/// openraft spawns and wakes every 1.5 periods even with its timers off) practically never
+/// runs. The pacer sends the heartbeats ([`decide::HEARTBEAT`]).
+const OPENRAFT_TICK_OFF: Duration = Duration::from_secs(24 * 3600);
+
 impl GroupOptions {
-    fn raft_config(&self, group: GroupId) -> Result<Config, StartError> {
-        let config = Config {
+    /// openraft's config of a group: its timers off (the pacer triggers heartbeats and
+    /// elections), the election timeouts kept because openraft derives the leader lease (how
+    /// long a voter refuses another candidate after hearing the leader) from their maximum.
+    /// Not `validate()`d: it would insist on a heartbeat shorter than the election timeout,
+    /// which only matters to the timers that are off.
+    fn raft_config(&self, group: GroupId) -> Config {
+        Config {
             cluster_name: format!("jetraft-group-{group}"),
-            heartbeat_interval: self.heartbeat.as_millis() as u64,
-            election_timeout_min: self.election_timeout.0.as_millis() as u64,
-            election_timeout_max: self.election_timeout.1.as_millis() as u64,
+            heartbeat_interval: OPENRAFT_TICK_OFF.as_millis() as u64,
+            election_timeout_min: decide::ELECTION_TIMEOUT.start.as_millis() as u64,
+            election_timeout_max: decide::LEADER_LEASE.as_millis() as u64,
+            enable_tick: false,
+            enable_heartbeat: false,
+            enable_elect: false,
             install_snapshot_timeout: 5_000,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(self.snapshot_every),
             max_in_snapshot_log_to_keep: self.logs_kept_after_snapshot,
             snapshot_max_chunk_size: self.snapshot_chunk,
             ..Config::default()
-        };
-        Ok(config.validate()?)
+        }
     }
 }
 
@@ -91,6 +96,8 @@ pub struct GroupStart {
     pub options: GroupOptions,
     /// Which voters initialize the group's membership if it is new.
     pub bootstrap: Bootstrap,
+    /// The node's pacer, which drives the group's heartbeats and elections.
+    pub pacer: Pacer,
 }
 
 /// Which voters of a new group initialize its membership when they start it. openraft makes a
@@ -134,6 +141,8 @@ pub struct RaftGroup {
     batcher: ProposalBatcher,
     /// For forwarding proposals to the leader.
     transport: Arc<dyn PeerTransport>,
+    pacer: Pacer,
+    signals: Arc<GroupSignals>,
 }
 
 /// [`Bootstrap::First`] on a voter that is not first: initializes the membership after
@@ -170,8 +179,9 @@ impl RaftGroup {
             machine,
             options,
             bootstrap,
+            pacer,
         } = start;
-        let config = Arc::new(options.raft_config(group)?);
+        let config = Arc::new(options.raft_config(group));
         let log = GroupLogStore::new(group, node, storage.log.clone());
         let state_machine = GroupStateMachine::open(
             group,
@@ -183,6 +193,7 @@ impl RaftGroup {
         let view = state_machine.view();
         let network = GroupNetworkFactory::new(group, transport.clone());
         let raft = Raft::new(node, config, network, log.clone(), state_machine).await?;
+        let signals = pacer.track(group, raft.clone());
         let started = RaftGroup {
             group,
             node,
@@ -191,6 +202,8 @@ impl RaftGroup {
             raft,
             log,
             view,
+            pacer,
+            signals,
         };
         let single_voter = voters.len() == 1 && voters.contains_key(&node);
         let initialized = started.raft.is_initialized().await?;
@@ -249,12 +262,44 @@ impl RaftGroup {
     /// [`leadership_of`](super::leadership::leadership_of). A leader just elected counts as in
     /// contact (a caller that tracks for how long it has led without an ack uses the function).
     pub fn leadership(&self) -> super::leadership::Leadership {
+        let metrics = self.raft.metrics();
+        let metrics = metrics.borrow();
         super::leadership::leadership_of(
-            &self.raft.metrics().borrow(),
+            &metrics,
             self.node,
             super::leadership::quorum_lost_after(self.raft.config()),
             Duration::ZERO,
+            self.quiet_contact(&metrics),
         )
+    }
+
+    /// The group's pacing signals: its mode, and the doors proposals and RPCs wake it by.
+    pub fn signals(&self) -> &Arc<GroupSignals> {
+        &self.signals
+    }
+
+    /// The node's pacer.
+    pub fn pacer(&self) -> &Pacer {
+        &self.pacer
+    }
+
+    /// How a quiet (or waking) replica is in contact, by node liveness: whether its lease
+    /// holds (a leader) and whether its leader's node is alive (a follower). None while the
+    /// group is active: openraft's own acknowledgements say it then.
+    pub fn quiet_contact(
+        &self,
+        metrics: &openraft::RaftMetrics<NodeId, Node>,
+    ) -> Option<super::leadership::QuietContact> {
+        if self.signals.mode() == Mode::Active {
+            return None;
+        }
+        let voters = metrics.membership_config.membership().voter_ids();
+        Some(super::leadership::QuietContact {
+            lease_holds: self.pacer.lease_holds(voters),
+            leader_alive: metrics
+                .current_leader
+                .is_none_or(|leader| self.pacer.is_alive(leader)),
+        })
     }
 
     /// The current leader, if known.
@@ -267,6 +312,7 @@ impl RaftGroup {
     /// [`batcher`](super::batcher)); each still gets its own response.
     /// On a follower the command is forwarded to the leader.
     pub async fn propose(&self, command: Command) -> Result<Response, ProposeError> {
+        self.signals.touch();
         if let Some((leader, node)) = self.other_leader() {
             let mut responses = self.forward_to(leader, node, vec![command], 0).await?;
             return responses.pop().ok_or(ProposeError::MissingResponses {
@@ -294,6 +340,7 @@ impl RaftGroup {
         commands: Vec<Command>,
         hops: u32,
     ) -> Result<Vec<Response>, ProposeError> {
+        self.signals.touch();
         if let Some((leader, node)) = self.other_leader() {
             return self.forward_to(leader, node, commands, hops).await;
         }
@@ -335,6 +382,7 @@ impl RaftGroup {
 
     /// Stop the group (its data stays). Persists the committed index for a quick restart.
     pub async fn shutdown(&self) -> Result<(), StartError> {
+        self.pacer.untrack(self.group);
         self.raft.shutdown().await?;
         if let Err(e) = self.log.flush_committed().await {
             tracing::warn!(group = self.group, error = %e, "committed index not persisted at shutdown");

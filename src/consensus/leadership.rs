@@ -19,6 +19,16 @@ pub struct Leadership {
     pub knows_leader: bool,
 }
 
+/// How a quiet (or waking) replica is in contact with its group, by node liveness instead of
+/// openraft's acknowledgements, which a quiet group does not exchange (see the pacer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QuietContact {
+    /// A quorum of the voters answered this node's pings within the lease.
+    pub lease_holds: bool,
+    /// The known leader's node is alive (true if there is none).
+    pub leader_alive: bool,
+}
+
 /// How long a leader may go without hearing from a quorum before it stops serving, from its
 /// group's Raft config: the leader lease (followers refuse votes for that long after they heard
 /// from the leader) plus half the minimum election timeout. A follower stands for election
@@ -41,24 +51,30 @@ pub fn quorum_lost_after(config: &openraft::Config) -> Duration {
 /// then either). A leader just elected has no quorum ack yet (openraft does not count the
 /// votes): it counts as in contact, having just heard from a quorum, unless `unacked_for`
 /// (how long it has led without one, where the caller tracks it) passes `lost_after`.
+///
+/// A quiet group (`quiet` is Some) goes by node liveness instead: its leader serves while its
+/// lease holds, and a follower knows its leader while that leader's node is alive.
 pub fn leadership_of(
     m: &openraft::RaftMetrics<NodeId, Node>,
     node: NodeId,
     lost_after: Duration,
     unacked_for: Duration,
+    quiet: Option<QuietContact>,
 ) -> Leadership {
     let leader =
         m.state == ServerState::Leader && m.current_leader == Some(node) && m.running_state.is_ok();
     let voters = m.membership_config.membership().voter_ids().count();
-    let in_contact = match m.millis_since_quorum_ack {
-        Some(ms) => Duration::from_millis(ms) <= lost_after,
-        None => unacked_for <= lost_after,
+    let in_contact = match (quiet, m.millis_since_quorum_ack) {
+        (Some(quiet), _) => quiet.lease_holds,
+        (None, Some(ms)) => Duration::from_millis(ms) <= lost_after,
+        (None, None) => unacked_for <= lost_after,
     };
+    let leader_alive = quiet.is_none_or(|quiet| leader || quiet.leader_alive);
     let quorum = !leader || voters <= 1 || in_contact;
     // openraft reports a leader only for a committed vote: a candidate, or a voter that
     // granted a vote to one, knows none until a leader's first append.
     Leadership {
         leads: leader && quorum,
-        knows_leader: m.current_leader.is_some() && quorum,
+        knows_leader: m.current_leader.is_some() && quorum && leader_alive,
     }
 }

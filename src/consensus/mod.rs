@@ -57,6 +57,7 @@ pub mod log_store;
 pub mod machine;
 pub mod network;
 pub mod node_storage;
+pub mod pacer;
 pub mod raft_codec;
 pub mod registry;
 pub mod snapshot;

@@ -216,6 +216,9 @@ impl RaftNetwork<TypeConfig> for GroupNetwork {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RpcError> {
+        // openraft times an append out after its heartbeat period, which is a day here (its
+        // timers are off: `group.rs`); appends keep the pacer's heartbeat period as before.
+        let option = RPCOption::new(option.hard_ttl().min(super::pacer::decide::HEARTBEAT));
         if let Plan::Hold { ticket } = self.hold.lock().plan(&rpc, Instant::now()) {
             self.send_later(ticket, rpc, option);
             return Ok(AppendEntriesResponse::Success);

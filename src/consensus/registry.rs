@@ -12,6 +12,7 @@ use super::group::{Bootstrap, GroupOptions, GroupStart, RaftGroup};
 use super::machine::GroupMachine;
 use super::network::PeerTransport;
 use super::node_storage::NodeStorage;
+use super::pacer::Pacer;
 use super::state_machine::GroupStateMachine;
 use super::types::{GroupId, Node, NodeId};
 use crate::store::log::{LogError, LogOp};
@@ -45,6 +46,7 @@ pub struct GroupRegistry {
     storage: NodeStorage,
     transport: Arc<dyn PeerTransport>,
     options: GroupOptions,
+    pacer: Pacer,
     groups: RwLock<HashMap<GroupId, Arc<RaftGroup>>>,
     lifecycle: tokio::sync::Mutex<()>,
 }
@@ -55,12 +57,14 @@ impl GroupRegistry {
         storage: NodeStorage,
         transport: Arc<dyn PeerTransport>,
         options: GroupOptions,
+        pacer: Pacer,
     ) -> GroupRegistry {
         GroupRegistry {
             node,
             storage,
             transport,
             options,
+            pacer,
             groups: RwLock::default(),
             lifecycle: tokio::sync::Mutex::new(()),
         }
@@ -68,6 +72,11 @@ impl GroupRegistry {
 
     pub fn node(&self) -> NodeId {
         self.node
+    }
+
+    /// The node's pacer (shared by every registry of the node).
+    pub fn pacer(&self) -> &Pacer {
+        &self.pacer
     }
 
     pub fn storage(&self) -> &NodeStorage {
@@ -108,6 +117,7 @@ impl GroupRegistry {
             machine,
             options: self.options.clone(),
             bootstrap,
+            pacer: self.pacer.clone(),
         })
         .await
         .map_err(|source| RegistryError::Start { group, source })?;

@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use super::catalog::{Catalog, Leading};
 use super::publish;
 use crate::consensus::leadership::{leadership_of, quorum_lost_after};
+use crate::consensus::pacer::Mode;
 use crate::consensus::RaftGroup;
 
 async fn watch(
@@ -31,6 +32,9 @@ async fn watch(
     stop: CancellationToken,
 ) {
     let mut metrics = group.raft().metrics();
+    // A quiet group's metrics do not move: its mode and the node's liveness do.
+    let mut modes = group.signals().modes();
+    let mut liveness = group.pacer().liveness().changes();
     let lost_after = quorum_lost_after(group.raft().config());
     // Since when this node has led in the current term without a quorum ack.
     let mut unacked_since: Option<(u64, Instant)> = None;
@@ -44,7 +48,10 @@ async fn watch(
                 _ => None,
             };
             let unacked_for = unacked_since.map_or(Duration::ZERO, |(_, since)| since.elapsed());
-            leadership_of(&m, group.node(), lost_after, unacked_for)
+            modes.borrow_and_update();
+            liveness.borrow_and_update();
+            let quiet = group.quiet_contact(&m);
+            leadership_of(&m, group.node(), lost_after, unacked_for, quiet)
         };
         match catalog.upgrade() {
             Some(catalog) => {
@@ -59,6 +66,11 @@ async fn watch(
         tokio::select! {
             _ = stop.cancelled() => return,
             changed = metrics.changed() => if changed.is_err() { return },
+            changed = modes.changed() => if changed.is_err() { return },
+            // Liveness matters only to a group that is not active.
+            changed = liveness.changed(), if group.signals().mode() != Mode::Active => {
+                if changed.is_err() { return }
+            }
         }
     }
 }

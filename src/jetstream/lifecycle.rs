@@ -41,6 +41,7 @@ use super::supervisor;
 use super::topology::Topology;
 use crate::cluster::ClusterNode;
 use crate::consensus::node_storage::StorageOpenError;
+use crate::consensus::pacer::Pacer;
 use crate::consensus::{GroupOptions, GroupRegistry, NodeStorage};
 use crate::jsapi::{ApiError, ErrorKind, StorageType};
 use crate::server::subscription::Subscription;
@@ -98,16 +99,24 @@ impl JetStream {
             options.snapshot_every = every.max(1);
             options.logs_kept_after_snapshot = every / 10;
         }
+        // One pacer for the node's groups, file and memory.
+        let pacer = Pacer::start(node);
         let registry = Arc::new(GroupRegistry::new(
             node,
             storage,
             transport.clone(),
             options.clone(),
+            pacer.clone(),
         ));
         let memory_storage = open_memory_storage(&shared).await?;
-        let memory_registry =
-            Arc::new(GroupRegistry::new(node, memory_storage, transport, options));
-        topology.serve_registries(vec![registry.clone(), memory_registry.clone()]);
+        let memory_registry = Arc::new(GroupRegistry::new(
+            node,
+            memory_storage,
+            transport,
+            options,
+            pacer.clone(),
+        ));
+        topology.serve_registries(vec![registry.clone(), memory_registry.clone()], &pacer);
         let (machine, meta) = MetaMachine::new();
         let meta_group = groups::open_meta_group(&registry, &topology, machine).await?;
         let groups = Groups {

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::cluster::ClusterNode;
+use crate::consensus::pacer::Pacer;
 use crate::consensus::{GroupRegistry, NoPeers, Node, NodeId, PeerTransport, SINGLE_NODE_ID};
 
 /// What a lone node calls its own address in its groups' memberships (in their logs: fixed).
@@ -125,9 +126,9 @@ impl Topology {
 
     /// Hands the registries running this node's groups to whatever delivers Raft RPCs from
     /// other nodes (nothing does in a cluster of one).
-    pub fn serve_registries(&self, registries: Vec<Arc<GroupRegistry>>) {
+    pub fn serve_registries(&self, registries: Vec<Arc<GroupRegistry>>, pacer: &Pacer) {
         if let Peers::Cluster(cluster) = &self.peers {
-            cluster.set_registries(registries);
+            cluster.serve_groups(registries, pacer.clone());
         }
     }
 

@@ -18,6 +18,7 @@ use super::support::*;
 use crate::consensus::group::{Bootstrap, GroupOptions, GroupStart, RaftGroup, BOOTSTRAP_FALLBACK};
 use crate::consensus::network::{unreachable_error, PeerTransport, RpcError, RpcFuture};
 use crate::consensus::node_storage::NodeStorage;
+use crate::consensus::pacer::Pacer;
 use crate::consensus::types::{GroupId, Node, NodeId, Raft, TypeConfig};
 
 const GROUP: GroupId = 11;
@@ -94,15 +95,6 @@ fn voters() -> BTreeMap<NodeId, Node> {
         .collect()
 }
 
-/// Election timeouts long enough that a busy test machine does not retry the first election.
-fn patient_options() -> GroupOptions {
-    GroupOptions {
-        heartbeat: Duration::from_millis(100),
-        election_timeout: (Duration::from_millis(1000), Duration::from_millis(2000)),
-        ..GroupOptions::default()
-    }
-}
-
 async fn start_voter(
     mesh: &Mesh,
     storage: &NodeStorage,
@@ -116,8 +108,9 @@ async fn start_voter(
         storage: storage.clone(),
         transport: Arc::new(mesh.clone()),
         machine: Box::new(Counters::default()),
-        options: patient_options(),
+        options: GroupOptions::default(),
         bootstrap,
+        pacer: Pacer::start(node),
     })
     .await
     .expect("voter starts");

@@ -2,7 +2,6 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::consensus::group::{Bootstrap, GroupOptions, GroupStart, RaftGroup};
 use crate::consensus::machine::{
@@ -10,6 +9,7 @@ use crate::consensus::machine::{
 };
 use crate::consensus::network::NoPeers;
 use crate::consensus::node_storage::NodeStorage;
+use crate::consensus::pacer::Pacer;
 use crate::consensus::types::{Command, GroupId, Response};
 use crate::store::log::LogOptions;
 
@@ -89,13 +89,9 @@ pub fn open_storage(dir: &std::path::Path) -> NodeStorage {
         .0
 }
 
-/// Options that keep tests quick: fast elections.
+/// The options of the tests' groups.
 pub fn test_options() -> GroupOptions {
-    GroupOptions {
-        heartbeat: Duration::from_millis(50),
-        election_timeout: (Duration::from_millis(150), Duration::from_millis(300)),
-        ..GroupOptions::default()
-    }
+    GroupOptions::default()
 }
 
 pub async fn start_single(
@@ -113,6 +109,7 @@ pub async fn start_single(
         machine: Box::new(machine),
         bootstrap: Bootstrap::EveryVoter,
         options,
+        pacer: Pacer::start(1),
     })
     .await
     .expect("start single-voter group")

@@ -3,11 +3,11 @@
 //! restarted group (storage reopened, fresh machine) holds exactly the same state.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 
 use crate::consensus::group::{Bootstrap, GroupStart};
+use crate::consensus::pacer::Pacer;
 use crate::consensus::{GroupOptions, NoPeers, NodeStorage, RaftGroup};
 use crate::jetstream::stream::StreamHandle;
 use crate::jsapi::consumer_config::{AckPolicy, ConsumerConfig};
@@ -35,11 +35,8 @@ async fn start(storage: &NodeStorage) -> StreamHandle {
         transport: Arc::new(NoPeers),
         machine: Box::new(machine),
         bootstrap: Bootstrap::EveryVoter,
-        options: GroupOptions {
-            heartbeat: Duration::from_millis(50),
-            election_timeout: (Duration::from_millis(150), Duration::from_millis(300)),
-            ..GroupOptions::default()
-        },
+        options: GroupOptions::default(),
+        pacer: Pacer::start(1),
     })
     .await
     .expect("start stream group");

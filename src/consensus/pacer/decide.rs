@@ -1,0 +1,284 @@
+//! [`Pace`]: the timers of one replica of one group, as a pure state machine. The pacer's
+//! task observes the group (its openraft metrics, when its leader was last heard, whether
+//! that leader's node is alive) and asks [`Pace::step`] what to do: send a heartbeat, stand
+//! for election, go quiet, or nothing. openraft's own timers are off (see the [pacer](super)).
+//!
+//! The rules, per [`Mode`]:
+//!
+//! - **Active**, as openraft's own timers would: a leader of several voters sends a heartbeat
+//!   every [`HEARTBEAT`]; a follower stands for election once it has not heard its leader for
+//!   the leader lease plus a random election timeout; a replica that knows no leader, one
+//!   random election timeout after the last election or wake. A leader whose log has not grown
+//!   for [`QUIET_AFTER`], every entry applied and held by every voter (a voter whose node is
+//!   dead is not waited for, as long as a quorum holds everything), goes **Quiet** — if a
+//!   quorum of the voters' nodes answers its pings, since that is what it then serves by.
+//! - **Quiet**: no heartbeats, no elections, and the replica is not even looked at (the pacer
+//!   keeps it out of its rounds). A follower goes quiet when its leader's node lists the group
+//!   as quiet in a ping at the follower's term. An event wakes it (a proposal, an RPC of the
+//!   group, its leader's node dying, a peer coming back): **Waking**.
+//! - **Waking**: Active, except that a woken follower gives its leader a lease plus a timeout
+//!   from the wake (the leader was quiet: its last heartbeat is old), and elects after a short
+//!   random delay ([`ELECT_JITTER`]) when its leader's node is dead. Waking ends when the
+//!   leader has a quorum's acknowledgement again, or the follower heard its leader.
+
+use std::ops::Range;
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+
+use crate::consensus::types::NodeId;
+
+/// Leader heartbeat period of an active group (openraft's `heartbeat_interval` before).
+pub const HEARTBEAT: Duration = Duration::from_millis(100);
+/// openraft's leader lease: voters refuse another candidate for this long after they heard
+/// the leader (openraft derives it from `election_timeout_max`).
+pub const LEADER_LEASE: Duration = Duration::from_millis(600);
+/// The random election timeout: a follower elects after the lease plus one of these.
+pub const ELECTION_TIMEOUT: Range<Duration> =
+    Duration::from_millis(300)..Duration::from_millis(600);
+/// How long a group's log must stay still before its leader makes it quiet.
+pub const QUIET_AFTER: Duration = Duration::from_secs(2);
+/// Random delay before a woken follower whose leader's node died elects, so that the
+/// followers of a dead leader do not all stand at once and split the vote.
+pub const ELECT_JITTER: Range<Duration> = Duration::from_millis(0)..Duration::from_millis(300);
+
+/// A replica's timer mode (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Active,
+    Quiet,
+    Waking,
+}
+
+/// The replica's Raft role, from its metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Leader,
+    /// A follower or candidate that is a voter of the group.
+    Voter,
+    /// Not a voter (a learner, or a new replica that has not learned its membership yet):
+    /// it never elects.
+    NonVoter,
+}
+
+/// Another voter of the group, as the leader sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Peer {
+    pub id: NodeId,
+    /// Highest log index known to be on the peer.
+    pub matched: Option<u64>,
+    /// Whether the peer's node is alive (node liveness).
+    pub alive: bool,
+}
+
+/// What the pacer sees of a replica at one instant.
+#[derive(Clone, Debug)]
+pub struct Observation<'a> {
+    pub now: Instant,
+    pub role: Role,
+    pub term: u64,
+    /// The known leader (this node's id while it leads).
+    pub leader: Option<NodeId>,
+    /// Whether the leader's node is alive (true when there is none or it is this node).
+    pub leader_alive: bool,
+    /// When this replica last heard its leader (an append or snapshot of the group).
+    pub leader_contact: Option<Instant>,
+    pub last_log: Option<u64>,
+    pub last_applied: Option<u64>,
+    /// The other voters (filled in for a leader).
+    pub peers: &'a [Peer],
+    /// A leader: how long ago a quorum last acknowledged it, if ever.
+    pub since_quorum_ack: Option<Duration>,
+    /// A leader: whether a quorum of the voters' nodes answers this node's pings (node
+    /// liveness), which is what a quiet leader serves by.
+    pub lease_holds: bool,
+}
+
+/// What to do, from one [`Pace::step`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    Nothing,
+    Heartbeat,
+    Elect,
+    /// The replica went quiet: take it out of the rounds, list it in pings.
+    Quiesce,
+}
+
+/// The timers of one replica (see the module docs).
+#[derive(Clone, Debug)]
+pub struct Pace {
+    mode: Mode,
+    next_heartbeat: Instant,
+    /// The last log index seen and since when it has not moved.
+    log_still: Option<(Option<u64>, Instant)>,
+    /// The current random election timeout (drawn again after each election).
+    timeout: Duration,
+    /// Last election this replica stood for, or its start / wake.
+    last_start: Instant,
+    /// When a woken follower whose leader died elects.
+    jitter_until: Option<Instant>,
+    /// The term and leader the replica went quiet with.
+    quiet_with: Option<(u64, NodeId)>,
+    /// The term and leader seen at the last step: a change (a vote granted, a new leader)
+    /// restarts the election timer, as openraft's vote time does.
+    seen: Option<(u64, Option<NodeId>)>,
+}
+
+impl Pace {
+    /// A replica started (or restarted) at `now`: active.
+    pub fn new(now: Instant, rng: &mut impl Rng) -> Pace {
+        Pace {
+            mode: Mode::Active,
+            next_heartbeat: now,
+            log_still: None,
+            timeout: draw(rng, ELECTION_TIMEOUT),
+            last_start: now,
+            jitter_until: None,
+            quiet_with: None,
+            seen: None,
+        }
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The term and leader this replica went quiet with (None unless quiet).
+    pub fn quiet_with(&self) -> Option<(u64, NodeId)> {
+        self.quiet_with.filter(|_| self.mode == Mode::Quiet)
+    }
+
+    /// An event woke the replica at `now` (a no-op unless quiet).
+    pub fn wake(&mut self, now: Instant) {
+        if self.mode != Mode::Quiet {
+            return;
+        }
+        self.mode = Mode::Waking;
+        self.quiet_with = None;
+        self.last_start = now;
+        self.next_heartbeat = now;
+        self.log_still = None;
+        self.jitter_until = None;
+    }
+
+    /// The leader's node listed the group as quiet at `term`: an active follower of that
+    /// leader at that term goes quiet. Returns whether it did.
+    pub fn leader_is_quiet(&mut self, obs: &Observation<'_>, leader: NodeId, term: u64) -> bool {
+        let follows = obs.role == Role::Voter && obs.leader == Some(leader) && obs.term == term;
+        if self.mode == Mode::Quiet || !follows {
+            return false;
+        }
+        self.go_quiet(obs.term, leader);
+        true
+    }
+
+    fn go_quiet(&mut self, term: u64, leader: NodeId) {
+        self.mode = Mode::Quiet;
+        self.quiet_with = Some((term, leader));
+        self.jitter_until = None;
+    }
+
+    /// One round: what to do now (nothing for a quiet replica, which is not stepped).
+    pub fn step(&mut self, obs: &Observation<'_>, me: NodeId, rng: &mut impl Rng) -> Action {
+        if self.mode == Mode::Quiet {
+            return Action::Nothing;
+        }
+        let seen = Some((obs.term, obs.leader));
+        if self.seen != seen {
+            if self.seen.is_some() {
+                self.last_start = self.last_start.max(obs.now);
+            }
+            self.seen = seen;
+        }
+        match obs.role {
+            Role::Leader if obs.leader == Some(me) => self.step_leader(obs, me),
+            Role::Leader | Role::Voter => self.step_voter(obs, me, rng),
+            Role::NonVoter => Action::Nothing,
+        }
+    }
+
+    fn step_leader(&mut self, obs: &Observation<'_>, me: NodeId) -> Action {
+        let now = obs.now;
+        self.jitter_until = None;
+        if self.mode == Mode::Waking && (obs.peers.is_empty() || self.acked_since_wake(obs)) {
+            self.mode = Mode::Active;
+        }
+        match self.log_still {
+            Some((index, _)) if index == obs.last_log => {}
+            _ => self.log_still = Some((obs.last_log, now)),
+        }
+        if self.may_go_quiet(obs) {
+            self.go_quiet(obs.term, me);
+            return Action::Quiesce;
+        }
+        if !obs.peers.is_empty() && now >= self.next_heartbeat {
+            self.next_heartbeat = now + HEARTBEAT;
+            return Action::Heartbeat;
+        }
+        Action::Nothing
+    }
+
+    fn acked_since_wake(&self, obs: &Observation<'_>) -> bool {
+        let since_wake = obs.now.saturating_duration_since(self.last_start);
+        obs.since_quorum_ack.is_some_and(|ack| ack <= since_wake)
+    }
+
+    fn may_go_quiet(&self, obs: &Observation<'_>) -> bool {
+        let Some((_, still_since)) = self.log_still else {
+            return false;
+        };
+        if obs.now.saturating_duration_since(still_since) < QUIET_AFTER
+            || obs.last_applied != obs.last_log
+            || !obs.lease_holds
+        {
+            return false;
+        }
+        let holds_all = |peer: &&Peer| peer.matched == obs.last_log;
+        if obs.peers.iter().any(|peer| peer.alive && !holds_all(&peer)) {
+            return false;
+        }
+        let voters = obs.peers.len() + 1;
+        let holding = obs.peers.iter().filter(holds_all).count() + 1;
+        holding * 2 > voters
+    }
+
+    fn step_voter(&mut self, obs: &Observation<'_>, me: NodeId, rng: &mut impl Rng) -> Action {
+        let now = obs.now;
+        let other_leader = obs.leader.filter(|leader| *leader != me);
+        if self.mode == Mode::Waking
+            && other_leader.is_some()
+            && obs.leader_contact.is_some_and(|at| at > self.last_start)
+        {
+            self.mode = Mode::Active;
+        }
+        let due = match other_leader {
+            // A woken follower of a dead leader: a short random delay, then elect.
+            Some(_) if self.mode == Mode::Waking && !obs.leader_alive => *self
+                .jitter_until
+                .get_or_insert_with(|| now + draw(rng, ELECT_JITTER)),
+            Some(_) => {
+                let heard = obs
+                    .leader_contact
+                    .map_or(self.last_start, |at| at.max(self.last_start));
+                heard + LEADER_LEASE + self.timeout
+            }
+            None => self.last_start + self.timeout,
+        };
+        if now < due {
+            return Action::Nothing;
+        }
+        self.last_start = now;
+        self.timeout = draw(rng, ELECTION_TIMEOUT);
+        self.jitter_until = None;
+        Action::Elect
+    }
+}
+
+fn draw(rng: &mut impl Rng, range: Range<Duration>) -> Duration {
+    let (low, high) = (range.start.as_millis() as u64, range.end.as_millis() as u64);
+    Duration::from_millis(rng.random_range(low..high.max(low + 1)))
+}
+
+#[cfg(test)]
+#[path = "tests_decide.rs"]
+mod tests;

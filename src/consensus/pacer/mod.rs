@@ -1,0 +1,412 @@
+//! The pacer: one task per node drives the timers of every Raft group on it, and lets idle
+//! groups go quiet (docs/adr/0013-quiet-groups.md).
+//!
+//! openraft 0.9 gives every group a tick task that wakes every 1.5 heartbeat periods even when
+//! its timers are switched off, and a leader that heartbeats every follower each period: on
+//! this machine 1000 idle R3 streams burnt 1.5 cores. Its intervals are fixed at start, so the
+//! groups run with openraft's timers off (`GroupOptions::raft_config`) and the pacer takes
+//! them over with `Raft::trigger()`:
+//!
+//! - [`decide`]: per replica, a pure state machine: heartbeats and elections of an active
+//!   group as openraft's timers would do them, and when a group goes quiet.
+//! - [`liveness`]: one ping per node pair replaces per-group liveness for quiet groups: a quiet
+//!   leader serves while a quorum answers its node's pings ([`liveness::LEASE`]); a quiet
+//!   follower wakes and elects once its leader's node is dead.
+//! - [`signals`]: what the hot paths (proposals, RPCs) tell the pacer without its lock.
+//!
+//! A round runs every [`ROUND`] while any group is active; when all are quiet the task sleeps
+//! until something wakes one. A quiet group costs no task wake-up, timer or message: its
+//! leader lists it in the pings to its followers (`cluster::liveness`), which keeps them quiet
+//! and tells them when it no longer leads it.
+
+pub mod decide;
+pub mod liveness;
+mod signals;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+
+pub use decide::Mode;
+use decide::{Action, Observation, Pace, Peer, Role};
+pub use liveness::Liveness;
+pub use signals::GroupSignals;
+use signals::Wakes;
+
+use super::types::{GroupId, NodeId, Raft};
+
+/// How often the pacer looks at the active groups.
+pub const ROUND: Duration = Duration::from_millis(50);
+
+/// How many groups are in each mode (for `/jsz` and `/metrics`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ModeCounts {
+    pub active: usize,
+    pub quiet: usize,
+    pub waking: usize,
+}
+
+/// The node's pacer (see the module docs). Cheap to clone.
+#[derive(Clone)]
+pub struct Pacer {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    node: NodeId,
+    liveness: Liveness,
+    wakes: Arc<Wakes>,
+    state: Mutex<Groups>,
+}
+
+#[derive(Default)]
+struct Groups {
+    tracked: HashMap<GroupId, Tracked>,
+    /// Groups that are not quiet: the ones a round looks at.
+    active: HashSet<GroupId>,
+}
+
+struct Tracked {
+    raft: Raft,
+    signals: Arc<GroupSignals>,
+    pace: Pace,
+    /// The other voters when it went quiet as leader, and those of them behind then.
+    quiet_peers: Vec<Peer>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Ends the task, which holds the pacer weakly.
+        self.wakes.notify.notify_one();
+    }
+}
+
+impl Pacer {
+    /// The pacer of node `node`; its task runs until the last clone is dropped.
+    pub fn start(node: NodeId) -> Pacer {
+        let wakes = Arc::new(Wakes::default());
+        let inner = Arc::new(Inner {
+            node,
+            liveness: Liveness::new(node),
+            wakes: wakes.clone(),
+            state: Mutex::default(),
+        });
+        tokio::spawn(run(Arc::downgrade(&inner), wakes));
+        Pacer { inner }
+    }
+
+    pub fn liveness(&self) -> &Liveness {
+        &self.inner.liveness
+    }
+
+    /// Starts pacing a group that just started on this node; its signals are for the group.
+    pub fn track(&self, group: GroupId, raft: Raft) -> Arc<GroupSignals> {
+        let signals = Arc::new(GroupSignals::new(group, self.inner.wakes.clone()));
+        let mut rng = StdRng::from_os_rng();
+        let tracked = Tracked {
+            raft,
+            signals: signals.clone(),
+            pace: Pace::new(Instant::now(), &mut rng),
+            quiet_peers: Vec::new(),
+        };
+        let mut state = self.inner.state.lock();
+        state.tracked.insert(group, tracked);
+        state.active.insert(group);
+        drop(state);
+        self.inner.wakes.notify.notify_one();
+        signals
+    }
+
+    /// Stops pacing `group` (stopped or dropped).
+    pub fn untrack(&self, group: GroupId) {
+        let mut state = self.inner.state.lock();
+        state.tracked.remove(&group);
+        state.active.remove(&group);
+    }
+
+    /// How many groups are in each mode.
+    pub fn counts(&self) -> ModeCounts {
+        let state = self.inner.state.lock();
+        let mut counts = ModeCounts::default();
+        for tracked in state.tracked.values() {
+            match tracked.pace.mode() {
+                Mode::Active => counts.active += 1,
+                Mode::Quiet => counts.quiet += 1,
+                Mode::Waking => counts.waking += 1,
+            }
+        }
+        counts
+    }
+
+    /// Whether a quiet leader of a group with `voters` may serve: a quorum answered this
+    /// node's pings within the lease.
+    pub fn lease_holds(&self, voters: impl IntoIterator<Item = NodeId>) -> bool {
+        self.inner.liveness.lease_holds(voters, Instant::now())
+    }
+
+    /// Whether `node` is alive by the pings.
+    pub fn is_alive(&self, node: NodeId) -> bool {
+        self.inner.liveness.is_alive(node, Instant::now())
+    }
+
+    /// Whether this node refuses `candidate`'s vote request in `group`: the group is quiet
+    /// here and its leader, another node, is alive. The candidate lost touch with a leader
+    /// that this node still hears, which keeps serving with this node as its quorum; granting
+    /// the vote would make two nodes serve the stream. A vote that is refused wakes nothing.
+    pub fn refuses_vote(&self, group: GroupId, candidate: NodeId) -> bool {
+        let leader = {
+            let state = self.inner.state.lock();
+            match state.tracked.get(&group).and_then(|t| t.pace.quiet_with()) {
+                Some((_, leader)) => leader,
+                None => return false,
+            }
+        };
+        leader != candidate && leader != self.inner.node && self.is_alive(leader)
+    }
+
+    /// The groups this node leads quietly with `peer` among their voters, with their terms:
+    /// what a ping to `peer` lists.
+    pub fn quiet_led_for(&self, peer: NodeId) -> Vec<(GroupId, u64)> {
+        let me = self.inner.node;
+        let state = self.inner.state.lock();
+        let mut listed: Vec<(GroupId, u64)> = state
+            .tracked
+            .iter()
+            .filter_map(|(id, t)| match t.pace.quiet_with() {
+                Some((term, leader)) if leader == me => t
+                    .quiet_peers
+                    .iter()
+                    .any(|p| p.id == peer)
+                    .then_some((*id, term)),
+                _ => None,
+            })
+            .collect();
+        listed.sort_unstable();
+        listed
+    }
+
+    /// A ping from `leader` listing the groups it leads quietly (with their terms). Quiet
+    /// followers of `leader` whose group is not listed wake (it no longer leads it quietly);
+    /// active followers of listed groups at the same term go quiet. Returns the listed groups
+    /// this node knows at a higher term: `leader` was deposed without hearing of it.
+    pub fn leader_lists(&self, leader: NodeId, quiet: &[(GroupId, u64)]) -> Vec<GroupId> {
+        let now = Instant::now();
+        let me = self.inner.node;
+        let listed: HashMap<GroupId, u64> = quiet.iter().copied().collect();
+        let mut stale = Vec::new();
+        let mut state = self.inner.state.lock();
+        let Groups { tracked, active } = &mut *state;
+        for (id, t) in tracked.iter_mut() {
+            if let Some((term, quiet_leader)) = t.pace.quiet_with() {
+                if quiet_leader == leader && quiet_leader != me && listed.get(id) != Some(&term) {
+                    t.pace.wake(now);
+                    t.signals.set_mode(t.pace.mode());
+                    active.insert(*id);
+                }
+            }
+        }
+        for (id, term) in quiet {
+            let Some(t) = tracked.get_mut(id) else {
+                continue;
+            };
+            let mut peers = Vec::new();
+            let obs = observe(
+                &t.raft,
+                &t.signals,
+                &self.inner.liveness,
+                me,
+                now,
+                &mut peers,
+            );
+            if obs.term > *term {
+                stale.push(*id);
+            } else if t.pace.leader_is_quiet(&obs, leader, *term) {
+                t.signals.set_mode(t.pace.mode());
+                active.remove(id);
+            }
+        }
+        stale
+    }
+
+    /// Wakes `groups` (a peer said it knows them at a higher term).
+    pub fn wake(&self, groups: &[GroupId]) {
+        for group in groups {
+            self.inner.wakes.push(*group);
+        }
+    }
+
+    /// Something arrived from `peer` at `now` (its ping).
+    pub fn heard_from(&self, peer: NodeId, now: Instant) {
+        if self.inner.liveness.heard_from(peer, now) {
+            self.peer_returned(peer);
+        }
+    }
+
+    /// `peer` answered a ping sent at `sent`.
+    pub fn answered(&self, peer: NodeId, sent: Instant, now: Instant) {
+        if self.inner.liveness.answered(peer, sent, now) {
+            self.peer_returned(peer);
+        }
+    }
+
+    /// One ping round ended: peers not heard for too long are dead, and the quiet groups they
+    /// led wake to elect another leader.
+    pub fn refresh(&self, now: Instant) {
+        let died = self.inner.liveness.refresh(now);
+        if died.is_empty() {
+            return;
+        }
+        let state = self.inner.state.lock();
+        for (id, t) in &state.tracked {
+            if t.pace
+                .quiet_with()
+                .is_some_and(|(_, leader)| died.contains(&leader))
+            {
+                self.inner.wakes.push(*id);
+            }
+        }
+    }
+
+    /// `peer` is alive again: quiet groups led here that it is behind in wake to catch it up.
+    fn peer_returned(&self, peer: NodeId) {
+        let me = self.inner.node;
+        let state = self.inner.state.lock();
+        for (id, t) in &state.tracked {
+            let led_here = t.pace.quiet_with().is_some_and(|(_, leader)| leader == me);
+            if led_here && t.quiet_peers.iter().any(|p| p.id == peer && !p.alive) {
+                self.inner.wakes.push(*id);
+            }
+        }
+    }
+}
+
+/// The pacer's task: a round every [`ROUND`] while a group is active, else waits for a wake.
+async fn run(inner: Weak<Inner>, wakes: Arc<Wakes>) {
+    let mut rng = StdRng::from_os_rng();
+    loop {
+        let any_active = match inner.upgrade() {
+            Some(inner) => round(&inner, &mut rng).await,
+            None => return,
+        };
+        if any_active {
+            tokio::select! {
+                _ = wakes.notify.notified() => {}
+                _ = tokio::time::sleep(ROUND) => {}
+            }
+        } else {
+            wakes.notify.notified().await;
+        }
+    }
+}
+
+/// Wakes what was woken, steps every active group, then sends the heartbeats and starts the
+/// elections decided (outside the lock). Returns whether any group is still active.
+async fn round(inner: &Inner, rng: &mut StdRng) -> bool {
+    let now = Instant::now();
+    let me = inner.node;
+    let mut due = Vec::new();
+    let any_active = {
+        let mut state = inner.state.lock();
+        let Groups { tracked, active } = &mut *state;
+        for id in inner.wakes.take() {
+            if let Some(t) = tracked.get_mut(&id) {
+                t.pace.wake(now);
+                t.signals.set_mode(t.pace.mode());
+                active.insert(id);
+            }
+        }
+        let mut peers = Vec::new();
+        let mut quieted = Vec::new();
+        for id in active.iter() {
+            let Some(t) = tracked.get_mut(id) else {
+                quieted.push(*id);
+                continue;
+            };
+            let obs = observe(&t.raft, &t.signals, &inner.liveness, me, now, &mut peers);
+            let action = t.pace.step(&obs, me, rng);
+            t.signals.set_mode(t.pace.mode());
+            match action {
+                Action::Nothing => {}
+                Action::Quiesce => {
+                    t.quiet_peers = peers.clone();
+                    quieted.push(*id);
+                }
+                Action::Heartbeat | Action::Elect => due.push((*id, t.raft.clone(), action)),
+            }
+        }
+        for id in quieted {
+            active.remove(&id);
+        }
+        !active.is_empty()
+    };
+    for (id, raft, action) in due {
+        let sent = match action {
+            Action::Elect => raft.trigger().elect().await,
+            _ => raft.trigger().heartbeat().await,
+        };
+        if sent.is_err() {
+            // The group stopped (a storage failure, or shut down without being untracked).
+            let mut state = inner.state.lock();
+            state.tracked.remove(&id);
+            state.active.remove(&id);
+        }
+    }
+    any_active
+}
+
+/// What the pacer sees of a replica now; `peers` is reused to hold the other voters.
+fn observe<'a>(
+    raft: &Raft,
+    signals: &GroupSignals,
+    liveness: &Liveness,
+    me: NodeId,
+    now: Instant,
+    peers: &'a mut Vec<Peer>,
+) -> Observation<'a> {
+    let metrics = raft.metrics();
+    let m = metrics.borrow();
+    let membership = m.membership_config.membership();
+    peers.clear();
+    let mut voter = false;
+    for id in membership.voter_ids() {
+        if id == me {
+            voter = true;
+            continue;
+        }
+        let matched = m
+            .replication
+            .as_ref()
+            .and_then(|replication| replication.get(&id).cloned().flatten())
+            .map(|log_id| log_id.index);
+        peers.push(Peer {
+            id,
+            matched,
+            alive: liveness.is_alive(id, now),
+        });
+    }
+    let role = match m.state {
+        openraft::ServerState::Leader => Role::Leader,
+        _ if voter => Role::Voter,
+        _ => Role::NonVoter,
+    };
+    let lease_holds = role == Role::Leader && liveness.lease_holds(membership.voter_ids(), now);
+    Observation {
+        now,
+        role,
+        term: m.current_term,
+        leader: m.current_leader,
+        leader_alive: m
+            .current_leader
+            .is_none_or(|leader| liveness.is_alive(leader, now)),
+        leader_contact: signals.leader_contact(),
+        last_log: m.last_log_index,
+        last_applied: m.last_applied.map(|log_id| log_id.index),
+        peers,
+        since_quorum_ack: m.millis_since_quorum_ack.map(Duration::from_millis),
+        lease_holds,
+    }
+}

@@ -1,0 +1,103 @@
+//! [`GroupSignals`]: what the hot paths of one group tell the pacer, and what they read of it,
+//! without taking the pacer's lock: a proposal or an RPC wakes a quiet group, an append from
+//! the leader counts as hearing it, and the group's [`Mode`] is mirrored here for readers (the
+//! leadership watcher, the vote check). The pacer's task is the only writer of the mode.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::Mutex;
+use tokio::sync::{watch, Notify};
+
+use super::decide::Mode;
+use crate::consensus::types::GroupId;
+
+/// Groups woken since the pacer's last round.
+#[derive(Debug, Default)]
+pub(super) struct Wakes {
+    queue: Mutex<Vec<GroupId>>,
+    pub(super) notify: Notify,
+}
+
+impl Wakes {
+    pub(super) fn push(&self, group: GroupId) {
+        self.queue.lock().push(group);
+        self.notify.notify_one();
+    }
+
+    pub(super) fn take(&self) -> Vec<GroupId> {
+        std::mem::take(&mut *self.queue.lock())
+    }
+}
+
+/// See the module docs. One per running group, shared by the group and the pacer.
+#[derive(Debug)]
+pub struct GroupSignals {
+    group: GroupId,
+    mode: AtomicU8,
+    modes: watch::Sender<Mode>,
+    leader_contact: Mutex<Option<Instant>>,
+    wakes: Arc<Wakes>,
+}
+
+impl GroupSignals {
+    pub(super) fn new(group: GroupId, wakes: Arc<Wakes>) -> GroupSignals {
+        GroupSignals {
+            group,
+            mode: AtomicU8::new(encode(Mode::Active)),
+            modes: watch::channel(Mode::Active).0,
+            leader_contact: Mutex::new(None),
+            wakes,
+        }
+    }
+
+    pub fn mode(&self) -> Mode {
+        decode(self.mode.load(Ordering::Acquire))
+    }
+
+    /// Notified when the mode changes.
+    pub fn modes(&self) -> watch::Receiver<Mode> {
+        self.modes.subscribe()
+    }
+
+    /// Something happened in the group (a proposal, an RPC): a quiet group wakes.
+    pub fn touch(&self) {
+        if self.mode() == Mode::Quiet {
+            self.wakes.push(self.group);
+        }
+    }
+
+    /// An append or snapshot from the group's leader arrived at `now`.
+    pub fn heard_leader(&self, now: Instant) {
+        *self.leader_contact.lock() = Some(now);
+        self.touch();
+    }
+
+    pub(super) fn leader_contact(&self) -> Option<Instant> {
+        *self.leader_contact.lock()
+    }
+
+    pub(super) fn set_mode(&self, mode: Mode) {
+        let previous = self.mode.swap(encode(mode), Ordering::AcqRel);
+        if previous != encode(mode) {
+            self.modes.send_replace(mode);
+        }
+    }
+}
+
+fn encode(mode: Mode) -> u8 {
+    match mode {
+        Mode::Active => 0,
+        Mode::Quiet => 1,
+        Mode::Waking => 2,
+    }
+}
+
+fn decode(byte: u8) -> Mode {
+    match byte {
+        1 => Mode::Quiet,
+        2 => Mode::Waking,
+        _ => Mode::Active,
+    }
+}
