@@ -177,15 +177,15 @@ impl Cluster for ClusterService {
         request: Request<proto::ElectRequest>,
     ) -> Result<Response<proto::ElectReply>, Status> {
         let group_id = request.into_inner().group;
-        let error = match self.node.group(group_id) {
-            None => format!("group {group_id} does not run on this node"),
-            Some(group) => match {
-                group.signals().touch();
-                group.raft().trigger().elect().await
-            } {
-                Ok(()) => String::new(),
-                Err(fatal) => fatal.to_string(),
-            },
+        let Some(group) = self.node.group(group_id) else {
+            let error = format!("group {group_id} does not run on this node");
+            return Ok(Response::new(proto::ElectReply { error }));
+        };
+        // A stepdown of a quiet group: this replica is woken to stand.
+        group.signals().touch();
+        let error = match group.raft().trigger().elect().await {
+            Ok(()) => String::new(),
+            Err(fatal) => fatal.to_string(),
         };
         Ok(Response::new(proto::ElectReply { error }))
     }

@@ -28,6 +28,7 @@ use super::offline::OfflineStream;
 use super::queue::Dropped;
 use super::stream::StreamHandle;
 use super::topology::Topology;
+use crate::consensus::pacer::Mode;
 use crate::consensus::{GroupRegistry, NodeId, RaftGroup};
 use crate::jsapi::requests::StreamInfoRequest;
 use crate::jsapi::{ApiError, ErrorKind, StorageType, StreamInfo};
@@ -84,6 +85,8 @@ pub struct ReplicaState {
     pub bytes: u64,
     pub first_seq: u64,
     pub last_seq: u64,
+    /// The group's pacing mode on this node: `active`, `quiet` or `waking`.
+    pub mode: &'static str,
 }
 
 /// See the module docs.
@@ -260,6 +263,23 @@ impl Catalog {
         self.registry.storage().log.stats()
     }
 
+    /// How many of this node's Raft groups (the meta group and every stream replica) are
+    /// active, quiet and waking (see `consensus::pacer`): what `/jsz` and `/varz` report.
+    pub fn group_modes(&self) -> crate::consensus::pacer::ModeCounts {
+        self.registry.pacer().counts()
+    }
+
+    /// Which other nodes of the cluster are alive by the node pings, by name.
+    pub fn peers_alive(&self) -> BTreeMap<String, bool> {
+        let pacer = self.registry.pacer();
+        self.topology
+            .node_ids()
+            .into_iter()
+            .filter(|id| *id != self.node_id())
+            .map(|id| (self.topology.name_of(id), pacer.is_alive(id)))
+            .collect()
+    }
+
     /// API requests dropped since start because the API inbox was full.
     pub fn api_dropped(&self) -> u64 {
         self.api_dropped.total()
@@ -412,6 +432,11 @@ impl Catalog {
                     bytes,
                     first_seq,
                     last_seq,
+                    mode: match group.signals().mode() {
+                        Mode::Active => "active",
+                        Mode::Quiet => "quiet",
+                        Mode::Waking => "waking",
+                    },
                 }
             })
             .collect();

@@ -2,12 +2,14 @@
 //! on this node, its local state (not the leader's). nats-server's `/jsz` answers for the whole
 //! account; jetraft's shows each replica, which is what comparing nodes after a failover needs.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::extract::State;
 use axum::Json;
 use serde::Serialize;
 
+use super::varz::RaftGroupsVarz;
 use super::MonitorState;
 use crate::jetstream::ReplicaState;
 
@@ -20,6 +22,12 @@ pub struct Jsz {
     pub node_id: Option<u64>,
     /// Name of the meta group's leader, empty while there is none.
     pub meta_leader: String,
+    /// jetraft's addition: this node's Raft groups by pacing mode (active, quiet, waking).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub raft_groups: Option<RaftGroupsVarz>,
+    /// jetraft's addition: the other nodes, alive or not by the node pings (empty alone).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peers_alive: Option<BTreeMap<String, bool>>,
     pub streams: Vec<ReplicaState>,
 }
 
@@ -31,6 +39,8 @@ pub async fn handler(State(state): State<Arc<MonitorState>>) -> Json<Jsz> {
             enabled: false,
             node_id: None,
             meta_leader: String::new(),
+            raft_groups: None,
+            peers_alive: None,
             streams: Vec::new(),
         },
         Some(js) => Jsz {
@@ -38,6 +48,8 @@ pub async fn handler(State(state): State<Arc<MonitorState>>) -> Json<Jsz> {
             enabled: true,
             node_id: Some(js.node_id()),
             meta_leader: js.meta_leader_name(),
+            raft_groups: Some(RaftGroupsVarz::of(js)),
+            peers_alive: Some(js.peers_alive()),
             streams: js.replica_states(),
         },
     })

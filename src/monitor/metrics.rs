@@ -149,6 +149,24 @@ pub fn render(varz: &Varz) -> String {
                 "Acks dropped because a stream's ack queue was full",
                 js.dropped.acks,
             ),
+            (
+                "raft_groups_active",
+                "gauge",
+                "Raft groups on this node with timers running (heartbeats, elections)",
+                js.raft_groups.active,
+            ),
+            (
+                "raft_groups_quiet",
+                "gauge",
+                "Idle Raft groups on this node: no timer, no heartbeat",
+                js.raft_groups.quiet,
+            ),
+            (
+                "raft_groups_waking",
+                "gauge",
+                "Raft groups woken from quiet, not yet confirmed active",
+                js.raft_groups.waking,
+            ),
         ]);
     }
     let mut out = String::new();

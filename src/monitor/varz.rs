@@ -58,6 +58,8 @@ pub struct JetStreamVarz {
     pub wal: WalVarz,
     /// jetraft's addition: what bounded queues dropped since start.
     pub dropped: DroppedVarz,
+    /// jetraft's addition: this node's Raft groups by pacing mode.
+    pub raft_groups: RaftGroupsVarz,
 }
 
 /// Items the JetStream front's bounded queues dropped (see ARCHITECTURE.md, Invariants).
@@ -123,6 +125,27 @@ impl Varz {
     }
 }
 
+/// How many of the node's Raft groups (the meta group and every stream replica) are active
+/// (heartbeating, with election timers), quiet (idle: no timer, no message; see
+/// `consensus::pacer`) and waking (woken from quiet, not yet confirmed active).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct RaftGroupsVarz {
+    pub active: u64,
+    pub quiet: u64,
+    pub waking: u64,
+}
+
+impl RaftGroupsVarz {
+    pub fn of(js: &JetStream) -> RaftGroupsVarz {
+        let modes = js.group_modes();
+        RaftGroupsVarz {
+            active: modes.active as u64,
+            quiet: modes.quiet as u64,
+            waking: modes.waking as u64,
+        }
+    }
+}
+
 fn jetstream_varz(js: &JetStream) -> JetStreamVarz {
     let (mut messages, mut bytes) = (0, 0);
     let names = js.stream_names();
@@ -150,6 +173,7 @@ fn jetstream_varz(js: &JetStream) -> JetStreamVarz {
             api_requests: js.api_dropped(),
             acks: js.delivery().acks_dropped(),
         },
+        raft_groups: RaftGroupsVarz::of(js),
     }
 }
 

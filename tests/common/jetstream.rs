@@ -3,7 +3,11 @@
 
 use std::time::Duration;
 
-use async_nats::jetstream::{self, context::Publish};
+use async_nats::jetstream::{self, consumer::pull, context::Publish, stream};
+use futures::StreamExt;
+
+/// The stream the cluster tests publish `order <id>` messages to (`orders.new`).
+pub const STREAM: &str = "ORDERS";
 
 /// Pause between retries while a failover or an election runs, as a client would pace
 /// them; every retry loop is bounded by its attempt count.
@@ -90,4 +94,72 @@ pub async fn pull_until_waiting(
         }
     })
     .await;
+}
+
+/// Creates stream `name` (subjects `<name in lower case>.*`) with `replicas` and returns its
+/// cluster block. Creating is idempotent, so a create whose reply was lost in a leader change
+/// is retried; bounded by time, since a create placed on a node that is down waits for a
+/// leader that never comes.
+pub async fn create_retried(
+    js: &jetstream::Context,
+    name: &str,
+    replicas: usize,
+) -> stream::ClusterInfo {
+    let config = stream::Config {
+        name: name.into(),
+        subjects: vec![format!("{}.*", name.to_lowercase())],
+        num_replicas: replicas,
+        ..Default::default()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while std::time::Instant::now() < deadline {
+        if let Ok(stream) = js.create_stream(config.clone()).await {
+            return stream.cached_info().cluster.clone().expect("cluster block");
+        }
+        tokio::time::sleep(RETRY_PACE).await;
+    }
+    panic!("stream {name} not created");
+}
+
+/// Reads the whole ORDERS stream through a fresh consumer and returns the payload ids in order.
+pub async fn read_all(js: &jetstream::Context, expected: usize) -> Vec<u64> {
+    // Right after a restart the restarted node may still act on its old term for a moment
+    // (openraft resumes a leader it was, until a peer's newer term reaches it), and a request
+    // it answers then gets 10008: a cluster client retries (bounded), as with any election.
+    let mut reader = None;
+    for _attempt in 0..20 {
+        let created = match js.get_stream(STREAM).await {
+            Ok(stream) => stream
+                .create_consumer(pull::Config {
+                    ack_policy: jetstream::consumer::AckPolicy::None,
+                    ..Default::default()
+                })
+                .await
+                .ok(),
+            Err(_) => None,
+        };
+        if created.is_some() {
+            reader = created;
+            break;
+        }
+        tokio::time::sleep(RETRY_PACE).await;
+    }
+    let consumer = reader.expect("reader consumer");
+    let mut ids = Vec::new();
+    let mut messages = consumer
+        .stream()
+        .max_messages_per_batch(100)
+        .messages()
+        .await
+        .unwrap();
+    while ids.len() < expected {
+        let msg = tokio::time::timeout(Duration::from_secs(10), messages.next())
+            .await
+            .expect("the stream holds every acknowledged message")
+            .unwrap()
+            .unwrap();
+        let text = std::str::from_utf8(&msg.payload).unwrap();
+        ids.push(text.trim_start_matches("order ").parse().unwrap());
+    }
+    ids
 }

@@ -1,0 +1,157 @@
+//! Quiet groups on a three-node cluster of real processes (issue 15): an idle R3 stream goes
+//! quiet on every replica (no heartbeats, no timers) and still fails over when its leader's
+//! node dies, with a follower down first, and when its leader is cut off from the others —
+//! nothing acknowledged is lost and a cut-off quiet leader acknowledges nothing.
+
+mod common;
+
+use common::cluster::TestCluster;
+use common::jetstream::{cluster_client, create_retried, publish_until_acked, read_all, STREAM};
+
+/// Each test runs three jetraft processes; on a small machine they run one at a time.
+static ONE_CLUSTER_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Waits until every running node reports the stream's group quiet in `/jsz`.
+fn wait_until_quiet(cluster: &TestCluster, nodes: &[usize]) {
+    cluster.wait_for("the stream's group to be quiet on every replica", || {
+        nodes
+            .iter()
+            .all(|i| {
+                cluster
+                    .replica(*i, STREAM)
+                    .is_some_and(|r| r["mode"] == "quiet")
+            })
+            .then_some(())
+    });
+}
+
+/// Waits until node `at` counts node `peer` (by index) alive or dead by its pings.
+fn wait_for_liveness(cluster: &TestCluster, at: usize, peer: usize, alive: bool) {
+    let name = format!("n{peer}");
+    cluster.wait_for("a node's view of a peer's liveness", || {
+        (cluster.jsz(at)["peers_alive"][&name] == alive).then_some(())
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_r3_stream_fails_over_when_its_leaders_node_is_killed() {
+    let _one = ONE_CLUSTER_AT_A_TIME.lock().await;
+    let mut cluster = TestCluster::start(3);
+    let admin = cluster_client(cluster.url(0)).await;
+    create_retried(&admin, STREAM, 3).await;
+    for id in 0..10 {
+        publish_until_acked(&admin, id).await;
+    }
+    tokio::task::block_in_place(|| wait_until_quiet(&cluster, &[0, 1, 2]));
+    let leader = tokio::task::block_in_place(|| cluster.leader_of(STREAM));
+    assert_eq!(
+        cluster.jsz(leader)["raft_groups"]["active"],
+        0,
+        "the meta group and the stream are quiet on the leader: {}",
+        cluster.jsz(leader)
+    );
+
+    cluster.kill(leader);
+    let survivor = (leader + 1) % 3;
+    let js = cluster_client(cluster.url(survivor)).await;
+    publish_until_acked(&js, 10).await;
+    let ids = read_all(&js, 11).await;
+    assert_eq!(ids, (0..11).collect::<Vec<_>>());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_group_stays_quiet_with_a_follower_down_and_fails_over_later() {
+    let _one = ONE_CLUSTER_AT_A_TIME.lock().await;
+    let mut cluster = TestCluster::start(3);
+    let admin = cluster_client(cluster.url(0)).await;
+    create_retried(&admin, STREAM, 3).await;
+    for id in 0..10 {
+        publish_until_acked(&admin, id).await;
+    }
+    tokio::task::block_in_place(|| wait_until_quiet(&cluster, &[0, 1, 2]));
+    let leader = tokio::task::block_in_place(|| cluster.leader_of(STREAM));
+    let down = (leader + 1) % 3;
+    let other = (leader + 2) % 3;
+
+    // A follower dies: once both others count it dead, the group is still quiet on them and
+    // still takes writes.
+    cluster.kill(down);
+    tokio::task::block_in_place(|| {
+        wait_for_liveness(&cluster, leader, down, false);
+        wait_for_liveness(&cluster, other, down, false);
+        wait_until_quiet(&cluster, &[leader, other]);
+    });
+    let js = cluster_client(cluster.url(leader)).await;
+    publish_until_acked(&js, 10).await;
+    tokio::task::block_in_place(|| wait_until_quiet(&cluster, &[leader, other]));
+
+    // It comes back and is caught up (the leader wakes the group for it), then the leader
+    // dies: the two others elect a leader and nothing acknowledged is lost.
+    cluster.restart(down);
+    tokio::task::block_in_place(|| {
+        cluster.wait_for("the restarted follower to catch up", || {
+            cluster
+                .replica(down, STREAM)
+                .is_some_and(|r| r["last_seq"] == 11)
+                .then_some(())
+        });
+        wait_until_quiet(&cluster, &[0, 1, 2]);
+    });
+    cluster.kill(leader);
+    let js = cluster_client(cluster.url(down)).await;
+    publish_until_acked(&js, 11).await;
+    let ids = read_all(&js, 12).await;
+    assert_eq!(ids, (0..12).collect::<Vec<_>>());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_off_quiet_leader_acknowledges_nothing_and_the_majority_goes_on() {
+    let _one = ONE_CLUSTER_AT_A_TIME.lock().await;
+    let cluster = TestCluster::start_partitionable(3).await;
+    let admin = cluster_client(cluster.url(0)).await;
+    create_retried(&admin, STREAM, 3).await;
+    for id in 0..10 {
+        publish_until_acked(&admin, id).await;
+    }
+    tokio::task::block_in_place(|| wait_until_quiet(&cluster, &[0, 1, 2]));
+    let old_leader = tokio::task::block_in_place(|| cluster.leader_of(STREAM));
+    let cut_off = cluster_client(cluster.url(old_leader)).await;
+    cluster.isolate(old_leader);
+
+    // Its lease lapses with the pings: it stops serving, and nothing sent to it meanwhile is
+    // acknowledged (a publish wakes the group, whose append reaches nobody).
+    let lost = cut_off
+        .publish("orders.new", "order 1000".into())
+        .await
+        .unwrap()
+        .await;
+    assert!(
+        lost.is_err(),
+        "a cut-off quiet leader acknowledged a publish"
+    );
+    tokio::task::block_in_place(|| {
+        cluster.wait_for("the cut-off leader to stop serving", || {
+            (cluster.replica(old_leader, STREAM)?["leader"] == false).then_some(())
+        })
+    });
+
+    // The others count it dead, wake the group and elect one of them.
+    let majority = cluster_client(cluster.url((old_leader + 1) % 3)).await;
+    for id in 10..20 {
+        publish_until_acked(&majority, id).await;
+    }
+    cluster.heal(old_leader);
+    tokio::task::block_in_place(|| {
+        cluster.wait_for("the old leader to converge with the majority", || {
+            (0..3)
+                .all(|i| {
+                    cluster
+                        .replica(i, STREAM)
+                        .is_some_and(|r| r["messages"] == 20 && r["last_seq"] == 20)
+                })
+                .then_some(())
+        })
+    });
+    let ids = read_all(&majority, 20).await;
+    assert_eq!(ids, (0..20).collect::<Vec<_>>());
+}
