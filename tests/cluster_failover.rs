@@ -5,9 +5,8 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
-use async_nats::jetstream::{self, consumer::pull, stream};
+use async_nats::jetstream::{self, consumer::pull};
 use common::cluster::TestCluster;
 use common::jetstream::{
     cluster_client, create_retried, publish_until_acked, read_all, RETRY_PACE,
