@@ -31,6 +31,9 @@
 //! - [`batcher`]: packs concurrent proposals to one group into shared Raft entries.
 //! - [`gather`]: the gather rule ("while bursty, until quiet") of the batcher and the stream
 //!   ingest.
+//! - [`pacer`]: the node's [`pacer::Pacer`]: one task that sends every active group's
+//!   heartbeats and starts its elections (openraft's own timers are off), lets idle groups go
+//!   quiet, and keeps the node liveness that quiet groups serve and fail over by.
 //! - [`registry`]: [`GroupRegistry`], the node's groups by id.
 //! - [`node_storage`]: [`NodeStorage`], the storage every group of a node shares.
 //!
