@@ -104,6 +104,8 @@ pub struct Catalog {
     offline: parking_lot::RwLock<HashMap<String, OfflineStream>>,
     /// Serializes reconciliation (start/stop of stream groups) and the supervisor's restarts.
     pub(super) reconciling: AsyncMutex<()>,
+    /// Notified by a leadership watcher that saw its group stopped: the supervisor wakes.
+    pub(super) group_stopped: Arc<tokio::sync::Notify>,
     delivery: Arc<DeliveryRegistry>,
     pub(crate) api_total: AtomicU64,
     pub(crate) api_errors: AtomicU64,
@@ -142,6 +144,7 @@ impl Catalog {
             streams: parking_lot::RwLock::new(HashMap::new()),
             offline: parking_lot::RwLock::new(HashMap::new()),
             reconciling: AsyncMutex::new(()),
+            group_stopped: Arc::default(),
             api_total: AtomicU64::new(0),
             api_errors: AtomicU64::new(0),
             api_dropped: Arc::default(),

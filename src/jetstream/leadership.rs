@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::catalog::{Catalog, Leading};
 use super::publish;
+use super::stream::stopped_reason;
 use crate::consensus::leadership::{leadership_of, quorum_lost_after};
 use crate::consensus::pacer::Mode;
 use crate::consensus::RaftGroup;
@@ -51,10 +52,17 @@ async fn watch(
             modes.borrow_and_update();
             liveness.borrow_and_update();
             let quiet = group.quiet_contact(&m);
-            leadership_of(&m, group.node(), lost_after, unacked_for, quiet)
+            (
+                leadership_of(&m, group.node(), lost_after, unacked_for, quiet),
+                m.running_state.is_err(),
+            )
         };
+        let (lead, stopped) = lead;
         match catalog.upgrade() {
             Some(catalog) => {
+                if stopped {
+                    catalog.group_stopped.notify_one();
+                }
                 note_leader_known(&catalog, &name, lead.knows_leader);
                 match lead.leads {
                     true => start_serving(&catalog, &name),
@@ -92,6 +100,9 @@ pub(super) async fn watch_meta_leadership(catalog: Weak<Catalog>, shutdown: Canc
             };
             let knows_leader = group.leadership().knows_leader;
             catalog.note_meta_leader_known(knows_leader);
+            if stopped_reason(&group).is_some() {
+                catalog.group_stopped.notify_one();
+            }
             if !Arc::ptr_eq(&catalog.meta_group(), &group) {
                 break;
             }

@@ -365,14 +365,25 @@ async fn reconcile_on_meta_changes(
 /// now and then reconciles to retry offline streams that may start now.
 async fn supervise(js: Weak<JetStream>, shutdown: CancellationToken) {
     let mut next_offline_retry = tokio::time::Instant::now() + supervisor::RETRY_OFFLINE_EVERY;
+    let Some(stopped) = js.upgrade().map(|js| js.catalog().group_stopped.clone()) else {
+        return;
+    };
+    let mut pass_after = supervisor::SUPERVISE_EVERY;
     loop {
+        // A stopped group is reported by its leadership watcher; the periodic pass is the
+        // safety net (and retries what failed to restart).
         tokio::select! {
             _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep(supervisor::SUPERVISE_EVERY) => {}
+            _ = stopped.notified() => {}
+            _ = tokio::time::sleep(pass_after) => {}
         }
         let Some(js) = js.upgrade() else { return };
         supervisor::restart_meta_if_stopped(js.catalog()).await;
         supervisor::restart_stopped_streams(js.catalog()).await;
+        pass_after = match supervisor::any_stopped(js.catalog()) {
+            true => supervisor::RETRY_RESTART_AFTER,
+            false => supervisor::SUPERVISE_EVERY,
+        };
         if tokio::time::Instant::now() >= next_offline_retry {
             next_offline_retry = tokio::time::Instant::now() + supervisor::RETRY_OFFLINE_EVERY;
             if supervisor::offline_worth_retrying(js.catalog()) {

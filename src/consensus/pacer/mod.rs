@@ -213,6 +213,9 @@ impl Pacer {
             let Some(t) = tracked.get_mut(id) else {
                 continue;
             };
+            if t.pace.quiet_with() == Some((*term, leader)) {
+                continue; // already quiet with it: nothing to look at
+            }
             let mut peers = Vec::new();
             let obs = observe(
                 &t.raft,
@@ -369,10 +372,9 @@ fn observe<'a>(
 ) -> Observation<'a> {
     let metrics = raft.metrics();
     let m = metrics.borrow();
-    let membership = m.membership_config.membership();
     peers.clear();
     let mut voter = false;
-    for id in membership.voter_ids() {
+    for id in m.membership_config.membership().voter_ids() {
         if id == me {
             voter = true;
             continue;
@@ -393,7 +395,11 @@ fn observe<'a>(
         _ if voter => Role::Voter,
         _ => Role::NonVoter,
     };
-    let lease_holds = role == Role::Leader && liveness.lease_holds(membership.voter_ids(), now);
+    let lease_holds = role == Role::Leader
+        && liveness.lease_holds(
+            std::iter::once(me).chain(peers.iter().map(|peer| peer.id)),
+            now,
+        );
     Observation {
         now,
         role,
