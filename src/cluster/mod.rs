@@ -138,6 +138,7 @@ impl ClusterNode {
             let served = tonic::transport::Server::builder()
                 .initial_stream_window_size(transport::STREAM_WINDOW)
                 .initial_connection_window_size(transport::CONNECTION_WINDOW)
+                .http2_max_pending_accept_reset_streams(Some(transport::MAX_PENDING_RESETS))
                 .add_service(service)
                 .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
                 .await;
