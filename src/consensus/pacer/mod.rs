@@ -63,11 +63,30 @@ struct Inner {
     state: Mutex<Groups>,
 }
 
+/// A list of quiet groups with their terms, as pings carry it.
+type QuietList = Vec<(GroupId, u64)>;
+
 #[derive(Default)]
 struct Groups {
     tracked: HashMap<GroupId, Tracked>,
     /// Groups that are not quiet: the ones a round looks at.
     active: HashSet<GroupId>,
+    /// Bumped whenever a group changes mode or goes: what the caches below were built at.
+    generation: u64,
+    /// Per peer, the quiet list last built for its pings.
+    sent: HashMap<NodeId, (u64, QuietList)>,
+    /// Per peer, the quiet list its last ping carried and what this node answered, so that the
+    /// same list at the same generation (an idle cluster) costs a comparison.
+    heard: HashMap<NodeId, (u64, QuietList, Vec<GroupId>)>,
+}
+
+/// Mirrors a replica's mode into its signals; a change bumps `generation`.
+fn publish_mode(tracked: &Tracked, generation: &mut u64) {
+    let mode = tracked.pace.mode();
+    if tracked.signals.mode() != mode {
+        tracked.signals.set_mode(mode);
+        *generation += 1;
+    }
 }
 
 struct Tracked {
@@ -126,6 +145,7 @@ impl Pacer {
         let mut state = self.inner.state.lock();
         state.tracked.remove(&group);
         state.active.remove(&group);
+        state.generation += 1;
     }
 
     /// How many groups are in each mode.
@@ -170,10 +190,15 @@ impl Pacer {
 
     /// The groups this node leads quietly with `peer` among their voters, with their terms:
     /// what a ping to `peer` lists.
-    pub fn quiet_led_for(&self, peer: NodeId) -> Vec<(GroupId, u64)> {
+    pub fn quiet_led_for(&self, peer: NodeId) -> QuietList {
         let me = self.inner.node;
-        let state = self.inner.state.lock();
-        let mut listed: Vec<(GroupId, u64)> = state
+        let mut state = self.inner.state.lock();
+        if let Some((built_at, list)) = state.sent.get(&peer) {
+            if *built_at == state.generation {
+                return list.clone();
+            }
+        }
+        let mut listed: QuietList = state
             .tracked
             .iter()
             .filter_map(|(id, t)| match t.pace.quiet_with() {
@@ -186,6 +211,8 @@ impl Pacer {
             })
             .collect();
         listed.sort_unstable();
+        let generation = state.generation;
+        state.sent.insert(peer, (generation, listed.clone()));
         listed
     }
 
@@ -196,15 +223,26 @@ impl Pacer {
     pub fn leader_lists(&self, leader: NodeId, quiet: &[(GroupId, u64)]) -> Vec<GroupId> {
         let now = Instant::now();
         let me = self.inner.node;
+        let mut state = self.inner.state.lock();
+        if let Some((at, list, stale)) = state.heard.get(&leader) {
+            if *at == state.generation && list.as_slice() == quiet {
+                return stale.clone();
+            }
+        }
         let listed: HashMap<GroupId, u64> = quiet.iter().copied().collect();
         let mut stale = Vec::new();
-        let mut state = self.inner.state.lock();
-        let Groups { tracked, active } = &mut *state;
+        let Groups {
+            tracked,
+            active,
+            generation,
+            heard,
+            ..
+        } = &mut *state;
         for (id, t) in tracked.iter_mut() {
             if let Some((term, quiet_leader)) = t.pace.quiet_with() {
                 if quiet_leader == leader && quiet_leader != me && listed.get(id) != Some(&term) {
                     t.pace.wake(now);
-                    t.signals.set_mode(t.pace.mode());
+                    publish_mode(t, generation);
                     active.insert(*id);
                 }
             }
@@ -228,10 +266,11 @@ impl Pacer {
             if obs.term > *term {
                 stale.push(*id);
             } else if t.pace.leader_is_quiet(&obs, leader, *term) {
-                t.signals.set_mode(t.pace.mode());
+                publish_mode(t, generation);
                 active.remove(id);
             }
         }
+        heard.insert(leader, (*generation, quiet.to_vec(), stale.clone()));
         stale
     }
 
@@ -314,11 +353,16 @@ async fn round(inner: &Inner, rng: &mut StdRng) -> bool {
     let mut due = Vec::new();
     let any_active = {
         let mut state = inner.state.lock();
-        let Groups { tracked, active } = &mut *state;
+        let Groups {
+            tracked,
+            active,
+            generation,
+            ..
+        } = &mut *state;
         for id in inner.wakes.take() {
             if let Some(t) = tracked.get_mut(&id) {
                 t.pace.wake(now);
-                t.signals.set_mode(t.pace.mode());
+                publish_mode(t, generation);
                 active.insert(id);
             }
         }
@@ -331,7 +375,7 @@ async fn round(inner: &Inner, rng: &mut StdRng) -> bool {
             };
             let obs = observe(&t.raft, &t.signals, &inner.liveness, me, now, &mut peers);
             let action = t.pace.step(&obs, me, rng);
-            t.signals.set_mode(t.pace.mode());
+            publish_mode(t, generation);
             match action {
                 Action::Nothing => {}
                 Action::Quiesce => {
