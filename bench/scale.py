@@ -3,16 +3,17 @@
 
     scale.py run --url URL --pids n1:PID[,n2:PID,...] --streams N --replicas R
                  --out FILE [--prefix S] [--create-limit 900] [--create-timeout 10]
-                 [--max-errors-in-row 20] [--max-rss-mb 12000] [--settle 5]
+                 [--stall 60] [--retry-pause 1] [--max-rss-mb 12000] [--settle 5]
                  [--idle 20] [--publish-limit 600] [--publish-timeout 5]
     scale.py table --label-ref NAME --label-jr NAME FILE...
 
 `run` does, with one connection to URL, one step after the other:
   1. create streams PREFIX00001.. one at a time (`$JS.API.STREAM.CREATE.<name>`,
      file storage, limits retention, R replicas, subjects `<name>.>`), each
-     request bounded by --create-timeout; it stops early when --create-limit
-     seconds have passed, after --max-errors-in-row failed creates in a row,
-     when a server process is gone, or when the servers' summed RSS exceeds
+     request bounded by --create-timeout; a failed create is counted and sent
+     again (same stream) after --retry-pause s; it stops early when
+     --create-limit seconds have passed, when no create succeeded for --stall
+     s, when a server process is gone, or when the servers' summed RSS exceeds
      --max-rss-mb (so that a server that grows without bound cannot take the
      machine with it);
   2. asks `$JS.API.INFO` how many streams the account holds;
@@ -122,7 +123,7 @@ async def run(a):
            "nodes": list(pids), "created": 0, "create_attempts": 0, "create_errors": 0,
            "create_error_kinds": {}, "first_error": "", "first_error_at": None,
            "create_stop": "", "create_s": None, "create_ms_p50": None, "create_ms_p99": None,
-           "create_ms_max": None, "create_s_last_10pct": None, "js_info_streams": None,
+           "create_ms_max": None, "create_retried_streams": 0, "js_info_streams": None,
            "rss_after_create_mb": {}, "rss_mb": {}, "idle_s": a.idle, "idle_cpu_pct": None,
            "idle_cpu_pct_per_node": {}, "publish_attempts": 0, "publish_ok": 0,
            "publish_failed": 0, "publish_error_kinds": {}, "publish_s": None, "publish_stop": "",
@@ -139,53 +140,68 @@ async def run(a):
     names = [f"{a.prefix}{i:05d}" for i in range(1, a.streams + 1)]
     created = []
     lat = []
-    errors_in_row = 0
+    retried = 0
+    err = None
     t0 = time.monotonic()
+    last_success = t0
     next_report = t0 + 10
+    stop = ""
     for i, name in enumerate(names):
-        now = time.monotonic()
-        if now - t0 > a.create_limit:
-            res["create_stop"] = f"time limit of {a.create_limit} s reached after {i} creates"
-            break
-        if i % 50 == 0:
-            gone = dead()
-            if gone:
-                res["create_stop"] = f"server process gone: {','.join(gone)} (after {i} creates)"
+        tries = 0
+        while not stop:
+            now = time.monotonic()
+            if now - t0 > a.create_limit:
+                stop = f"time limit of {a.create_limit:.0f} s reached with {len(created)} created"
                 break
-            mem = total_rss()
-            if mem > a.max_rss_mb:
-                res["create_stop"] = (f"servers' RSS {mem:.0f} MB above the cap of "
-                                      f"{a.max_rss_mb} MB after {i} creates")
+            if now - last_success > a.stall:
+                stop = (f"no create succeeded for {a.stall:.0f} s ({len(created)} created); "
+                        f"last error: {err}")
                 break
-        if now >= next_report:
-            next_report = now + 10
-            log(f"    {a.server} {a.scenario}: {len(created)}/{i} created after {now - t0:.0f} s,"
-                f" {res['create_errors']} errors, RSS {total_rss():.0f} MB")
-        cfg = {"name": name, "subjects": [f"{name}.>"], "storage": "file",
-               "retention": "limits", "num_replicas": a.replicas}
-        res["create_attempts"] += 1
-        sent = time.monotonic()
-        try:
-            msg = await nc.request(f"$JS.API.STREAM.CREATE.{name}", json.dumps(cfg).encode(),
-                                   timeout=a.create_timeout)
-            err = reply_error(msg.data)
-        except Exception as e:  # timeout, no responders, connection lost
-            err = exc_text(e)
-        lat.append(time.monotonic() - sent)
-        if err is None:
-            created.append(name)
-            errors_in_row = 0
-            continue
-        res["create_errors"] += 1
-        count(res["create_error_kinds"], err)
-        if not res["first_error"]:
-            res["first_error"] = err
-            res["first_error_at"] = i + 1
-        errors_in_row += 1
-        if errors_in_row >= a.max_errors_in_row:
-            res["create_stop"] = (f"{errors_in_row} failed creates in a row (after {i + 1} "
-                                  f"creates); last: {err}")
+            if (res["create_attempts"] % 50 == 0) or tries:
+                gone = dead()
+                if gone:
+                    stop = f"server process gone: {','.join(gone)} ({len(created)} created)"
+                    break
+                mem = total_rss()
+                if mem > a.max_rss_mb:
+                    stop = (f"servers' RSS {mem:.0f} MB above the cap of {a.max_rss_mb:.0f} MB "
+                            f"({len(created)} created)")
+                    break
+            if now >= next_report:
+                next_report = now + 10
+                log(f"    {a.server} {a.scenario}: {len(created)} created after {now - t0:.0f} s,"
+                    f" {res['create_errors']} errors, RSS {total_rss():.0f} MB")
+            cfg = {"name": name, "subjects": [f"{name}.>"], "storage": "file",
+                   "retention": "limits", "num_replicas": a.replicas}
+            res["create_attempts"] += 1
+            tries += 1
+            sent = time.monotonic()
+            try:
+                msg = await nc.request(f"$JS.API.STREAM.CREATE.{name}", json.dumps(cfg).encode(),
+                                       timeout=a.create_timeout)
+                err = reply_error(msg.data)
+            except Exception as e:  # timeout, no responders, connection lost
+                err = exc_text(e)
+            if err is None:
+                lat.append(time.monotonic() - sent)
+                created.append(name)
+                last_success = time.monotonic()
+                retried += tries > 1
+                break
+            res["create_errors"] += 1
+            count(res["create_error_kinds"], err)
+            if not res["first_error"]:
+                res["first_error"] = err
+                res["first_error_at"] = i + 1
+                log(f"    {a.server} {a.scenario}: first error at create #{i + 1} after "
+                    f"{time.monotonic() - t0:.1f} s: {err}")
+            # the same stream again after a pause: a transient error (no meta leader, a
+            # timeout) must not end the run, a lasting one ends it through --stall
+            await asyncio.sleep(a.retry_pause)
+        if stop:
             break
+    res["create_stop"] = stop
+    res["create_retried_streams"] = retried
     res["create_s"] = round(time.monotonic() - t0, 3)
     res["created"] = len(created)
     lat.sort()
@@ -272,10 +288,12 @@ def cells(r):
     if r is None:
         return ["not run"] * 6
     target = r["target"]
-    per = r["create_s"] / r["create_attempts"] * 1000 if r["create_attempts"] else None
+    per = r["create_s"] / r["created"] * 1000 if r["created"] else None
     created = f"{r['created']:,} / {target:,}"
     if r["create_errors"]:
         created += f", {r['create_errors']:,} errors"
+    if r.get("create_retried_streams"):
+        created += f" ({r['create_retried_streams']:,} created on a retry)"
     if r["create_stop"]:
         created += " (stopped)"
     rss = [v for v in r["rss_mb"].values()]
@@ -328,7 +346,7 @@ def table(a):
             r = results.get((sc, key))
             if r is None:
                 continue
-            line = (f"- {sc} {label}: create latency p50 {fmt(r['create_ms_p50'])} ms, "
+            line = (f"- {sc} {label}: {r['create_attempts']:,} create requests; successful create latency p50 {fmt(r['create_ms_p50'])} ms, "
                     f"p99 {fmt(r['create_ms_p99'])} ms, max {fmt(r['create_ms_max'])} ms; "
                     f"$JS.API.INFO streams {r['js_info_streams']}; RSS right after the creates "
                     + ", ".join(f"{n} {fmt(v, 0)}" for n, v in r["rss_after_create_mb"].items())
@@ -367,7 +385,8 @@ def main():
     r.add_argument("--prefix", default="S")
     r.add_argument("--create-limit", type=float, default=900)
     r.add_argument("--create-timeout", type=float, default=10)
-    r.add_argument("--max-errors-in-row", type=int, default=20)
+    r.add_argument("--stall", type=float, default=60)
+    r.add_argument("--retry-pause", type=float, default=1.0)
     r.add_argument("--max-rss-mb", type=float, default=12000)
     r.add_argument("--settle", type=float, default=5)
     r.add_argument("--idle", type=float, default=20)

@@ -6,7 +6,7 @@
 # bench/README.md.
 #
 #   bench/scale.sh [--scenario LIST] [--streams N] [--servers LIST] [--smoke]
-#                  [--create-limit S] [--publish-limit S] [--idle S] [--settle S]
+#                  [--create-limit S] [--publish-limit S] [--stall S] [--idle S] [--settle S]
 #                  [--max-rss-mb MB] [--keep-logs]
 #
 #   --scenario LIST  comma-separated rR-N: N streams with R replicas (R=1: one
@@ -18,6 +18,8 @@
 #                    without nats-server installed it runs jetraft only
 #   --create-limit S stop creating after S s per scenario and server (default 900, smoke 60)
 #   --publish-limit S stop publishing after S s (default 600, smoke 30)
+#   --stall S        stop creating when no create succeeded for S s (default 60,
+#                    smoke 20); a failed create is retried after 1 s and counted
 #   --idle S         idle window for the CPU measurement (default 20, smoke 2)
 #   --settle S       pause between the last create and the idle window (default 5, smoke 1)
 #   --max-rss-mb MB  stop creating once the nodes' summed RSS exceeds MB (default 12000)
@@ -49,6 +51,7 @@ STREAMS=""
 SERVERS="nats-server,jetraft"
 CREATE_LIMIT=""
 PUBLISH_LIMIT=""
+STALL=""
 IDLE=""
 SETTLE=""
 MAX_RSS_MB=12000
@@ -70,6 +73,7 @@ while (($#)); do
     --servers) SERVERS=$val ;;
     --create-limit) CREATE_LIMIT=$val ;;
     --publish-limit) PUBLISH_LIMIT=$val ;;
+    --stall) STALL=$val ;;
     --idle) IDLE=$val ;;
     --settle) SETTLE=$val ;;
     --max-rss-mb) MAX_RSS_MB=$val ;;
@@ -79,11 +83,13 @@ done
 if ((SMOKE)); then
     SCENARIOS=${SCENARIOS:-r1-20,r3-20}
     CREATE_LIMIT=${CREATE_LIMIT:-60} PUBLISH_LIMIT=${PUBLISH_LIMIT:-30} IDLE=${IDLE:-2} SETTLE=${SETTLE:-1}
+    STALL=${STALL:-20}
 else
     SCENARIOS=${SCENARIOS:-r1-1000,r3-1000,r3-10000}
     CREATE_LIMIT=${CREATE_LIMIT:-900} PUBLISH_LIMIT=${PUBLISH_LIMIT:-600} IDLE=${IDLE:-20} SETTLE=${SETTLE:-5}
+    STALL=${STALL:-60}
 fi
-for v in CREATE_LIMIT PUBLISH_LIMIT IDLE SETTLE MAX_RSS_MB ${STREAMS:+STREAMS}; do
+for v in CREATE_LIMIT PUBLISH_LIMIT STALL IDLE SETTLE MAX_RSS_MB ${STREAMS:+STREAMS}; do
     [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "--${v,,} must be a positive integer (got '${!v}')" >&2; exit 2; }
 done
 IFS=, read -r -a SCEN <<<"$SCENARIOS"
@@ -248,7 +254,7 @@ EOF
 }
 
 # ------------------------------------------------------------------ run ----
-echo "== scale bench: scenarios ${SCEN[*]}; servers ${KEYS[*]}; create limit ${CREATE_LIMIT}s, publish limit ${PUBLISH_LIMIT}s, settle ${SETTLE}s, idle ${IDLE}s, RSS cap ${MAX_RSS_MB} MB; smoke=$SMOKE"
+echo "== scale bench: scenarios ${SCEN[*]}; servers ${KEYS[*]}; create limit ${CREATE_LIMIT}s, stall ${STALL}s, publish limit ${PUBLISH_LIMIT}s, settle ${SETTLE}s, idle ${IDLE}s, RSS cap ${MAX_RSS_MB} MB; smoke=$SMOKE"
 [[ -n $REF_BIN ]] && echo "   reference:  $REF_BIN ($REF_VERSION)"
 [[ -n $JR_BIN ]] && echo "   under test: $JR_BIN ($JR_VERSION)"
 echo "   client:     $PYTHON $HERE/scale.py (nats-py $("$PYTHON" -c 'import importlib.metadata as m; print(m.version("nats-py"))' 2>/dev/null || echo '?'))"
@@ -277,7 +283,7 @@ for sc in "${SCEN[@]}"; do
         timeout -k 5 "$CLIENT_BOUND" "$PYTHON" -u "$HERE/scale.py" run --url "$(url_of 1)" --pids "$pids" \
             --server "$key" --scenario "$sc" --streams "$n" --replicas "$reps" --out "$out" \
             --create-limit "$CREATE_LIMIT" --publish-limit "$PUBLISH_LIMIT" --idle "$IDLE" \
-            --settle "$SETTLE" --max-rss-mb "$MAX_RSS_MB" 2>&1 | tee "$TMP/client-$sc-$key.log" || rc=$?
+            --settle "$SETTLE" --stall "$STALL" --max-rss-mb "$MAX_RSS_MB" 2>&1 | tee "$TMP/client-$sc-$key.log" || rc=$?
         if [[ ! -s $out ]]; then
             fail "$what: the client wrote no result (exit $rc)"
             stop_nodes
@@ -286,10 +292,11 @@ for sc in "${SCEN[@]}"; do
         RESULTS+=("$out")
         res=$(cat "$out")
         created=$(json_get "$res" 'd["created"]')
-        if [[ $created == "$n" ]]; then
+        errs=$(json_get "$res" 'd["create_errors"]')
+        if [[ $created == "$n" && $errs == 0 ]]; then
             pass "$what: all $n creates succeeded in $(json_get "$res" 'd["create_s"]') s"
         else
-            short_of "$key" "$what: $created of $n streams created; $(json_get "$res" 'd["create_errors"]') errors; $(json_get "$res" 'd["create_stop"] or "no early stop"'); first error: $(json_get "$res" 'd["first_error"] or "none"')"
+            short_of "$key" "$what: $created of $n streams created; $errs failed create requests (each retried); $(json_get "$res" 'd["create_stop"] or "no early stop"'); first error: $(json_get "$res" '"%s (at stream #%s)" % (d["first_error"], d["first_error_at"]) if d["first_error"] else "none"')"
         fi
         # one publish to every stream that was created (a create shortfall is its own check)
         ok=$(json_get "$res" 'd["publish_ok"]')
@@ -325,7 +332,7 @@ for key in "${KEYS[@]}"; do
 done
 [[ -n $REF_BIN ]] && echo "  nats-server: $REF_VERSION, default settings (sync_interval 2 min)"
 [[ -n $JR_BIN ]] && echo "  $JR_LABEL: ${JR_VERSION:-no --version}"
-echo "Client: one nats-py connection to n1: \$JS.API.STREAM.CREATE.S<i> {subjects [S<i>.>], storage file, retention limits, num_replicas R} one at a time (10 s timeout each);"
+echo "Client: one nats-py connection to n1: \$JS.API.STREAM.CREATE.S<i> {subjects [S<i>.>], storage file, retention limits, num_replicas R} one at a time (10 s timeout each; a failed one is counted and retried after 1 s);"
 echo "  after the creates ${SETTLE} s settle, then ${IDLE} s idle (utime+stime and VmRSS from /proc/<pid>); then a 16 B request to S<i>.scale per created stream, PubAck awaited (5 s timeout)"
 command_line
 ((SMOKE)) && echo "(smoke run: tiny counts, the numbers are meaningless)"
