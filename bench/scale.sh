@@ -35,7 +35,8 @@
 # Per scenario and server: start fresh node(s) on free loopback ports with fresh
 # store dirs, run bench/scale.py (create the streams one at a time through n1,
 # $JS.API.INFO, settle, 20 s idle with CPU and RSS sampled from /proc, one
-# publish with PubAck to every stream), stop the node(s), delete the store.
+# publish with PubAck to every stream), stop the node(s). The store dirs are
+# deleted when the script ends (not in between: see bench/README.md).
 # Prints a markdown table (row per measure, a column per server), the details,
 # the machine and the exact command; then "N passed, M failed": a check per
 # server start and, per scenario and server, "every create succeeded" and
@@ -307,8 +308,9 @@ for sc in "${SCEN[@]}"; do
         fi
         gone=$(json_get "$res" '",".join(d["dead_nodes"])')
         [[ -z $gone ]] || short_of "$key" "$what: server process(es) $gone died during the run"
+        # the store stays until the end: deleting thousands of files on a file system
+        # mounted with `discard` takes minutes and would load the disk of the next run
         stop_nodes
-        rm -rf "${TMP:?}/$key-$sc"
     done
 done
 
@@ -324,7 +326,7 @@ fi
 echo
 fs=$(store_fs "$TMP")
 machine_line "; store dirs on ${fs:-unknown fs}; one server (or cluster) runs at a time, the client shares the machine"
-echo "Servers (fresh per scenario, free loopback ports, store deleted afterwards):"
+echo "Servers (fresh per scenario, free loopback ports, fresh store dirs, deleted when the script ends):"
 for key in "${KEYS[@]}"; do
     for c in 1 3; do
         [[ -n ${START_CMD[$key:$c]:-} ]] && echo "  - ${NAME[$key]}, $c node(s): ${START_CMD[$key:$c]}"
