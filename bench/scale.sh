@@ -67,6 +67,8 @@ while (($#)); do
     --*) val=${2-}; shift; (($#)) && shift ;;
     *) bad_option "$opt" ;;
     esac
+    [[ $opt =~ ^--(scenario|streams|servers|create-limit|publish-limit|stall|idle|settle|max-rss-mb)$ ]] ||
+        bad_option "$opt"
     [[ -n $val ]] || { echo "$opt needs a value" >&2; exit 2; }
     case $opt in
     --scenario) SCENARIOS=$val ;;
@@ -78,7 +80,6 @@ while (($#)); do
     --idle) IDLE=$val ;;
     --settle) SETTLE=$val ;;
     --max-rss-mb) MAX_RSS_MB=$val ;;
-    *) bad_option "$opt" ;;
     esac
 done
 if ((SMOKE)); then
