@@ -1,5 +1,7 @@
 //! `ProposalBatcher`: coalesces concurrent proposals to one group into one Raft entry. One
-//! per [`RaftGroup`](super::RaftGroup) (a task plus the handle that feeds it).
+//! per [`RaftGroup`](super::RaftGroup) (a task plus the handle that feeds it). The task starts
+//! with the group's first proposal on this node: a follower (whose proposals are forwarded)
+//! and an idle stream never need it, and a node may host thousands of those.
 //!
 //! Why: openraft 0.9 appends, flushes and applies entries of one group one at a time — an
 //! entry submitted while the previous one is being flushed waits for that flush before its
@@ -15,7 +17,7 @@
 //! stay contiguous and in order in one entry. Units keep their order: they are taken from the
 //! queue in order, and openraft appends entries in `client_write` order.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use tokio::sync::{mpsc, oneshot, watch, Semaphore};
 
@@ -49,16 +51,30 @@ impl Pending {
 /// Handle to a group's batching task. Dropping it ends the task once queued proposals are
 /// sent.
 pub(crate) struct ProposalBatcher {
-    queue: mpsc::UnboundedSender<Pending>,
+    /// The task's queue, set when the first proposal starts it.
+    queue: OnceLock<mpsc::UnboundedSender<Pending>>,
+    raft: Raft,
+    durable: watch::Receiver<Durable>,
 }
 
 impl ProposalBatcher {
     /// `durable` follows how far the group's log is fsynced here: an entry's responses wait
-    /// for it (see `log_store`).
-    pub fn start(raft: Raft, durable: watch::Receiver<Durable>) -> ProposalBatcher {
-        let (queue, receiver) = mpsc::unbounded_channel();
-        tokio::spawn(run(raft, durable, receiver));
-        ProposalBatcher { queue }
+    /// for it (see `log_store`). The task starts with the first proposal.
+    pub fn new(raft: Raft, durable: watch::Receiver<Durable>) -> ProposalBatcher {
+        ProposalBatcher {
+            queue: OnceLock::new(),
+            raft,
+            durable,
+        }
+    }
+
+    /// The task's queue, starting the task on first use (from inside the runtime).
+    fn queue(&self) -> &mpsc::UnboundedSender<Pending> {
+        self.queue.get_or_init(|| {
+            let (queue, receiver) = mpsc::unbounded_channel();
+            tokio::spawn(run(self.raft.clone(), self.durable.clone(), receiver));
+            queue
+        })
     }
 
     /// Queue `command`; resolves when its entry was committed and applied.
@@ -76,7 +92,7 @@ impl ProposalBatcher {
     /// the entry was committed and applied.
     pub async fn propose_all(&self, commands: Vec<Command>) -> Result<Vec<Response>, ProposeError> {
         let (reply, response) = oneshot::channel();
-        self.queue
+        self.queue()
             .send(Pending { commands, reply })
             .map_err(|_| ProposeError::BatcherStopped)?;
         response.await.map_err(|_| ProposeError::BatcherStopped)?

@@ -197,7 +197,7 @@ impl RaftGroup {
         let started = RaftGroup {
             group,
             node,
-            batcher: ProposalBatcher::start(raft.clone(), log.durable()),
+            batcher: ProposalBatcher::new(raft.clone(), log.durable()),
             transport,
             raft,
             log,

@@ -3,7 +3,9 @@
 //! entry — so many publishes share one fsync — and, once the entry is committed and
 //! applied, answers each publish that had a reply subject with its PubAck.
 //!
-//! One ingest task per stream group on its leader. Up to `MAX_IN_FLIGHT` entries are
+//! One ingest task per stream group on its leader, started by the stream's first message (a
+//! node may lead thousands of idle streams; a task and a channel each would cost them memory
+//! for nothing). Up to `MAX_IN_FLIGHT` entries are
 //! proposed at once (pipelining: the next batch is on its way while the previous one is
 //! being fsynced); acks go out in proposal order.
 //!
@@ -14,7 +16,7 @@
 //! stream behind it, the WAL's request queue stays bounded too.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
@@ -76,11 +78,22 @@ fn queued_size(msg: &Message) -> usize {
 #[derive(Debug)]
 struct Ingest {
     stream: String,
-    queue: mpsc::UnboundedSender<Message>,
+    /// The ingest task's queue, set when the first message starts the task.
+    queue: OnceLock<mpsc::UnboundedSender<Message>>,
+    /// How to start the task (None only where `queue` is set from the start: tests).
+    start: Option<TaskStart>,
     backlog: Arc<Backlog>,
     limits: QueueLimits,
     /// For refusals (weak: the router holding this subscriber lives in `ServerShared`).
     shared: Weak<ServerShared>,
+}
+
+/// What a stream's ingest task is started with, on its first message.
+#[derive(Debug)]
+struct TaskStart {
+    stream: Arc<StreamHandle>,
+    /// The subscriber runs on whichever thread publishes; the task goes to the node's runtime.
+    runtime: tokio::runtime::Handle,
 }
 
 impl InternalSubscriber for Ingest {
@@ -103,7 +116,11 @@ impl InternalSubscriber for Ingest {
             self.send_refusal(header_refusal(&self.stream, msg.reply.clone(), &error));
             return true;
         }
-        if self.queue.send(msg.clone()).is_err() {
+        let Some(queue) = self.queue() else {
+            self.backlog.taken(msg);
+            return false;
+        };
+        if queue.send(msg.clone()).is_err() {
             self.backlog.taken(msg);
             return false;
         }
@@ -112,6 +129,26 @@ impl InternalSubscriber for Ingest {
 }
 
 impl Ingest {
+    /// The ingest task's queue, starting the task on first use; None once the server is
+    /// gone.
+    fn queue(&self) -> Option<&mpsc::UnboundedSender<Message>> {
+        if let Some(queue) = self.queue.get() {
+            return Some(queue);
+        }
+        let (start, shared) = (self.start.as_ref()?, self.shared.upgrade()?);
+        Some(self.queue.get_or_init(|| {
+            let (queue, incoming) = mpsc::unbounded_channel();
+            let task = run(
+                shared.clone(),
+                start.stream.clone(),
+                incoming,
+                self.backlog.clone(),
+            );
+            shared.tasks.spawn_on(task, &start.runtime);
+            queue
+        }))
+    }
+
     /// The queue is full: as nats-server, answer `429 Too Many Requests` with the 10167
     /// PubAck error (nothing is stored); a publish without a reply is dropped.
     fn refuse(&self, msg: &Message) {
@@ -148,19 +185,21 @@ fn refusal(stream: &str, reply: Bytes) -> Message {
     Message::new(reply, Bytes::from(body)).with_headers(Some(status))
 }
 
-/// Subscribes `subjects` for `stream` and starts its ingest task; returns the subscriptions
-/// (unsubscribing all of them ends the task).
+/// Subscribes `subjects` for `stream`, whose first message starts its ingest task; returns
+/// the subscriptions (unsubscribing all of them ends the task). Call from inside the runtime.
 pub fn attach(
     shared: &Arc<ServerShared>,
     stream: &Arc<StreamHandle>,
     subjects: &[String],
 ) -> Vec<Arc<Subscription>> {
-    let (queue, incoming) = mpsc::unbounded_channel();
-    let backlog = Arc::new(Backlog::default());
     let ingest = Arc::new(Ingest {
         stream: stream.name().to_owned(),
-        queue,
-        backlog: backlog.clone(),
+        queue: OnceLock::new(),
+        start: Some(TaskStart {
+            stream: stream.clone(),
+            runtime: tokio::runtime::Handle::current(),
+        }),
+        backlog: Arc::new(Backlog::default()),
         limits: QUEUE_LIMITS,
         shared: Arc::downgrade(shared),
     });
@@ -172,9 +211,6 @@ pub fn attach(
                 .subscribe_internal(subject, None, ingest.clone())
         })
         .collect();
-    shared
-        .tasks
-        .spawn(run(shared.clone(), stream.clone(), incoming, backlog));
     subscriptions
 }
 
@@ -304,7 +340,8 @@ mod tests {
         let (queue, incoming) = mpsc::unbounded_channel();
         let ingest = Ingest {
             stream: "S".into(),
-            queue,
+            queue: OnceLock::from(queue),
+            start: None,
             backlog: Arc::new(Backlog::default()),
             limits,
             shared: Weak::new(),

@@ -2,8 +2,9 @@
 //!
 //! * `registry` (this file) — `DeliveryRegistry`, one per node: the streams this node
 //!   delivers for, one delivery task per consumer (`task.rs`), one ack batcher per stream
-//!   behind a bounded queue (`acks.rs`), and, per stream it delivers for, the internal
-//!   subscriptions on `$JS.ACK.<stream>.>` and `$JS.FC.<stream>.>`.
+//!   behind a bounded queue (`acks.rs`), started by the stream's first ack (an idle stream
+//!   costs no task), and, per stream it delivers for, the internal subscriptions on
+//!   `$JS.ACK.<stream>.>` and `$JS.FC.<stream>.>`.
 //! * `task.rs` / `deliver.rs` — a consumer's delivery task: its loop and timers, and how
 //!   it proposes `DeliverNext` and sends the result.
 //! * `pull.rs` / `waiting.rs` — pull requests (`CONSUMER.MSG.NEXT`) and their queue.
@@ -100,8 +101,10 @@ struct ConsumerEntry {
 struct StreamEntry {
     handle: Arc<StreamHandle>,
     consumers: HashMap<String, ConsumerEntry>,
-    /// Bounded (`acks::MAX_QUEUED_ACKS`); dropping it ends the stream's ack batcher.
-    acks: QueueSender<AckItem>,
+    /// Bounded (`acks::MAX_QUEUED_ACKS`); dropping it ends the stream's ack batcher. None
+    /// until the stream's first ack starts the batcher: most streams of a node that hosts
+    /// thousands are idle, and a task each would cost them memory for nothing.
+    acks: Option<QueueSender<AckItem>>,
     /// The stream's ack and flow-control subscriptions, removed with the entry.
     subscriptions: Vec<Arc<Subscription>>,
 }
@@ -153,11 +156,10 @@ impl DeliveryRegistry {
             // Subscribed before the entry exists: an ack arriving in between finds no
             // stream and is dropped, as one arriving before the leader took over would be.
             let subscriptions = self.subscribe_replies(handle.name());
-            let (acks, incoming) = queue::bounded(acks::MAX_QUEUED_ACKS);
             let entry = StreamEntry {
                 handle: handle.clone(),
                 consumers: HashMap::new(),
-                acks,
+                acks: None,
                 subscriptions,
             };
             let replaced = {
@@ -168,12 +170,6 @@ impl DeliveryRegistry {
                 {
                     Err(entry) // attached concurrently
                 } else {
-                    self.shared().tasks.spawn(acks::run(
-                        self.me.clone(),
-                        handle.clone(),
-                        incoming,
-                        self.outbox.clone(),
-                    ));
                     Ok(streams.insert(handle.name().to_owned(), entry))
                 }
             };
@@ -373,11 +369,28 @@ impl DeliveryRegistry {
 
     /// Routes one ack (or flow-control reply) to its stream's batcher or consumer's task.
     fn route_ack(&self, item: AckItem, stream: &str) {
-        let streams = self.streams.lock();
-        match streams.get(stream) {
-            Some(entry) => acks::enqueue(&entry.acks, item, stream, &self.acks_dropped),
+        let mut streams = self.streams.lock();
+        match streams.get_mut(stream) {
+            Some(entry) => {
+                let queue = entry
+                    .acks
+                    .get_or_insert_with(|| self.start_ack_batcher(&entry.handle));
+                acks::enqueue(queue, item, stream, &self.acks_dropped)
+            }
             None => tracing::debug!(stream, "ack for a stream this node does not deliver"),
         }
+    }
+
+    /// Starts `handle`'s ack batcher; returns its queue (whose drop ends it).
+    fn start_ack_batcher(&self, handle: &Arc<StreamHandle>) -> QueueSender<AckItem> {
+        let (queue, incoming) = queue::bounded(acks::MAX_QUEUED_ACKS);
+        self.shared().tasks.spawn(acks::run(
+            self.me.clone(),
+            handle.clone(),
+            incoming,
+            self.outbox.clone(),
+        ));
+        queue
     }
 
     fn route_flow_control(&self, stream: &str, consumer: &str, subject: String) {
