@@ -147,7 +147,8 @@ impl GroupRegistry {
         tokio::task::spawn_blocking(move || {
             GroupStateMachine::destroy(&db, group, &dir)?;
             // sled keeps the removed keys' space until its log moves on (state_db.rs).
-            db.reclaim()
+            db.request_reclaim();
+            Ok(())
         })
         .await
         .map_err(std::io::Error::other)
