@@ -147,8 +147,7 @@ impl GroupRegistry {
         tokio::task::spawn_blocking(move || {
             GroupStateMachine::destroy(&db, group, &dir)?;
             // sled keeps the removed keys' space until its log moves on (state_db.rs).
-            db.request_reclaim();
-            Ok(())
+            db.reclaim()
         })
         .await
         .map_err(std::io::Error::other)

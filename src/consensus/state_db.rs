@@ -37,7 +37,7 @@
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::state_writer::StateWriter;
@@ -67,8 +67,6 @@ pub struct StateDb {
     syncs: Arc<AtomicU64>,
     /// The state machines' batches, written behind their apply (see `state_writer.rs`).
     writer: Arc<StateWriter>,
-    /// A [`StateDb::request_reclaim`] is waiting to run.
-    reclaim_pending: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for StateDb {
@@ -95,7 +93,6 @@ impl StateDb {
             path: Arc::new(path),
             syncs: Arc::new(AtomicU64::new(0)),
             writer: Arc::new(writer),
-            reclaim_pending: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -152,8 +149,6 @@ const RECLAIM_TREE: &str = "reclaim-churn";
 /// size, 4 MiB let both go (db 29 → 4 MB, blobs 132 → 1 MB), in under a second.
 const RECLAIM_VALUES: u64 = 1024;
 const RECLAIM_VALUE_LEN: usize = 4096;
-/// How long [`StateDb::request_reclaim`] gathers requests before it reclaims.
-const RECLAIM_COALESCE: std::time::Duration = std::time::Duration::from_millis(500);
 
 impl StateDb {
     /// Give back the disk space of keys removed before this call (a dropped group's). Blocking.
@@ -165,29 +160,6 @@ impl StateDb {
     /// nor `drop_tree` changes it (measured). So this moves the log on by itself: it writes
     /// and removes a few MiB of throwaway values in a tree of its own, then flushes; sled's
     /// background flusher then deletes the blobs and truncates the file.
-    /// Ask for a [`reclaim`](Self::reclaim) soon, on a thread of its own: requests made
-    /// within [`RECLAIM_COALESCE`] of each other share one (deleting many streams at once
-    /// pays the throwaway writes once, and the caller does not wait for them).
-    pub fn request_reclaim(&self) {
-        if self.reclaim_pending.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let db = self.clone();
-        let spawned = std::thread::Builder::new()
-            .name("jetraft-sled-reclaim".into())
-            .spawn(move || {
-                std::thread::sleep(RECLAIM_COALESCE);
-                db.reclaim_pending.store(false, Ordering::Release);
-                if let Err(error) = db.reclaim() {
-                    tracing::warn!(%error, "cannot reclaim the state database's free space");
-                }
-            });
-        if let Err(error) = spawned {
-            self.reclaim_pending.store(false, Ordering::Release);
-            tracing::warn!(%error, "cannot start the state database's reclaim thread");
-        }
-    }
-
     pub fn reclaim(&self) -> io::Result<()> {
         self.writer.flush_all().map_err(io::Error::other)?;
         let churn = self.db.open_tree(RECLAIM_TREE).map_err(io::Error::other)?;
