@@ -141,6 +141,41 @@ impl StateDb {
     }
 }
 
+/// Tree of the throwaway writes of [`StateDb::reclaim`]; empty between calls.
+const RECLAIM_TREE: &str = "reclaim-churn";
+/// [`StateDb::reclaim`] writes (and removes) this many values of [`RECLAIM_VALUE_LEN`] bytes:
+/// 4 MiB of log, eight of sled's 512 KiB segments. Measured on sled 0.34.7 (70 MB of 64 KiB
+/// values removed): 1 MiB of churn let the blob files go but left the `db` file at its
+/// size, 4 MiB let both go (db 29 → 4 MB, blobs 132 → 1 MB), in under a second.
+const RECLAIM_VALUES: u64 = 1024;
+const RECLAIM_VALUE_LEN: usize = 4096;
+
+impl StateDb {
+    /// Give back the disk space of keys removed before this call (a dropped group's). Blocking.
+    ///
+    /// sled 0.34 frees space only as its log moves on: the blob file of a replaced node is
+    /// deleted when the log segment that recorded the replacement is sealed, and a segment is
+    /// reused or cut from the end of the `db` file only once later segments were written. On
+    /// a node that goes idle after a stream delete that never happens, and neither `flush()`
+    /// nor `drop_tree` changes it (measured). So this moves the log on by itself: it writes
+    /// and removes a few MiB of throwaway values in a tree of its own, then flushes; sled's
+    /// background flusher then deletes the blobs and truncates the file.
+    pub fn reclaim(&self) -> io::Result<()> {
+        self.writer.flush_all().map_err(io::Error::other)?;
+        let churn = self.db.open_tree(RECLAIM_TREE).map_err(io::Error::other)?;
+        let value = vec![0u8; RECLAIM_VALUE_LEN];
+        for n in 0..RECLAIM_VALUES {
+            let key = n.to_be_bytes();
+            churn
+                .insert(key, value.as_slice())
+                .map_err(io::Error::other)?;
+            churn.remove(key).map_err(io::Error::other)?;
+        }
+        self.db.flush().map_err(io::Error::other)?;
+        Ok(())
+    }
+}
+
 fn sync_file(path: &Path) -> io::Result<()> {
     match File::open(path) {
         Ok(file) => file.sync_all(),

@@ -4,6 +4,7 @@
 
 mod bench;
 mod bootstrap;
+mod drop;
 mod group;
 mod many_groups;
 mod recovery;

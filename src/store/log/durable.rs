@@ -9,7 +9,7 @@
 //! - what must be re-written at the start of a new segment (the checkpoint: purge marks, meta
 //!   values and corruption marks of every group) so that deleting old segments loses nothing.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use bytes::Bytes;
 
@@ -181,6 +181,17 @@ impl DurableIndex {
             .collect();
         groups.sort_unstable();
         groups
+    }
+
+    /// Every segment holding a live entry, with the groups whose entries live there.
+    pub fn groups_by_segment(&self) -> BTreeMap<u64, BTreeSet<u64>> {
+        let mut segments: BTreeMap<u64, BTreeSet<u64>> = BTreeMap::new();
+        for (group, state) in &self.groups {
+            for run in &state.runs {
+                segments.entry(run.segment).or_default().insert(*group);
+            }
+        }
+        segments
     }
 
     /// Append the checkpoint records (one write unit) to `buf`: for every group with any,

@@ -18,7 +18,7 @@ use std::ops::{Bound, RangeBounds};
 use bytes::Bytes;
 
 use super::error::LogError;
-use super::record::MAX_PAYLOAD;
+use super::record::{MAX_PAYLOAD, RECORD_HEADER_LEN};
 use super::types::{LogOp, MetaKey};
 
 /// The log of one Raft group, in memory.
@@ -392,6 +392,26 @@ impl Tables {
                 .map(|(payload, index)| (index, payload.clone()))
                 .collect(),
         )
+    }
+
+    /// Bytes the live entries of `group` take in a segment (records with their headers), if
+    /// the group can be copied forward: not corrupt, at most `max_entries` entries and at most
+    /// `limit` bytes. A group without entries takes 0 bytes.
+    pub fn copyable_bytes(&self, group: u64, max_entries: usize, limit: u64) -> Option<u64> {
+        let Some(log) = self.groups.get(&group) else {
+            return Some(0);
+        };
+        if log.corrupt || log.entries.len() > max_entries {
+            return None;
+        }
+        let mut bytes = 0u64;
+        for payload in &log.entries {
+            bytes += (RECORD_HEADER_LEN + payload.len()) as u64;
+            if bytes > limit {
+                return None;
+            }
+        }
+        Some(bytes)
     }
 
     pub fn entry_count(&self, group: u64) -> usize {

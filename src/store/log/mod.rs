@@ -11,7 +11,8 @@
 //! - `memtable.rs`: every group's log in memory; validation and undo.
 //! - `durable.rs`: what is durable where: segment liveness and checkpoints.
 //! - `writer.rs`: the writer thread: group commit, rotation, deletion, compaction, failure
-//!   handling.
+//!   handling; `writer/reclaim.rs`: freeing segments as soon as a drop or purge leaves them
+//!   almost dead.
 //! - `recovery.rs`: replay at open, torn tails, corruption.
 //! - `fault.rs`: fault injection for tests.
 //!
@@ -88,6 +89,14 @@
 //! [`LogOptions::compact_max_entries`] live entries is not copied (it holds that much data
 //! anyway, and copying it again and again would only burn disk bandwidth), nor is a corrupt
 //! one: they keep their segments until they purge or are dropped.
+//!
+//! *Reclaim* (`writer/reclaim.rs`): after a batch that purged, truncated or dropped a group,
+//! the oldest segments (the active one included) whose live entries belong only to small
+//! groups ([`LogOptions::reclaim_max_bytes`] in all) are freed before the batch completes: a
+//! new segment is started, those entries are copied into it (the same `Rewrite` records), and
+//! the old segments are deleted, when that frees at least [`LogOptions::reclaim_min_bytes`]
+//! and 4 times what it copies. So a deleted stream's log leaves the disk as its drop completes,
+//! even though the meta group's few unpurged entries sit in the same segments.
 //!
 //! # Recovery policy
 //! Segments are replayed in id order; a request's ops are applied only when its

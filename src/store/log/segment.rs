@@ -175,6 +175,11 @@ impl Disk {
             .open(segment_path(&self.dir, id))
     }
 
+    /// The length of segment file `id`.
+    pub fn len(&self, id: u64) -> io::Result<u64> {
+        Ok(fs::metadata(segment_path(&self.dir, id))?.len())
+    }
+
     pub fn remove(&self, id: u64) -> io::Result<()> {
         fs::remove_file(segment_path(&self.dir, id))?;
         Counters::add(&self.counters.segments_deleted, 1);

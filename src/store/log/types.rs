@@ -81,6 +81,18 @@ pub struct LogOptions {
     /// Compaction copies a group only if it has at most this many live entries; a bigger
     /// group keeps its segments (it holds that much live data anyway) until it purges.
     pub compact_max_entries: usize,
+    /// Reclaim: after a batch that purged, truncated or dropped a group, the writer looks for
+    /// the oldest segments (the active one included) whose live entries all belong to groups
+    /// small enough to copy, at most this many bytes of them in all; if copying them frees at
+    /// least [`reclaim_min_bytes`](Self::reclaim_min_bytes) and 4 times what it copies, it
+    /// starts a new segment, copies them into it and deletes the old ones before the batch
+    /// completes. So a deleted stream's log leaves the disk at once instead of waiting for
+    /// rotations and [`compact_after_segments`](Self::compact_after_segments), while a few
+    /// entries of an idle group (the meta group) pin nothing. 0: never.
+    pub reclaim_max_bytes: u64,
+    /// Reclaim only when it frees at least this many bytes of segment files (each reclaim
+    /// starts a new segment).
+    pub reclaim_min_bytes: u64,
     /// Fault injection for tests (disk full, failed fsync). `None` in production.
     pub fault: Option<Arc<FaultInjector>>,
     /// `false`: never fsync (files and directory). Only for a log whose contents need not
@@ -101,6 +113,8 @@ impl Default for LogOptions {
             max_batch_bytes: 4 << 20,
             compact_after_segments: 16,
             compact_max_entries: 16 * 1024,
+            reclaim_max_bytes: 8 << 20,
+            reclaim_min_bytes: 1 << 20,
             fault: None,
             fsync: true,
             preallocate: 2 << 20,

@@ -31,6 +31,12 @@ use super::segment::{Counters, Disk};
 use super::types::{LogOp, LogOptions};
 use super::Shared;
 
+mod reclaim;
+
+/// A batch written by reclaim (the requests it took from the queue and its copy) and the
+/// outcome of its write: the segment it went to.
+type Reclaimed = (Vec<Request>, io::Result<u64>);
+
 /// Called once with the outcome of a request, on the writer thread: keep it short.
 pub(crate) type Completion = Box<dyn FnOnce(Result<(), LogError>) + Send + 'static>;
 /// Called once a request's records were written to the segment file (in the page cache, not
@@ -161,14 +167,49 @@ impl Writer {
             }
             self.add_compaction(&mut batch, &requests);
             match self.write_batch(&mut batch) {
-                Ok(segment) => self.complete(batch, segment),
-                Err(cause) => {
-                    Counters::add(&self.disk.counters.failed_batches, 1);
-                    warn!(error = %cause, "log write failed");
-                    let error = self.recover_from_failure(cause);
-                    self.fail(batch, &requests, error);
+                Ok(segment) => {
+                    let freed = self.settle(&batch, segment);
+                    // Reclaim (and settle its batch, which deletes the segments it freed)
+                    // before completing, as dead segments are deleted: a caller that saw
+                    // its drop or purge complete sees the space freed.
+                    let reclaimed = if freed {
+                        self.reclaim(&requests)
+                            .map(|reclaimed| self.settle_reclaimed(reclaimed))
+                    } else {
+                        None
+                    };
+                    Self::complete(batch);
+                    match reclaimed {
+                        Some(Ok(batch)) => Self::complete(batch),
+                        // The copy fails with the requests queued into its batch.
+                        Some(Err((batch, cause))) => self.failed(batch, &requests, cause),
+                        None => {}
+                    }
                 }
+                Err(cause) => self.failed(batch, &requests, cause),
             }
+        }
+    }
+
+    /// A batch's write or fsync failed: cut back, roll back, fail it and the queue behind it.
+    fn failed(&mut self, batch: Vec<Request>, requests: &Receiver<Request>, cause: io::Error) {
+        Counters::add(&self.disk.counters.failed_batches, 1);
+        warn!(error = %cause, "log write failed");
+        let error = self.recover_from_failure(cause);
+        self.fail(batch, requests, error);
+    }
+
+    /// Settle a batch written by [`reclaim`](Self::reclaim), or hand back its failure.
+    fn settle_reclaimed(
+        &mut self,
+        (batch, written): Reclaimed,
+    ) -> Result<Vec<Request>, (Vec<Request>, io::Error)> {
+        match written {
+            Ok(segment) => {
+                self.settle(&batch, segment);
+                Ok(batch)
+            }
+            Err(cause) => Err((batch, cause)),
         }
     }
 
@@ -226,17 +267,24 @@ impl Writer {
         Ok(active.id)
     }
 
-    fn complete(&mut self, batch: Vec<Request>, segment: u64) {
+    /// Record a durable batch in the durable index and the counters, and delete the segments
+    /// it left dead. Returns whether its ops purged, truncated or dropped a group (so
+    /// [`reclaim`](Self::reclaim) may free more).
+    fn settle(&mut self, batch: &[Request], segment: u64) -> bool {
         let counters = Arc::clone(&self.disk.counters);
         let mut frees_space = false;
-        for request in &batch {
+        let mut removed_entries = false;
+        for request in batch {
             for op in &request.ops {
                 self.durable.apply(op, segment);
                 match op {
                     LogOp::Append { .. } => Counters::add(&counters.appends, 1),
                     LogOp::TruncateFrom { .. }
                     | LogOp::PurgeUpTo { .. }
-                    | LogOp::DropGroup { .. } => frees_space = true,
+                    | LogOp::DropGroup { .. } => {
+                        frees_space = true;
+                        removed_entries = true;
+                    }
                     LogOp::SetMeta { .. } => {}
                 }
             }
@@ -259,6 +307,11 @@ impl Writer {
         if frees_space || self.rotated {
             self.delete_dead_segments();
         }
+        removed_entries
+    }
+
+    /// Run the completions of a settled batch, in submission order.
+    fn complete(batch: Vec<Request>) {
         for request in batch {
             (request.done)(Ok(()));
         }

@@ -85,6 +85,7 @@ fn an_unpurged_entry_pins_its_segment_until_purged() {
     let dir = tempfile::tempdir().unwrap();
     let no_compaction = LogOptions {
         compact_after_segments: usize::MAX,
+        reclaim_max_bytes: 0,
         ..small_segments()
     };
     let (engine, _) = open_with(dir.path(), no_compaction.clone());
@@ -167,4 +168,80 @@ fn compaction_moves_idle_groups_forward_so_old_segments_go() {
     }
     assert_eq!(engine.last_index(1), Some(300));
     assert_eq!(engine.first_index(1), Some(299));
+}
+
+/// A deleted stream's log leaves the disk when the drop completes, although an idle group
+/// (the meta group) has an entry in the first segment and the segment count is far below
+/// `compact_after_segments`.
+#[test]
+fn a_dropped_group_frees_its_segments_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = LogOptions {
+        compact_after_segments: usize::MAX,
+        ..small_segments()
+    };
+    let (engine, _) = open_with(dir.path(), options.clone());
+    engine.write_blocking(appends(0, 1..=2)).unwrap();
+    for index in 1..=100u64 {
+        engine.write_blocking(vec![big_append(5, index)]).unwrap();
+    }
+    engine.write_blocking(appends(0, 3..=3)).unwrap();
+    let before = segment_files(dir.path()).len();
+    assert!(before > 4, "the stream's log spans {before} segments");
+    engine
+        .write_blocking(vec![LogOp::DropGroup { group: 5 }])
+        .unwrap();
+    assert_eq!(
+        segment_files(dir.path()).len(),
+        1,
+        "only a new segment is left"
+    );
+    assert!(engine.stats().rewritten_entries >= 3);
+    engine.write_blocking(appends(0, 4..=4)).unwrap();
+    drop(engine);
+    let (engine, report) = open_with(dir.path(), options);
+    assert!(report.corruptions.is_empty() && report.corrupt_groups.is_empty());
+    assert_eq!(indices(&engine, 0), vec![1, 2, 3, 4]);
+    assert_eq!(engine.groups(), vec![0]);
+}
+
+/// A purge frees the segments of the purged entries, and nothing is copied while a group
+/// too big to copy still holds the oldest segment.
+#[test]
+fn a_purge_frees_segments_unless_a_big_group_holds_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = LogOptions {
+        compact_after_segments: usize::MAX,
+        reclaim_max_bytes: 2048,
+        ..small_segments()
+    };
+    let (engine, _) = open_with(dir.path(), options.clone());
+    engine.write_blocking(appends(0, 1..=2)).unwrap();
+    for index in 1..=60u64 {
+        engine
+            .write_blocking(vec![big_append(5, index), big_append(6, index)])
+            .unwrap();
+    }
+    let before = segment_files(dir.path()).len();
+    // Group 6 (18 KB live) is too big to copy within 2 KB: its purge frees nothing old.
+    engine
+        .write_blocking(vec![LogOp::PurgeUpTo {
+            group: 5,
+            index: 60,
+        }])
+        .unwrap();
+    assert_eq!(engine.stats().rewritten_entries, 0);
+    assert!(segment_files(dir.path()).len() >= before);
+    engine
+        .write_blocking(vec![LogOp::PurgeUpTo {
+            group: 6,
+            index: 60,
+        }])
+        .unwrap();
+    assert_eq!(segment_files(dir.path()).len(), 1);
+    drop(engine);
+    let (engine, _) = open_with(dir.path(), options);
+    assert_eq!(indices(&engine, 0), vec![1, 2]);
+    assert_eq!(engine.last_purged(5), Some(60));
+    assert_eq!(engine.last_purged(6), Some(60));
 }

@@ -22,6 +22,7 @@ pub fn small_segments() -> LogOptions {
     LogOptions {
         segment_size: 4096,
         compact_after_segments: 4,
+        reclaim_min_bytes: 4096,
         ..options()
     }
 }
