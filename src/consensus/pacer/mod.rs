@@ -382,6 +382,7 @@ async fn round(inner: &Inner, rng: &mut StdRng) -> bool {
                     t.quiet_peers = peers.clone();
                     quieted.push(*id);
                 }
+                Action::Elect if !t.signals.campaigns() => {}
                 Action::Heartbeat | Action::Elect => due.push((*id, t.raft.clone(), action)),
             }
         }

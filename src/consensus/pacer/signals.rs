@@ -3,7 +3,7 @@
 //! the leader counts as hearing it, and the group's [`Mode`] is mirrored here for readers (the
 //! leadership watcher, the vote check). The pacer's task is the only writer of the mode.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -38,6 +38,8 @@ pub struct GroupSignals {
     mode: AtomicU8,
     modes: watch::Sender<Mode>,
     leader_contact: Mutex<Option<Instant>>,
+    /// While false the pacer starts no election of the group here (a leader handing over).
+    campaigns: AtomicBool,
     wakes: Arc<Wakes>,
 }
 
@@ -48,6 +50,7 @@ impl GroupSignals {
             mode: AtomicU8::new(encode(Mode::Active)),
             modes: watch::channel(Mode::Active).0,
             leader_contact: Mutex::new(None),
+            campaigns: AtomicBool::new(true),
             wakes,
         }
     }
@@ -72,6 +75,17 @@ impl GroupSignals {
     pub fn heard_leader(&self, now: Instant) {
         *self.leader_contact.lock() = Some(now);
         self.touch();
+    }
+
+    /// Whether the pacer may start an election of the group on this node. A leader stepping
+    /// down turns it off until another node leads, so that its own election timer does not
+    /// win the group back from the candidate it handed over to.
+    pub fn set_campaigns(&self, allowed: bool) {
+        self.campaigns.store(allowed, Ordering::Release);
+    }
+
+    pub(super) fn campaigns(&self) -> bool {
+        self.campaigns.load(Ordering::Acquire)
     }
 
     pub(super) fn leader_contact(&self) -> Option<Instant> {

@@ -10,6 +10,7 @@ use bytes::Bytes;
 use super::support::test_options;
 use crate::consensus::network::NoPeers;
 use crate::consensus::node_storage::NodeStorage;
+use crate::consensus::pacer::Pacer;
 use crate::consensus::registry::GroupRegistry;
 use crate::consensus::state_db::{self, SPACE_DATA};
 use crate::store::log::{LogOp, LogOptions};
@@ -84,7 +85,13 @@ async fn a_dropped_group_leaves_no_log_keys_or_space_behind() {
     assert!(log_before > 8 << 20, "log holds {log_before} bytes");
     assert!(state_before > 16 << 20, "state holds {state_before} bytes");
 
-    let registry = GroupRegistry::new(1, storage.clone(), Arc::new(NoPeers), test_options());
+    let registry = GroupRegistry::new(
+        1,
+        storage.clone(),
+        Arc::new(NoPeers),
+        test_options(),
+        Pacer::start(1),
+    );
     registry.drop_group(GROUP).await.unwrap();
 
     assert_eq!(tree.scan_prefix(state_db::group_prefix(GROUP)).count(), 0);

@@ -260,13 +260,14 @@ struct NoCampaign<'a> {
 
 impl<'a> NoCampaign<'a> {
     fn new(group: &'a RaftGroup) -> Self {
-        group.raft().runtime_config().elect(false);
+        // The node's pacer starts the group's elections (openraft's own timers are off).
+        group.signals().set_campaigns(false);
         NoCampaign { group }
     }
 }
 
 impl Drop for NoCampaign<'_> {
     fn drop(&mut self) {
-        self.group.raft().runtime_config().elect(true);
+        self.group.signals().set_campaigns(true);
     }
 }
