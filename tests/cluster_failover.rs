@@ -232,17 +232,7 @@ async fn an_isolated_leader_stops_acknowledging_and_the_majority_goes_on() {
     // holds exactly the 20 acknowledged messages (plus the lost one only if the majority
     // committed it, which it cannot have: it never reached them).
     cluster.heal(old_leader);
-    tokio::task::block_in_place(|| {
-        cluster.wait_for("the old leader to converge with the majority", || {
-            (0..3)
-                .all(|i| {
-                    cluster
-                        .replica(i, STREAM)
-                        .is_some_and(|r| r["messages"] == 20 && r["last_seq"] == 20)
-                })
-                .then_some(())
-        })
-    });
+    tokio::task::block_in_place(|| cluster.wait_until_all_hold(STREAM, 20));
     let ids = read_all(&majority, 20).await;
     assert_eq!(ids, (0..20).collect::<Vec<_>>());
 }

@@ -25,6 +25,19 @@ fn wait_until_quiet(cluster: &TestCluster, nodes: &[usize]) {
     });
 }
 
+/// Creates the R3 ORDERS stream through node 0, publishes messages 0..10 and waits until its
+/// group is quiet on all three nodes; returns the client and the index of its leader.
+async fn quiet_orders(cluster: &TestCluster) -> (async_nats::jetstream::Context, usize) {
+    let admin = cluster_client(cluster.url(0)).await;
+    create_retried(&admin, STREAM, 3).await;
+    for id in 0..10 {
+        publish_until_acked(&admin, id).await;
+    }
+    tokio::task::block_in_place(|| wait_until_quiet(cluster, &[0, 1, 2]));
+    let leader = tokio::task::block_in_place(|| cluster.leader_of(STREAM));
+    (admin, leader)
+}
+
 /// Waits until node `at` counts node `peer` (by index) alive or dead by its pings.
 fn wait_for_liveness(cluster: &TestCluster, at: usize, peer: usize, alive: bool) {
     let name = format!("n{peer}");
@@ -37,13 +50,7 @@ fn wait_for_liveness(cluster: &TestCluster, at: usize, peer: usize, alive: bool)
 async fn a_quiet_r3_stream_fails_over_when_its_leaders_node_is_killed() {
     let _one = ONE_CLUSTER_AT_A_TIME.lock().await;
     let mut cluster = TestCluster::start(3);
-    let admin = cluster_client(cluster.url(0)).await;
-    create_retried(&admin, STREAM, 3).await;
-    for id in 0..10 {
-        publish_until_acked(&admin, id).await;
-    }
-    tokio::task::block_in_place(|| wait_until_quiet(&cluster, &[0, 1, 2]));
-    let leader = tokio::task::block_in_place(|| cluster.leader_of(STREAM));
+    let (_admin, leader) = quiet_orders(&cluster).await;
     assert_eq!(
         cluster.jsz(leader)["raft_groups"]["active"],
         0,
@@ -63,13 +70,7 @@ async fn a_quiet_r3_stream_fails_over_when_its_leaders_node_is_killed() {
 async fn a_quiet_group_stays_quiet_with_a_follower_down_and_fails_over_later() {
     let _one = ONE_CLUSTER_AT_A_TIME.lock().await;
     let mut cluster = TestCluster::start(3);
-    let admin = cluster_client(cluster.url(0)).await;
-    create_retried(&admin, STREAM, 3).await;
-    for id in 0..10 {
-        publish_until_acked(&admin, id).await;
-    }
-    tokio::task::block_in_place(|| wait_until_quiet(&cluster, &[0, 1, 2]));
-    let leader = tokio::task::block_in_place(|| cluster.leader_of(STREAM));
+    let (_admin, leader) = quiet_orders(&cluster).await;
     let down = (leader + 1) % 3;
     let other = (leader + 2) % 3;
 
@@ -108,13 +109,7 @@ async fn a_quiet_group_stays_quiet_with_a_follower_down_and_fails_over_later() {
 async fn a_cut_off_quiet_leader_acknowledges_nothing_and_the_majority_goes_on() {
     let _one = ONE_CLUSTER_AT_A_TIME.lock().await;
     let cluster = TestCluster::start_partitionable(3).await;
-    let admin = cluster_client(cluster.url(0)).await;
-    create_retried(&admin, STREAM, 3).await;
-    for id in 0..10 {
-        publish_until_acked(&admin, id).await;
-    }
-    tokio::task::block_in_place(|| wait_until_quiet(&cluster, &[0, 1, 2]));
-    let old_leader = tokio::task::block_in_place(|| cluster.leader_of(STREAM));
+    let (_admin, old_leader) = quiet_orders(&cluster).await;
     let cut_off = cluster_client(cluster.url(old_leader)).await;
     cluster.isolate(old_leader);
 
@@ -141,17 +136,7 @@ async fn a_cut_off_quiet_leader_acknowledges_nothing_and_the_majority_goes_on() 
         publish_until_acked(&majority, id).await;
     }
     cluster.heal(old_leader);
-    tokio::task::block_in_place(|| {
-        cluster.wait_for("the old leader to converge with the majority", || {
-            (0..3)
-                .all(|i| {
-                    cluster
-                        .replica(i, STREAM)
-                        .is_some_and(|r| r["messages"] == 20 && r["last_seq"] == 20)
-                })
-                .then_some(())
-        })
-    });
+    tokio::task::block_in_place(|| cluster.wait_until_all_hold(STREAM, 20));
     let ids = read_all(&majority, 20).await;
     assert_eq!(ids, (0..20).collect::<Vec<_>>());
 }

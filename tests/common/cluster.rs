@@ -259,6 +259,19 @@ impl TestCluster {
     }
 
     /// Polls `probe` until it returns `Some`, failing with `what` after the test deadline.
+    /// Waits until every node's replica of `stream` holds exactly `messages` messages, the
+    /// last at sequence `messages` (all replicas agree after a failover or a heal).
+    pub fn wait_until_all_hold(&self, stream: &str, messages: u64) {
+        self.wait_for("every replica to hold the acknowledged messages", || {
+            (0..self.size())
+                .all(|i| {
+                    self.replica(i, stream)
+                        .is_some_and(|r| r["messages"] == messages && r["last_seq"] == messages)
+                })
+                .then_some(())
+        });
+    }
+
     pub fn wait_for<T>(&self, what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
         let deadline = Instant::now() + WAIT * 3;
         loop {
