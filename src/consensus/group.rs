@@ -104,8 +104,9 @@ pub struct GroupStart {
 /// voter that initializes stand for election at once (term 1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Bootstrap {
-    /// Every voter, at once: for voters that start together (the meta group as a cluster
-    /// boots). Simultaneous candidates may split the first vote; an election timeout settles it.
+    /// Every voter, at once (a group with no voter list to pick from). Simultaneous
+    /// candidates may split the first vote, and one that starts late may depose a leader
+    /// elected meanwhile; [`Bootstrap::First`] avoids both.
     EveryVoter,
     /// This voter at once, so it leads within one vote round trip (the placement's first
     /// replica: first replicas are spread, so leaders are). The other voters start without a

@@ -13,16 +13,26 @@ use super::topology::Topology;
 use crate::consensus::{Bootstrap, GroupRegistry, RaftGroup};
 
 /// Opens the meta group: every node of the topology a voter (a cluster of one: itself).
+///
+/// A new cluster's meta group is initialized by its lowest node id alone, the others joining
+/// when it (or, after `BOOTSTRAP_FALLBACK`, themselves) asks for their vote: with every voter
+/// initializing at once, a node that starts its meta group a moment after the others elected
+/// stood at their term with a higher node id and deposed their leader, sometimes over and over.
 pub(super) async fn open_meta_group(
     registry: &GroupRegistry,
     topology: &Topology,
     machine: MetaMachine,
 ) -> Result<Arc<RaftGroup>, JetStreamError> {
+    let nodes = topology.node_ids();
+    let bootstrap = match nodes.iter().min() {
+        Some(first) => Bootstrap::First(*first),
+        None => Bootstrap::EveryVoter,
+    };
     registry
         .start(
             META_GROUP,
-            topology.voters(&topology.node_ids()),
-            Bootstrap::EveryVoter,
+            topology.voters(&nodes),
+            bootstrap,
             Box::new(machine),
         )
         .await

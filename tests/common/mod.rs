@@ -26,12 +26,24 @@ use jetraft::store::log::LogOptions;
 
 pub const WAIT: Duration = Duration::from_secs(10);
 
+/// Sends the logs of in-process nodes to the test harness's captured output, shown with a
+/// failing test: errors only, or what `RUST_LOG` asks for (e.g. `RUST_LOG=info,openraft=warn`).
+/// The first test of a binary to start a node installs it; later calls do nothing.
+fn capture_node_logs() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+}
+
 pub async fn start(config: Config) -> RunningNode {
+    capture_node_logs();
     Node::start(config).await.expect("server starts")
 }
 
 /// [`start`] with explicit write-ahead-log options (storage fault injection).
 pub async fn start_with_log_options(config: Config, options: LogOptions) -> RunningNode {
+    capture_node_logs();
     Node::start_with_log_options(config, options)
         .await
         .expect("server starts")

@@ -8,7 +8,8 @@
 //! - **Active**, as openraft's own timers would: a leader of several voters sends a heartbeat
 //!   every [`HEARTBEAT`]; a follower stands for election once it has not heard its leader for
 //!   the leader lease plus a random election timeout; a replica that knows no leader, one
-//!   random election timeout after the last election or wake. A leader whose log has not grown
+//!   random election timeout after the last election or wake (the first time, after the lease
+//!   and a timeout: `Pace::startup_lease`). A leader whose log has not grown
 //!   for [`QUIET_AFTER`], every entry applied and held by every voter (a voter whose node is
 //!   dead is not waited for, as long as a quorum holds everything), goes **Quiet** — if a
 //!   quorum of the voters' nodes answers its pings, since that is what it then serves by.
@@ -122,6 +123,15 @@ pub struct Pace {
     /// The term and leader seen at the last step: a change (a vote granted, a new leader)
     /// restarts the election timer, as openraft's vote time does.
     seen: Option<(u64, Option<NodeId>)>,
+    /// True until the replica stood for election or knew a leader: until then a voter that
+    /// knows no leader waits the lease before its timeout, as if it had just heard one. A
+    /// replica that starts next to a leader elected meanwhile may not hear it at once
+    /// (openraft backs replication to a peer off for 500 ms after an RPC that failed because
+    /// the group did not run there yet); standing for election at once, it would take the
+    /// leader's term with a higher node id, which openraft's leader ids rank higher, and
+    /// depose that leader from a log it cannot win with — again at each retry, as long as
+    /// its retries outpace the other voters' elections.
+    startup_lease: bool,
 }
 
 impl Pace {
@@ -136,6 +146,7 @@ impl Pace {
             jitter_until: None,
             quiet_with: None,
             seen: None,
+            startup_lease: true,
         }
     }
 
@@ -189,6 +200,9 @@ impl Pace {
                 self.last_start = self.last_start.max(obs.now);
             }
             self.seen = seen;
+        }
+        if obs.leader.is_some() {
+            self.startup_lease = false;
         }
         match obs.role {
             Role::Leader if obs.leader == Some(me) => self.step_leader(obs, me),
@@ -262,6 +276,7 @@ impl Pace {
                     .map_or(self.last_start, |at| at.max(self.last_start));
                 heard + LEADER_LEASE + self.timeout
             }
+            None if self.startup_lease => self.last_start + LEADER_LEASE + self.timeout,
             None => self.last_start + self.timeout,
         };
         if now < due {
@@ -270,6 +285,7 @@ impl Pace {
         self.last_start = now;
         self.timeout = draw(rng, ELECTION_TIMEOUT);
         self.jitter_until = None;
+        self.startup_lease = false;
         Action::Elect
     }
 }
