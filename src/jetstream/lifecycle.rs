@@ -23,7 +23,7 @@
 //! through `JetStream::propose_meta` (which reconciles before a create answers, so the new
 //! stream is served by then), and this file starts the API.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Weak};
 
 use tokio_util::sync::CancellationToken;
@@ -129,7 +129,7 @@ impl JetStream {
             catalog: Arc::new(Catalog::new(shared, topology, groups)),
             api_subscription: parking_lot::Mutex::new(None),
         });
-        js.reconcile().await;
+        js.reconcile_all().await;
         let shutdown = js.shared().shutdown.clone();
         js.shared().tasks.spawn(reconcile_on_meta_changes(
             Arc::downgrade(&js),
@@ -171,25 +171,67 @@ impl JetStream {
         Ok(outcome)
     }
 
-    /// Starts the stream groups the meta state places on this node and it does not run yet,
-    /// stops and deletes those it should no longer run, and re-subscribes streams whose
-    /// subjects changed.
+    /// Brings the streams whose assignment changed since the last pass in line with the meta
+    /// state (every stream after the meta state was loaded): see [`reconcile_all`].
+    ///
+    /// [`reconcile_all`]: Self::reconcile_all
     pub async fn reconcile(&self) {
+        let _serialized = self.catalog.reconciling.lock().await;
+        let changed = self.catalog.meta().take_changed();
+        match changed.all {
+            true => self.reconcile_scope(None).await,
+            false if changed.names.is_empty() => {}
+            false => self.reconcile_scope(Some(&changed.names)).await,
+        }
+    }
+
+    /// Starts the stream groups the meta state places on this node and it does not run yet,
+    /// stops and deletes those it should no longer run, re-subscribes streams whose subjects
+    /// changed, and retries offline streams: a pass over every stream.
+    pub async fn reconcile_all(&self) {
+        let _serialized = self.catalog.reconciling.lock().await;
+        // This pass covers whatever changed meanwhile.
+        let _ = self.catalog.meta().take_changed();
+        self.reconcile_scope(None).await;
+    }
+
+    /// One reconciliation pass over the streams in `scope` (None: every stream). The caller
+    /// holds `catalog.reconciling`.
+    async fn reconcile_scope(&self, scope: Option<&BTreeSet<String>>) {
         let catalog = &self.catalog;
-        let _serialized = catalog.reconciling.lock().await;
         let node = catalog.node_id();
+        let in_scope = |name: &str| scope.is_none_or(|names| names.contains(name));
         let wanted: BTreeMap<String, StreamAssignment> = catalog.meta().read(|state| {
-            state
-                .streams()
-                .iter()
-                .filter(|(_, assignment)| assignment.replicas.contains(&node))
-                .map(|(name, assignment)| (name.clone(), assignment.clone()))
-                .collect()
+            let placed_here = |assignment: &&StreamAssignment| assignment.replicas.contains(&node);
+            match scope {
+                None => state
+                    .streams()
+                    .iter()
+                    .filter(|(_, assignment)| placed_here(assignment))
+                    .map(|(name, assignment)| (name.clone(), assignment.clone()))
+                    .collect(),
+                Some(names) => names
+                    .iter()
+                    .filter_map(|name| {
+                        let assignment = state.stream(name).filter(placed_here)?;
+                        Some((name.clone(), assignment.clone()))
+                    })
+                    .collect(),
+            }
         });
         let group_of = |name: &str| wanted.get(name).map(|a| a.group);
 
-        let gone: Vec<(String, u64, StorageType)> = catalog
-            .running_groups()
+        let running: Vec<(String, Arc<StreamHandle>)> = match scope {
+            None => catalog.running_groups(),
+            Some(names) => names
+                .iter()
+                .filter_map(|name| {
+                    let handle = catalog.read_stream(name, |stream| stream.handle.clone())?;
+                    Some((name.clone(), handle))
+                })
+                .collect(),
+        };
+        let gone: Vec<(String, u64, StorageType)> = running
             .into_iter()
             .filter(|(name, handle)| group_of(name) != Some(handle.group().id()))
             .map(|(name, handle)| {
@@ -197,8 +239,9 @@ impl JetStream {
                 (name, handle.group().id(), storage)
             })
             .collect();
-        let gone_offline =
-            catalog.take_offline_unless(|name, stream| group_of(name) == Some(stream.group));
+        let gone_offline = catalog.take_offline_unless(|name, stream| {
+            !in_scope(name) || group_of(name) == Some(stream.group)
+        });
         for (name, stream) in gone_offline {
             stream.close(catalog.router());
             let group = stream.group;
@@ -387,7 +430,7 @@ async fn supervise(js: Weak<JetStream>, shutdown: CancellationToken) {
         if tokio::time::Instant::now() >= next_offline_retry {
             next_offline_retry = tokio::time::Instant::now() + supervisor::RETRY_OFFLINE_EVERY;
             if supervisor::offline_worth_retrying(js.catalog()) {
-                js.reconcile().await;
+                js.reconcile_all().await;
             }
         }
     }
