@@ -7,7 +7,8 @@
 //!
 //! - **Active**, as openraft's own timers would: a leader of several voters sends a heartbeat
 //!   every [`HEARTBEAT`]; a follower stands for election once it has not heard its leader for
-//!   the leader lease plus a random election timeout; a replica that knows no leader, one
+//!   the leader lease plus a random election timeout (plus [`LIVE_LEADER_GRACE`] while the
+//!   leader's node answers pings); a replica that knows no leader, one
 //!   random election timeout after the last election or wake (the first time, after the lease
 //!   and a timeout: `Pace::startup_lease`). A leader whose log has not grown
 //!   for [`QUIET_AFTER`], every entry applied and held by every voter (a voter whose node is
@@ -37,6 +38,14 @@ pub const LEADER_LEASE: Duration = Duration::from_millis(600);
 /// The random election timeout: a follower elects after the lease plus one of these.
 pub const ELECTION_TIMEOUT: Range<Duration> =
     Duration::from_millis(300)..Duration::from_millis(600);
+/// How much longer a follower waits before it stands for election while its leader's node
+/// answers pings: a leader slowed down (a loaded machine, a long fsync) or a follower that
+/// missed heartbeats for a moment is not worth an election. openraft 0.9 has no pre-vote, so
+/// a follower's election raises the term even when its log cannot win, and that term deposes
+/// the leader at its next append; on a loaded machine a lagging follower did so over and over.
+/// A dead leader's node (no ping for `liveness::DEAD_AFTER`) is not waited for; a live node
+/// whose group is stuck is, this much longer.
+pub const LIVE_LEADER_GRACE: Duration = Duration::from_secs(2);
 /// How long a group's log must stay still before its leader makes it quiet.
 pub const QUIET_AFTER: Duration = Duration::from_secs(2);
 /// Random delay before a woken follower whose leader's node died elects, so that the
@@ -274,7 +283,11 @@ impl Pace {
                 let heard = obs
                     .leader_contact
                     .map_or(self.last_start, |at| at.max(self.last_start));
-                heard + LEADER_LEASE + self.timeout
+                let grace = match obs.leader_alive {
+                    true => LIVE_LEADER_GRACE,
+                    false => Duration::ZERO,
+                };
+                heard + LEADER_LEASE + self.timeout + grace
             }
             None if self.startup_lease => self.last_start + LEADER_LEASE + self.timeout,
             None => self.last_start + self.timeout,

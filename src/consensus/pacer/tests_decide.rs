@@ -168,8 +168,7 @@ fn an_active_follower_elects_after_the_lease_and_a_timeout_without_its_leader() 
         let t0 = Instant::now();
         let mut pace = Pace::new(t0, &mut rng);
         let heard = t0 + ms(100);
-        // Its leader's node being dead does not matter to an active follower: it goes by
-        // what it hears of the group, as openraft would.
+        // Its leader's node is dead: it goes by what it heard of the group last.
         let (at, action) = first_action(
             &mut pace,
             t0,
@@ -186,6 +185,32 @@ fn an_active_follower_elects_after_the_lease_and_a_timeout_without_its_leader() 
         );
         assert!(
             after_contact <= LEADER_LEASE + ELECTION_TIMEOUT.end + ms(10),
+            "{after_contact:?}"
+        );
+    }
+}
+
+#[test]
+fn a_follower_whose_leader_node_answers_pings_waits_the_grace_longer() {
+    for seed in 0..20 {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let t0 = Instant::now();
+        let mut pace = Pace::new(t0, &mut rng);
+        let heard = t0 + ms(100);
+        let (at, action) = first_action(
+            &mut pace,
+            t0,
+            ms(5_000),
+            |now| follower_obs(now, Some(heard), true),
+            &mut rng,
+        )
+        .expect("elects");
+        assert_eq!(action, Action::Elect);
+        let after_contact = at - ms(100);
+        let least = LEADER_LEASE + ELECTION_TIMEOUT.start + LIVE_LEADER_GRACE;
+        assert!(after_contact >= least, "{after_contact:?}");
+        assert!(
+            after_contact <= LEADER_LEASE + ELECTION_TIMEOUT.end + LIVE_LEADER_GRACE + ms(10),
             "{after_contact:?}"
         );
     }
@@ -316,16 +341,20 @@ fn a_woken_follower_of_a_live_leader_waits_for_it_from_the_wake() {
     assert!(pace.leader_is_quiet(&follower_obs(t0, Some(t0), true), 2, 3));
     let woke = t0 + ms(60_000);
     pace.wake(woke);
-    // Its last contact is a minute old, yet it gives the leader a lease and a timeout.
+    // Its last contact is a minute old, yet it gives the leader (whose node is alive) a lease,
+    // a timeout and the grace.
     let (at, _) = first_action(
         &mut pace,
         woke,
-        ms(3_000),
+        ms(5_000),
         |now| follower_obs(now, Some(t0), true),
         &mut rng,
     )
     .unwrap();
-    assert!(at >= LEADER_LEASE + ELECTION_TIMEOUT.start, "{at:?}");
+    assert!(
+        at >= LEADER_LEASE + ELECTION_TIMEOUT.start + LIVE_LEADER_GRACE,
+        "{at:?}"
+    );
     // Hearing the leader after the wake makes it active.
     let mut heard = Pace::new(t0, &mut rng);
     assert!(heard.leader_is_quiet(&follower_obs(t0, Some(t0), true), 2, 3));
