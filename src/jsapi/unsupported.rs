@@ -97,12 +97,7 @@ impl ConsumerConfig {
         let priority = self.priority_policy != PriorityPolicy::None
             || !self.priority_groups.is_empty()
             || self.priority_timeout > 0;
-        let refusals: [(bool, &str, &str); 8] = [
-            (
-                self.pause_until.is_some(),
-                "consumer pause is",
-                "pause_until",
-            ),
+        let refusals: [(bool, &str, &str); 7] = [
             (priority, "priority groups are", "priority_policy"),
             // Flow-control replies are answered but never ack anything here.
             (

@@ -83,6 +83,10 @@ impl ConsumerTask {
         let Some(subject) = self.push.as_ref().map(|p| p.deliver_subject.clone()) else {
             return Ok(());
         };
+        if let Some(added) = self.subscriptions_added.as_mut() {
+            // Seen before looking: a subscription added from here on wakes the task.
+            added.borrow_and_update();
+        }
         let bound = self.outbox.has_interest(&subject);
         self.activity.push_bound.store(bound, Ordering::Relaxed);
         if !bound {

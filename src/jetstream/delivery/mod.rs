@@ -8,6 +8,7 @@
 //! * `task.rs` / `deliver.rs` — a consumer's delivery task: its loop and timers, and how
 //!   it proposes `DeliverNext` and sends the result.
 //! * `pull.rs` / `waiting.rs` — pull requests (`CONSUMER.MSG.NEXT`) and their queue.
+//! * `pause.rs` — a paused consumer's held delivery and its pause advisories.
 //! * `push.rs` — push consumers: deliver subject, flow control, idle heartbeats.
 //! * `outbox.rs` — status messages, ack subjects, routing by inbox with the stored subject.
 //! * `info.rs` — ConsumerInfo from the replicated state plus this node's activity record.
@@ -28,6 +29,7 @@ mod acks;
 mod deliver;
 pub mod info;
 pub mod outbox;
+mod pause;
 pub mod pull;
 mod push;
 mod task;
