@@ -26,7 +26,7 @@
 //! (transparent to clients; stored uncompressed), consumer `mem_storage` and a consumer
 //! `num_replicas` below the stream's (consumer state always lives in the stream's group).
 
-use super::consumer_config::{AckPolicy, ConsumerConfig, PriorityPolicy, ReplayPolicy};
+use super::consumer_config::{AckPolicy, ConsumerConfig, ReplayPolicy};
 use super::error::{ApiError, ErrorKind};
 use super::stream_config::StreamConfig;
 
@@ -94,11 +94,7 @@ impl ConsumerConfig {
     /// Refuses a (normalized, validated) config that sets a consumer feature jetraft does not
     /// implement, with 10012.
     pub fn refuse_unsupported(&self) -> Result<(), ApiError> {
-        let priority = self.priority_policy != PriorityPolicy::None
-            || !self.priority_groups.is_empty()
-            || self.priority_timeout > 0;
-        let refusals: [(bool, &str, &str); 7] = [
-            (priority, "priority groups are", "priority_policy"),
+        let refusals: [(bool, &str, &str); 6] = [
             // Flow-control replies are answered but never ack anything here.
             (
                 self.ack_policy == AckPolicy::FlowControl,

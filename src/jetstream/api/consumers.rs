@@ -1,6 +1,6 @@
 //! Consumer API handlers: `CONSUMER.CREATE` (all three subject forms, actions create /
 //! update / create-or-update), `DURABLE.CREATE`, `INFO`, `DELETE`, `NAMES`, `LIST`,
-//! `LEADER.STEPDOWN`, `PAUSE`.
+//! `LEADER.STEPDOWN`, `PAUSE`, `UNPIN`.
 //! Consumers live in their stream's group: create and delete are `UpsertConsumer` /
 //! `DeleteConsumer` proposals; info reads the group state plus this node's delivery
 //! activity (`delivery::info`). Pull requests (`MSG.NEXT`) are `pull`'s.
@@ -17,12 +17,13 @@ use crate::jsapi::requests::{
     NAMES_PAGE_LIMIT,
 };
 use crate::jsapi::response::{
-    encode_success, ConsumerListResponse, ConsumerNamesResponse, ConsumerPauseResponse, Paged,
-    ResponseType, SuccessResponse,
+    encode_success, ConsumerListResponse, ConsumerNamesResponse, ConsumerPauseResponse, Empty,
+    Paged, ResponseType, SuccessResponse,
 };
 use crate::jsapi::{
-    ApiError, ApiRequest, ConsumerAction, ConsumerConfig, ConsumerCreateForm, ConsumerInfo,
-    ConsumerPauseRequest, CreateConsumerRequest, ErrorKind, StreamConfig, Timestamp,
+    is_valid_group_name, ApiError, ApiRequest, ConsumerAction, ConsumerConfig, ConsumerCreateForm,
+    ConsumerInfo, ConsumerPauseRequest, ConsumerUnpinRequest, CreateConsumerRequest, ErrorKind,
+    StreamConfig, Timestamp,
 };
 use crate::jscore::group::StreamCommand;
 use crate::server::message::Message;
@@ -50,6 +51,7 @@ pub async fn handle(
             step_down(js, stream, consumer).await
         }
         ApiRequest::ConsumerPause { stream, consumer } => pause(js, stream, consumer, body).await,
+        ApiRequest::ConsumerUnpin { stream, consumer } => unpin(js, stream, consumer, body),
         _ => Err(ApiError::new(ErrorKind::BadRequest)),
     }
 }
@@ -116,6 +118,38 @@ async fn pause(
             pause_remaining: remaining.max(0),
         },
     ))
+}
+
+/// `CONSUMER.UNPIN`: the consumer's pin (leader memory, `delivery::priority`) is dropped and
+/// `UNPINNED` advised with reason `admin`, whether or not a client was pinned, as
+/// nats-server does. Checks in nats-server's order: stream, consumer, JSON, group.
+fn unpin(js: &JetStream, stream: &str, consumer: &str, body: &[u8]) -> Result<Vec<u8>, ApiError> {
+    let handle = stream_handle(js, stream)?;
+    let groups = handle
+        .view()
+        .read(|group| {
+            group
+                .consumer(consumer)
+                .map(|c| c.config().priority_groups.clone())
+        })
+        .ok_or_else(|| ApiError::new(ErrorKind::ConsumerNotFound))?;
+    let request: ConsumerUnpinRequest = parse_body(body)?;
+    if request.group.is_empty() {
+        return Err(ApiError::with_detail(
+            ErrorKind::InvalidJson,
+            "consumer group not specified",
+        ));
+    }
+    if !is_valid_group_name(&request.group) {
+        return Err(ApiError::new(ErrorKind::ConsumerInvalidGroupName));
+    }
+    if !groups.contains(&request.group) {
+        return Err(ApiError::new(ErrorKind::ConsumerInvalidPriorityGroup));
+    }
+    js.delivery().unpin(&handle, consumer);
+    let advisory = Advisory::unpinned(stream, consumer, &request.group, "admin");
+    advisories::publish(js.shared(), &advisory);
+    Ok(encode_success(ResponseType::ConsumerUnpin, &Empty {}))
 }
 
 fn stream_handle(js: &JetStream, stream: &str) -> Result<Arc<StreamHandle>, ApiError> {

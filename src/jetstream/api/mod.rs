@@ -153,7 +153,8 @@ async fn route(js: &Arc<JetStream>, request: &ApiRequest, msg: &Message) -> Opti
         | ApiRequest::ConsumerNames { .. }
         | ApiRequest::ConsumerList { .. }
         | ApiRequest::ConsumerLeaderStepdown { .. }
-        | ApiRequest::ConsumerPause { .. } => consumers::handle(js, request, msg).await,
+        | ApiRequest::ConsumerPause { .. }
+        | ApiRequest::ConsumerUnpin { .. } => consumers::handle(js, request, msg).await,
         // Snapshots, restores, peer removal are not supported.
         _ => Err(ApiError::new(ErrorKind::BadRequest)),
     };

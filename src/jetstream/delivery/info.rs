@@ -82,6 +82,10 @@ pub fn consumer_info(
             num_pending: progress.num_pending,
             cluster,
             push_bound,
+            priority_groups: super::priority::group_states(
+                consumer.config(),
+                activity.and_then(|a| a.pin.lock().clone()),
+            ),
             paused: pause_remaining > 0,
             pause_remaining,
             ts: now,

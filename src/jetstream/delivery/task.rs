@@ -19,6 +19,7 @@ use tokio::time::{sleep_until, Instant};
 
 use super::outbox::{self, Outbox};
 use super::pause::{PauseChange, PauseState};
+use super::priority::{Pin, PriorityState};
 use super::pull;
 use super::push::PushState;
 use super::waiting::WaitingQueue;
@@ -52,6 +53,8 @@ pub(super) enum Event {
     /// learns when they were queued.
     ServerShutdown(oneshot::Sender<()>),
     FlowControlReply(String),
+    /// `CONSUMER.UNPIN` (the API handler checked the group and advises).
+    Unpin,
 }
 
 /// Why a consumer's task ended, and so what its waiting requests are told.
@@ -88,6 +91,7 @@ pub(super) struct ConsumerTask {
     pub(super) waiting: WaitingQueue,
     pub(super) push: Option<PushState>,
     pub(super) pause: PauseState,
+    pub(super) priority: PriorityState,
     /// Push consumers: changes when the node gains a subscription, so an unbound push
     /// consumer starts delivering the moment its deliver subject gets interest.
     pub(super) subscriptions_added: Option<watch::Receiver<()>>,
@@ -119,6 +123,7 @@ pub(super) async fn run(
         waiting: WaitingQueue::new(config.max_waiting),
         push: PushState::new(&config, now),
         pause: PauseState::new(&config, now_nanos()),
+        priority: PriorityState::new(&config),
         subscriptions_added: (!config.is_pull())
             .then(|| registry.outbox().shared().router.subscriptions_added()),
         registry,
@@ -188,6 +193,9 @@ impl ConsumerTask {
     async fn step(&mut self) -> Result<(), Gone> {
         let now = Instant::now();
         self.expire_and_heartbeat(now);
+        if let Some(pin) = self.priority.lapse(now) {
+            self.unpinned(&pin, "timeout");
+        }
         let wall = now_nanos();
         if let Some(until) = self.pause.take_ended(wall) {
             self.advise_pause(until, false);
@@ -215,6 +223,9 @@ impl ConsumerTask {
                     .read(|group| group.consumer(&self.name).map(|c| c.config().clone()));
                 if let Some(config) = config {
                     self.waiting.set_max(config.max_waiting);
+                    if self.priority.update(&config).is_some() {
+                        self.publish_pin();
+                    }
                     if let PauseChange::Changed { until, paused } =
                         self.pause.update(&config, now_nanos())
                     {
@@ -240,6 +251,11 @@ impl ConsumerTask {
                 }
                 let _ = done.send(());
             }
+            Event::Unpin => {
+                if self.priority.unpin().is_some() {
+                    self.publish_pin();
+                }
+            }
             Event::Deleted | Event::LeadershipChange => {}
         }
     }
@@ -252,6 +268,10 @@ impl ConsumerTask {
                 return;
             }
         };
+        if let Err(status) = self.priority.admit(&request, Instant::now()) {
+            self.outbox.status(&reply, status);
+            return;
+        }
         if request.no_wait {
             // nats-server answers a no_wait request at once when the requests already
             // waiting ask for more than the consumer has pending…
@@ -271,9 +291,13 @@ impl ConsumerTask {
             self.expire_and_heartbeat(Instant::now());
         }
         let heartbeat = request.heartbeat.is_some();
+        let queued = match self.priority.is_prioritized() {
+            true => self.waiting.push_prioritized(request),
+            false => self.waiting.push(request),
+        };
         // A request with idle heartbeats is refused silently: its client notices the missing
         // heartbeats and retries later instead of re-pulling in a hot loop (nats-server).
-        if self.waiting.push(request).is_err() && !heartbeat {
+        if queued.is_err() && !heartbeat {
             self.outbox
                 .status(&reply, outbox::conflict("Exceeded MaxWaiting"));
         }
@@ -323,6 +347,25 @@ impl ConsumerTask {
         }
     }
 
+    /// A pin was dropped (`reason`: `timeout`); the group's next request takes a new one.
+    fn unpinned(&self, pin: &Pin, reason: &'static str) {
+        self.publish_pin();
+        let advisory = Advisory::unpinned(self.stream.name(), &self.name, &pin.group, reason);
+        advisories::publish(self.outbox.shared(), &advisory);
+    }
+
+    /// A pin was given to the request being served.
+    pub(super) fn pinned(&self, pin: &Pin) {
+        self.publish_pin();
+        let advisory = Advisory::pinned(self.stream.name(), &self.name, &pin.group, &pin.id);
+        advisories::publish(self.outbox.shared(), &advisory);
+    }
+
+    /// Shows the current pin to ConsumerInfo.
+    fn publish_pin(&self) {
+        *self.activity.pin.lock() = self.priority.current_pin();
+    }
+
     fn advise_pause(&self, until: crate::jsapi::Timestamp, paused: bool) {
         let advisory = Advisory::pause(self.stream.name(), &self.name, until, paused);
         advisories::publish(self.outbox.shared(), &advisory);
@@ -354,6 +397,7 @@ impl ConsumerTask {
             self.waiting.next_deadline(),
             self.retry_at,
             self.pause.wake_at(now, now_nanos()),
+            self.priority.wake_at(),
         ];
         if !self.waiting.is_empty() {
             deadlines.push(Some(self.next_sweep));
