@@ -97,7 +97,7 @@ async fn create(client: &async_nats::Client, config: Value) -> Value {
     .await
 }
 
-async fn info(client: &async_nats::Client, name: &str) -> Value {
+async fn consumer_info(client: &async_nats::Client, name: &str) -> Value {
     request(
         client,
         format!("$JS.API.CONSUMER.INFO.{STREAM}.{name}"),
@@ -132,7 +132,7 @@ async fn created_paused_then_resumed(fx: JsFixture) {
     .await;
     assert!(created.get("error").is_none(), "{created}");
     assert_eq!(created["paused"], json!(true));
-    let info = info(&client, "C").await;
+    let info = consumer_info(&client, "C").await;
     assert_eq!(info["paused"], json!(true));
     assert!(info["pause_remaining"].as_i64().unwrap() > 3_000_000_000_000);
     assert_eq!(info["config"]["metadata"]["_nats.req.level"], json!("1"));
@@ -168,7 +168,7 @@ async fn created_paused_then_resumed(fx: JsFixture) {
         json!("io.nats.jetstream.advisory.v1.consumer_pause")
     );
     assert_eq!(advisory["paused"], json!(false));
-    let info = info(&client, "C").await;
+    let info = consumer_info(&client, "C").await;
     assert!(info.get("paused").is_none() && info.get("pause_remaining").is_none());
 
     client
@@ -223,7 +223,7 @@ async fn a_pause_ends_by_itself(fx: JsFixture) {
         .unwrap();
     let advisory: Value = serde_json::from_slice(&advisory.payload).unwrap();
     assert_eq!(advisory["paused"], json!(false));
-    assert!(info(&client, "C").await.get("paused").is_none());
+    assert!(consumer_info(&client, "C").await.get("paused").is_none());
 }
 
 async fn push_consumers_pause_too(fx: JsFixture) {
@@ -239,7 +239,7 @@ async fn push_consumers_pause_too(fx: JsFixture) {
     )
     .await;
     assert!(created.get("error").is_none(), "{created}");
-    assert_eq!(info(&client, "P").await["paused"], json!(true));
+    assert_eq!(consumer_info(&client, "P").await["paused"], json!(true));
     // Nothing comes while paused (a bounded look, not a timing claim).
     let early = tokio::time::timeout(Duration::from_millis(300), delivered.next()).await;
     assert!(early.is_err(), "delivered while paused: {:?}", early.ok());
@@ -267,7 +267,7 @@ async fn a_pause_survives_a_restart(mut fx: JsFixture) {
     fx.restart().await;
     fx.wait_until_served(STREAM).await;
     let client = fx.client().await;
-    let info = info(&client, "C").await;
+    let info = consumer_info(&client, "C").await;
     assert_eq!(info["paused"], json!(true), "{info}");
     assert!(info["config"]["pause_until"].is_string());
 }

@@ -25,6 +25,9 @@
 //! async` (every write is committed through Raft before the ack anyway), `compression: s2`
 //! (transparent to clients; stored uncompressed), consumer `mem_storage` and a consumer
 //! `num_replicas` below the stream's (consumer state always lives in the stream's group).
+//!
+//! Consumer `pause_until` and the priority-group settings were refused here until they were
+//! implemented (`jscore::consumer::pause`, `jetstream::delivery::{pause, priority}`).
 
 use super::consumer_config::{AckPolicy, ConsumerConfig, ReplayPolicy};
 use super::error::{ApiError, ErrorKind};

@@ -28,7 +28,7 @@ impl ConsumerTask {
             if self.retry_at.is_some_and(|at| at > Instant::now()) {
                 return Ok(());
             }
-            let Some(index) = self.select_request() else {
+            let Some((index, pin_wanted)) = self.select_request() else {
                 return Ok(());
             };
             let front = self.waiting.get(index).expect("selected from the queue");
@@ -54,6 +54,14 @@ impl ConsumerTask {
                 Next::Ready { .. } if limited => 1,
                 Next::Ready { .. } => batch_left.clamp(1, MAX_PULL_BATCH) as usize,
             };
+            if pin_wanted {
+                if let Some(pin) =
+                    self.priority
+                        .pin_request(&mut self.waiting, index, Instant::now())
+                {
+                    self.pinned(&pin);
+                }
+            }
             let mut messages = self.deliver_next(max, now).await?;
             if messages.is_empty() {
                 return Ok(());
@@ -90,7 +98,8 @@ impl ConsumerTask {
     /// The waiting request to serve next (the oldest, unless a priority policy says
     /// otherwise; `priority.rs`), after dropping those nobody listens to and telling those
     /// holding a wrong pin.
-    fn select_request(&mut self) -> Option<usize> {
+    /// Also says whether the request must be pinned before it is served.
+    fn select_request(&mut self) -> Option<(usize, bool)> {
         let (pending, ack_pending) = match self.priority.needs_counts() {
             true => self.stream.view().read(|group| {
                 group.consumer(&self.name).map_or((0, 0), |consumer| {
@@ -103,20 +112,15 @@ impl ConsumerTask {
             false => (0, 0),
         };
         let outbox = &self.outbox;
-        let selection = self.priority.select(
-            &mut self.waiting,
-            pending,
-            ack_pending,
-            Instant::now(),
-            |reply| outbox.has_interest(reply),
-        );
+        let selection = self
+            .priority
+            .select(&mut self.waiting, pending, ack_pending, |reply| {
+                outbox.has_interest(reply)
+            });
         for request in &selection.wrong_pin {
             self.outbox.status(&request.reply, wrong_pin(request));
         }
-        if let Some(pin) = &selection.pinned {
-            self.pinned(pin);
-        }
-        selection.serve
+        selection.serve.map(|index| (index, selection.pin_wanted))
     }
 
     pub(super) async fn deliver_push(&mut self) -> Result<(), Gone> {

@@ -89,7 +89,6 @@ pub fn consumer_info(
             paused: pause_remaining > 0,
             pause_remaining,
             ts: now,
-            ..ConsumerInfo::default()
         })
     })
 }

@@ -97,8 +97,9 @@ pub struct Selection {
     pub serve: Option<usize>,
     /// Requests removed for holding a wrong pin: each gets `wrong_pin`.
     pub wrong_pin: Vec<WaitingRequest>,
-    /// A pin was just given (advise `PINNED`).
-    pub pinned: Option<Pin>,
+    /// The request served needs the pin first (`pin_request`), once there is a message
+    /// to deliver: nats-server pins a client only when it delivers to it.
+    pub pin_wanted: bool,
 }
 
 /// A consumer's priority-group state in its delivery task.
@@ -190,6 +191,26 @@ impl PriorityState {
         self.pin.as_ref().map(|pin| pin.lapses_at)
     }
 
+    /// Pins the request at `index` (a `Selection` with `pin_wanted`); returns the pin
+    /// (advise `PINNED`).
+    pub fn pin_request(
+        &mut self,
+        waiting: &mut WaitingQueue,
+        index: usize,
+        now: Instant,
+    ) -> Option<Pin> {
+        let request = waiting.get_mut(index)?;
+        let pin = Pin {
+            id: random_token(PIN_ID_LEN),
+            group: request.group.clone(),
+            pinned_at: Timestamp::now(),
+            lapses_at: now + self.timeout,
+        };
+        request.pin_id = pin.id.clone();
+        self.pin = Some(pin.clone());
+        Some(pin)
+    }
+
     /// The waiting request to serve next, given the consumer's messages `pending` (not yet
     /// delivered) and `ack_pending`. Requests nobody listens to any more are dropped on the
     /// way (`has_interest`), as the plain FIFO drops them.
@@ -198,7 +219,6 @@ impl PriorityState {
         waiting: &mut WaitingQueue,
         pending: u64,
         ack_pending: u64,
-        now: Instant,
         mut has_interest: impl FnMut(&Bytes) -> bool,
     ) -> Selection {
         let mut selection = Selection::default();
@@ -211,17 +231,7 @@ impl PriorityState {
             match self.policy {
                 PriorityPolicy::PinnedClient => match &self.pin {
                     None if request.pin_id.is_empty() => {
-                        let pin = Pin {
-                            id: random_token(PIN_ID_LEN),
-                            group: request.group.clone(),
-                            pinned_at: Timestamp::now(),
-                            lapses_at: now + self.timeout,
-                        };
-                        if let Some(request) = waiting.get_mut(index) {
-                            request.pin_id = pin.id.clone();
-                        }
-                        selection.pinned = Some(pin.clone());
-                        self.pin = Some(pin);
+                        selection.pin_wanted = true;
                         selection.serve = Some(index);
                         return selection;
                     }

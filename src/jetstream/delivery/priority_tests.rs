@@ -64,15 +64,16 @@ fn the_first_request_without_a_pin_gets_it_and_only_it_is_served() {
         &[("a", r#"{"group":"jobs"}"#), ("b", r#"{"group":"jobs"}"#)],
         now,
     );
-    let selection = state.select(&mut waiting, 5, 0, now, |_| true);
-    assert_eq!(selection.serve, Some(0));
-    let pin = selection.pinned.expect("pinned");
+    let selection = state.select(&mut waiting, 5, 0, |_| true);
+    assert_eq!((selection.serve, selection.pin_wanted), (Some(0), true));
+    assert_eq!(state.pin_id(), None, "pinned only when delivering");
+    let pin = state.pin_request(&mut waiting, 0, now).expect("pinned");
     assert_eq!(state.pin_id(), Some(pin.id.as_str()));
     assert_eq!(waiting.get(0).unwrap().pin_id, pin.id);
     // With `a` gone, `b` (no pin id) waits.
     waiting.remove(0);
-    let selection = state.select(&mut waiting, 5, 0, now, |_| true);
-    assert_eq!((selection.serve, selection.pinned), (None, None));
+    let selection = state.select(&mut waiting, 5, 0, |_| true);
+    assert_eq!((selection.serve, selection.pin_wanted), (None, false));
     // A request with another pin is refused at once, one with the pin is admitted.
     let stale = WaitingRequest::new(
         Bytes::from_static(b"c"),
@@ -89,10 +90,7 @@ fn the_first_request_without_a_pin_gets_it_and_only_it_is_served() {
     let later = now + Duration::from_millis(500);
     state.admit(&again, later).unwrap();
     waiting.push(again).unwrap();
-    assert_eq!(
-        state.select(&mut waiting, 5, 0, later, |_| true).serve,
-        Some(1)
-    );
+    assert_eq!(state.select(&mut waiting, 5, 0, |_| true).serve, Some(1));
     // The pin lapses a timeout after the pinned client's last pull.
     assert_eq!(state.lapse(later + Duration::from_millis(999)), None);
     assert_eq!(
@@ -113,15 +111,15 @@ fn a_queued_request_with_a_stale_pin_is_told() {
         ],
         now,
     );
-    let selection = state.select(&mut waiting, 5, 0, now, |_| true);
+    let selection = state.select(&mut waiting, 5, 0, |_| true);
     assert_eq!(selection.wrong_pin.len(), 1);
     let status = wrong_pin(&selection.wrong_pin[0]);
     assert_eq!(
         &status[..],
         b"NATS/1.0 423 Nats-Wrong-Pin-Id\r\nNats-Pending-Messages: 3\r\nNats-Pending-Bytes: 0\r\n\r\n"
     );
-    assert_eq!(selection.serve, Some(0));
-    assert!(selection.pinned.is_some());
+    assert_eq!((selection.serve, selection.pin_wanted), (Some(0), true));
+    state.pin_request(&mut waiting, 0, now);
     let pinned = config(PriorityPolicy::PinnedClient);
     let info = group_states(&pinned, state.current_pin());
     assert_eq!(info[0].pinned_client_id, state.pin_id().unwrap());
@@ -146,20 +144,12 @@ fn overflow_serves_a_thresholded_request_only_past_its_threshold() {
         ],
         now,
     );
-    assert_eq!(state.select(&mut waiting, 9, 2, now, |_| true).serve, None);
-    assert_eq!(
-        state.select(&mut waiting, 10, 0, now, |_| true).serve,
-        Some(0)
-    );
-    assert_eq!(
-        state.select(&mut waiting, 1, 3, now, |_| true).serve,
-        Some(1)
-    );
+    assert_eq!(state.select(&mut waiting, 9, 2, |_| true).serve, None);
+    assert_eq!(state.select(&mut waiting, 10, 0, |_| true).serve, Some(0));
+    assert_eq!(state.select(&mut waiting, 1, 3, |_| true).serve, Some(1));
     // Requests nobody listens to are dropped on the way.
     assert_eq!(
-        state
-            .select(&mut waiting, 10, 3, now, |r| r != "backup")
-            .serve,
+        state.select(&mut waiting, 10, 3, |r| r != "backup").serve,
         Some(0)
     );
     assert_eq!(waiting.len(), 1);
@@ -188,7 +178,9 @@ fn an_update_keeps_the_pin_only_for_the_same_policy_and_group() {
     let pinned = config(PriorityPolicy::PinnedClient);
     let mut state = PriorityState::new(&pinned);
     let mut waiting = queue(&[("a", r#"{"group":"jobs"}"#)], now);
-    state.select(&mut waiting, 1, 0, now, |_| true);
+    let selection = state.select(&mut waiting, 1, 0, |_| true);
+    assert!(selection.pin_wanted);
+    state.pin_request(&mut waiting, 0, now);
     assert_eq!(state.update(&pinned), None);
     assert!(state.pin_id().is_some());
     assert!(state.update(&config(PriorityPolicy::Overflow)).is_some());

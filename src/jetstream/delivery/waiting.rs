@@ -125,9 +125,9 @@ impl WaitingQueue {
 
     /// Queues a request; gives it back when `max_waiting` requests are already waiting
     /// (the caller answers `409 Exceeded MaxWaiting`).
-    pub fn push(&mut self, request: WaitingRequest) -> Result<(), WaitingRequest> {
+    pub fn push(&mut self, request: WaitingRequest) -> Result<(), Box<WaitingRequest>> {
         if self.is_full() {
-            return Err(request);
+            return Err(Box::new(request));
         }
         self.requests.push_back(request);
         Ok(())
@@ -135,9 +135,9 @@ impl WaitingQueue {
 
     /// Queues a request behind every request of the same or a lower `priority` value and
     /// before those of a higher one (`prioritized` consumers: 0 is served first).
-    pub fn push_prioritized(&mut self, request: WaitingRequest) -> Result<(), WaitingRequest> {
+    pub fn push_prioritized(&mut self, request: WaitingRequest) -> Result<(), Box<WaitingRequest>> {
         if self.is_full() {
-            return Err(request);
+            return Err(Box::new(request));
         }
         let at = self
             .requests
