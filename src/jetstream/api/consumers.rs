@@ -99,6 +99,8 @@ async fn pause(
     let mut config = existing.ok_or_else(|| ApiError::new(ErrorKind::ConsumerNotFound))?;
     config.pause_until = request.pause_until.filter(|until| !until.is_zero());
     let pause_until = config.pause_until.unwrap_or(Timestamp::ZERO);
+    // Saturated past 2262 (what i64 nanoseconds hold), as the consumer itself reckons it.
+    let until_nanos = crate::jscore::consumer::pause_until_nanos(&config);
     handle
         .propose_one(StreamCommand::UpsertConsumer {
             name: consumer.to_owned(),
@@ -107,7 +109,7 @@ async fn pause(
         })
         .await?;
     js.delivery().consumer_changed(&handle, consumer);
-    let remaining = pause_until.unix_nanos().map_or(0, |until| {
+    let remaining = until_nanos.map_or(0, |until| {
         until.saturating_sub(crate::jetstream::now_nanos())
     });
     Ok(encode_success(

@@ -52,7 +52,10 @@ impl PauseState {
         }
         *self = PauseState::new(config, now_nanos);
         PauseChange::Changed {
-            until: until.map_or(Timestamp::ZERO, Timestamp::from_unix_nanos),
+            until: config
+                .pause_until
+                .filter(|until| !until.is_zero())
+                .unwrap_or(Timestamp::ZERO),
             paused: self.is_paused(now_nanos),
         }
     }
