@@ -21,6 +21,11 @@ const CONSUMER_ACTION_TYPE: &str = "io.nats.jetstream.advisory.v1.consumer_actio
 const MAX_DELIVER_TYPE: &str = "io.nats.jetstream.advisory.v1.max_deliver";
 const NAK_TYPE: &str = "io.nats.jetstream.advisory.v1.nak";
 const TERMINATED_TYPE: &str = "io.nats.jetstream.advisory.v1.terminated";
+const PAUSE_TYPE: &str = "io.nats.jetstream.advisory.v1.consumer_pause";
+const PINNED_TYPE: &str = "io.nats.jetstream.advisory.v1.consumer_group_pinned";
+const UNPINNED_TYPE: &str = "io.nats.jetstream.advisory.v1.consumer_group_unpinned";
+/// The account every advisory of jetraft's one account names where nats-server names one.
+const ACCOUNT: &str = "$G";
 
 /// What happened to a stream or consumer (nats-server's `ActionAdvisoryType`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -78,6 +83,36 @@ pub struct DeliveryEvent {
     pub reason: Option<String>,
 }
 
+/// A consumer paused, resumed, or whose pause ended (`paused` is judged when it is sent;
+/// `pause_until` is Go's zero time when the pause was lifted).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PauseEvent {
+    pub stream: String,
+    pub consumer: String,
+    pub paused: bool,
+    pub pause_until: Timestamp,
+}
+
+/// A priority group of a `pinned_client` consumer pinned a client (`pinned_id`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PinnedEvent {
+    pub account: &'static str,
+    pub stream: String,
+    pub consumer: String,
+    pub group: String,
+    pub pinned_id: String,
+}
+
+/// A priority group lost its pin: `reason` is `"admin"` (UNPIN request) or `"timeout"`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UnpinnedEvent {
+    pub account: &'static str,
+    pub stream: String,
+    pub consumer: String,
+    pub group: String,
+    pub reason: &'static str,
+}
+
 /// One advisory: where it goes and what it says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Advisory {
@@ -86,6 +121,9 @@ pub enum Advisory {
     MaxDeliveries(MaxDeliveries),
     Nak(DeliveryEvent),
     Terminated(DeliveryEvent),
+    Pause(PauseEvent),
+    Pinned(PinnedEvent),
+    Unpinned(UnpinnedEvent),
 }
 
 #[derive(Serialize)]
@@ -124,6 +162,35 @@ impl Advisory {
         })
     }
 
+    pub fn pause(stream: &str, consumer: &str, pause_until: Timestamp, paused: bool) -> Advisory {
+        Advisory::Pause(PauseEvent {
+            stream: stream.to_owned(),
+            consumer: consumer.to_owned(),
+            paused,
+            pause_until,
+        })
+    }
+
+    pub fn pinned(stream: &str, consumer: &str, group: &str, pinned_id: &str) -> Advisory {
+        Advisory::Pinned(PinnedEvent {
+            account: ACCOUNT,
+            stream: stream.to_owned(),
+            consumer: consumer.to_owned(),
+            group: group.to_owned(),
+            pinned_id: pinned_id.to_owned(),
+        })
+    }
+
+    pub fn unpinned(stream: &str, consumer: &str, group: &str, reason: &'static str) -> Advisory {
+        Advisory::Unpinned(UnpinnedEvent {
+            account: ACCOUNT,
+            stream: stream.to_owned(),
+            consumer: consumer.to_owned(),
+            group: group.to_owned(),
+            reason,
+        })
+    }
+
     /// What deleting `stream` advises, in nats-server's order (`stream.stop`): the deletion of
     /// each of its `consumers` first (`consumer.stopWithFlags`, one advisory per consumer),
     /// then the stream's own. A purge advises nothing.
@@ -145,6 +212,9 @@ impl Advisory {
             Advisory::MaxDeliveries(e) => ("MAX_DELIVERIES", &e.stream, &e.consumer),
             Advisory::Nak(e) => ("MSG_NAKED", &e.stream, &e.consumer),
             Advisory::Terminated(e) => ("MSG_TERMINATED", &e.stream, &e.consumer),
+            Advisory::Pause(e) => ("PAUSE", &e.stream, &e.consumer),
+            Advisory::Pinned(e) => ("PINNED", &e.stream, &e.consumer),
+            Advisory::Unpinned(e) => ("UNPINNED", &e.stream, &e.consumer),
         };
         format!("{PREFIX}CONSUMER.{what}.{stream}.{consumer}")
     }
@@ -157,6 +227,9 @@ impl Advisory {
             Advisory::MaxDeliveries(e) => typed(MAX_DELIVER_TYPE, id, timestamp, e),
             Advisory::Nak(e) => typed(NAK_TYPE, id, timestamp, e),
             Advisory::Terminated(e) => typed(TERMINATED_TYPE, id, timestamp, e),
+            Advisory::Pause(e) => typed(PAUSE_TYPE, id, timestamp, e),
+            Advisory::Pinned(e) => typed(PINNED_TYPE, id, timestamp, e),
+            Advisory::Unpinned(e) => typed(UNPINNED_TYPE, id, timestamp, e),
         }
     }
 }
@@ -297,5 +370,49 @@ mod tests {
             json(&term(None))["type"],
             "io.nats.jetstream.advisory.v1.terminated"
         );
+    }
+
+    #[test]
+    fn pause_and_pin_advisories() {
+        let until = Timestamp::parse("2030-01-01T00:00:00Z").unwrap();
+        let pause = Advisory::pause("S", "C", until, true);
+        assert_eq!(pause.subject(), "$JS.EVENT.ADVISORY.CONSUMER.PAUSE.S.C");
+        assert_eq!(
+            json(&pause),
+            serde_json::json!({
+                "type": "io.nats.jetstream.advisory.v1.consumer_pause",
+                "id": "ID1",
+                "timestamp": "2026-11-30T16:00:00.5Z",
+                "stream": "S",
+                "consumer": "C",
+                "paused": true,
+                "pause_until": "2030-01-01T00:00:00Z"
+            })
+        );
+        let resumed = Advisory::pause("S", "C", Timestamp::ZERO, false);
+        assert_eq!(json(&resumed)["pause_until"], "0001-01-01T00:00:00Z");
+        let pinned = Advisory::pinned("S", "C", "jobs", "PIN");
+        assert_eq!(pinned.subject(), "$JS.EVENT.ADVISORY.CONSUMER.PINNED.S.C");
+        let body = json(&pinned);
+        assert_eq!(
+            body["type"],
+            "io.nats.jetstream.advisory.v1.consumer_group_pinned"
+        );
+        assert_eq!(
+            (&body["group"], &body["pinned_id"]),
+            (&serde_json::json!("jobs"), &serde_json::json!("PIN"))
+        );
+        let unpinned = Advisory::unpinned("S", "C", "jobs", "admin");
+        assert_eq!(
+            unpinned.subject(),
+            "$JS.EVENT.ADVISORY.CONSUMER.UNPINNED.S.C"
+        );
+        let body = json(&unpinned);
+        assert_eq!(
+            body["type"],
+            "io.nats.jetstream.advisory.v1.consumer_group_unpinned"
+        );
+        assert_eq!(body["reason"], "admin");
+        assert_eq!(body["account"], "$G");
     }
 }

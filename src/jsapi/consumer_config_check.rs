@@ -361,11 +361,7 @@ impl ConsumerConfig {
                 if group.is_empty() {
                     return Err(ErrorKind::ConsumerEmptyGroupName.into());
                 }
-                let valid = group.len() <= 16
-                    && group
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b"/_=-".contains(&b));
-                if !valid {
+                if !is_valid_group_name(group) {
                     return Err(ErrorKind::ConsumerInvalidGroupName.into());
                 }
             }
@@ -435,4 +431,13 @@ impl ConsumerConfig {
         }
         Ok(())
     }
+}
+
+/// A priority group name as nats-server accepts it (`^[a-zA-Z0-9/_=-]{1,16}$`), in consumer
+/// configs and `CONSUMER.UNPIN` requests.
+pub fn is_valid_group_name(group: &str) -> bool {
+    (1..=16).contains(&group.len())
+        && group
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/_=-".contains(&b))
 }

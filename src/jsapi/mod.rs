@@ -53,8 +53,8 @@ pub use consumer_config::{
     PriorityPolicy, ReplayPolicy,
 };
 pub use consumer_config_check::{
-    DEFAULT_ACK_WAIT, DEFAULT_EPHEMERAL_INACTIVE_THRESHOLD, DEFAULT_MAX_ACK_PENDING,
-    DEFAULT_MAX_WAITING, DEFAULT_PRIORITY_TIMEOUT,
+    is_valid_group_name, DEFAULT_ACK_WAIT, DEFAULT_EPHEMERAL_INACTIVE_THRESHOLD,
+    DEFAULT_MAX_ACK_PENDING, DEFAULT_MAX_WAITING, DEFAULT_PRIORITY_TIMEOUT,
 };
 pub use consumer_info::{ConsumerInfo, PriorityGroupState, SequenceInfo};
 pub use error::{ApiError, ErrorKind};
@@ -62,9 +62,10 @@ pub use msg_get::{MsgGetRequest, MsgSelector, StoredMsg};
 pub use names::{is_valid_name, validate_name, NameError};
 pub use pub_ack::{PubAck, PubAckResponse};
 pub use requests::{
-    parse_body, parse_optional_body, require_empty_body, ConsumerPauseRequest, ConsumersRequest,
-    LeaderStepdownRequest, MsgDeleteRequest, PeerRemoveRequest, PullRequest, PullRequestError,
-    StreamInfoRequest, StreamNamesRequest, StreamPurgeRequest, LIST_PAGE_LIMIT, NAMES_PAGE_LIMIT,
+    parse_body, parse_optional_body, require_empty_body, ConsumerPauseRequest,
+    ConsumerUnpinRequest, ConsumersRequest, LeaderStepdownRequest, MsgDeleteRequest,
+    PeerRemoveRequest, PullRequest, PullRequestError, StreamInfoRequest, StreamNamesRequest,
+    StreamPurgeRequest, LIST_PAGE_LIMIT, NAMES_PAGE_LIMIT,
 };
 pub use response::{encode_error, encode_success, ApiResponse, Paged, ResponseType};
 pub use stream_config::{

@@ -151,6 +151,14 @@ pub struct ConsumerPauseRequest {
     pub pause_until: Option<Timestamp>,
 }
 
+/// `$JS.API.CONSUMER.UNPIN.<S>.<C>`: drop the pin of a `pinned_client` priority group.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ConsumerUnpinRequest {
+    #[serde(deserialize_with = "nullable")]
+    pub group: String,
+}
+
 /// A pull request sent to `$JS.API.CONSUMER.MSG.NEXT.<S>.<C>` (not a JSON API call: the
 /// reply subject receives messages and status messages). Durations in nanoseconds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

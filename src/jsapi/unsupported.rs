@@ -25,8 +25,11 @@
 //! async` (every write is committed through Raft before the ack anyway), `compression: s2`
 //! (transparent to clients; stored uncompressed), consumer `mem_storage` and a consumer
 //! `num_replicas` below the stream's (consumer state always lives in the stream's group).
+//!
+//! Consumer `pause_until` and the priority-group settings were refused here until they were
+//! implemented (`jscore::consumer::pause`, `jetstream::delivery::{pause, priority}`).
 
-use super::consumer_config::{AckPolicy, ConsumerConfig, PriorityPolicy, ReplayPolicy};
+use super::consumer_config::{AckPolicy, ConsumerConfig, ReplayPolicy};
 use super::error::{ApiError, ErrorKind};
 use super::stream_config::StreamConfig;
 
@@ -94,16 +97,7 @@ impl ConsumerConfig {
     /// Refuses a (normalized, validated) config that sets a consumer feature jetraft does not
     /// implement, with 10012.
     pub fn refuse_unsupported(&self) -> Result<(), ApiError> {
-        let priority = self.priority_policy != PriorityPolicy::None
-            || !self.priority_groups.is_empty()
-            || self.priority_timeout > 0;
-        let refusals: [(bool, &str, &str); 8] = [
-            (
-                self.pause_until.is_some(),
-                "consumer pause is",
-                "pause_until",
-            ),
-            (priority, "priority groups are", "priority_policy"),
+        let refusals: [(bool, &str, &str); 6] = [
             // Flow-control replies are answered but never ack anything here.
             (
                 self.ack_policy == AckPolicy::FlowControl,

@@ -132,6 +132,16 @@ fn client_default_consumers_are_accepted() {
     body["sample_freq"] = json!("0%");
     body["mem_storage"] = json!(true);
     consumer(body).unwrap();
+    // Pause and priority groups are implemented (issue 19).
+    let mut body = natscli_consumer();
+    body["pause_until"] = json!("2999-01-01T00:00:00Z");
+    consumer(body).unwrap();
+    for policy in ["pinned_client", "overflow", "prioritized"] {
+        let mut body = natscli_consumer();
+        body["priority_policy"] = json!(policy);
+        body["priority_groups"] = json!(["jobs"]);
+        consumer(body).unwrap();
+    }
     // A push consumer with a queue group, flow control and heartbeats.
     consumer(
         json!({"deliver_subject":"dlv","deliver_group":"q","ack_policy":"explicit",
@@ -143,15 +153,6 @@ fn client_default_consumers_are_accepted() {
 #[test]
 fn every_unsupported_consumer_setting_is_refused_with_10012_naming_it() {
     let cases = [
-        ("pause_until", json!({"pause_until":"2999-01-01T00:00:00Z"})),
-        (
-            "priority_policy",
-            json!({"priority_policy":"pinned_client","priority_groups":["jobs"]}),
-        ),
-        (
-            "priority_policy",
-            json!({"priority_policy":"overflow","priority_groups":["jobs"]}),
-        ),
         (
             "ack_policy",
             json!({"ack_policy":"flow_control","deliver_subject":"dlv","flow_control":true,

@@ -102,6 +102,9 @@ pub struct Router {
     /// How many of the trie's subscriptions are remote.
     remote_subs: AtomicUsize,
     generation: AtomicU64,
+    /// Bumped by every subscription added (local or remote): a push consumer without
+    /// interest waits on it instead of polling for its deliver subject.
+    added: tokio::sync::watch::Sender<()>,
     stats: Arc<ServerStats>,
 }
 
@@ -112,6 +115,7 @@ impl Router {
             trie: RwLock::new(SubjectTrie::default()),
             remote_subs: AtomicUsize::new(0),
             generation: AtomicU64::new(0),
+            added: tokio::sync::watch::Sender::new(()),
             stats,
         }
     }
@@ -138,6 +142,14 @@ impl Router {
         let mut trie = self.trie.write();
         trie.insert(&sub.subject.clone(), sub);
         self.generation.fetch_add(1, Ordering::AcqRel);
+        drop(trie);
+        self.added.send_replace(());
+    }
+
+    /// Changes whenever a subscription is added. Mark it seen before asking
+    /// [`Router::matches`], then wait for the change: no subscription is missed in between.
+    pub fn subscriptions_added(&self) -> tokio::sync::watch::Receiver<()> {
+        self.added.subscribe()
     }
 
     /// Removes a subscription; safe to call more than once and from any connection.

@@ -1,6 +1,6 @@
 //! Consumer API handlers: `CONSUMER.CREATE` (all three subject forms, actions create /
 //! update / create-or-update), `DURABLE.CREATE`, `INFO`, `DELETE`, `NAMES`, `LIST`,
-//! `LEADER.STEPDOWN`.
+//! `LEADER.STEPDOWN`, `PAUSE`, `UNPIN`.
 //! Consumers live in their stream's group: create and delete are `UpsertConsumer` /
 //! `DeleteConsumer` proposals; info reads the group state plus this node's delivery
 //! activity (`delivery::info`). Pull requests (`MSG.NEXT`) are `pull`'s.
@@ -17,12 +17,13 @@ use crate::jsapi::requests::{
     NAMES_PAGE_LIMIT,
 };
 use crate::jsapi::response::{
-    encode_success, ConsumerListResponse, ConsumerNamesResponse, Paged, ResponseType,
-    SuccessResponse,
+    encode_success, ConsumerListResponse, ConsumerNamesResponse, ConsumerPauseResponse, Empty,
+    Paged, ResponseType, SuccessResponse,
 };
 use crate::jsapi::{
-    ApiError, ApiRequest, ConsumerAction, ConsumerConfig, ConsumerCreateForm, ConsumerInfo,
-    CreateConsumerRequest, ErrorKind, StreamConfig,
+    is_valid_group_name, ApiError, ApiRequest, ConsumerAction, ConsumerConfig, ConsumerCreateForm,
+    ConsumerInfo, ConsumerPauseRequest, ConsumerUnpinRequest, CreateConsumerRequest, ErrorKind,
+    StreamConfig, Timestamp,
 };
 use crate::jscore::group::StreamCommand;
 use crate::server::message::Message;
@@ -49,6 +50,8 @@ pub async fn handle(
         ApiRequest::ConsumerLeaderStepdown { stream, consumer } => {
             step_down(js, stream, consumer).await
         }
+        ApiRequest::ConsumerPause { stream, consumer } => pause(js, stream, consumer, body).await,
+        ApiRequest::ConsumerUnpin { stream, consumer } => unpin(js, stream, consumer, body),
         _ => Err(ApiError::new(ErrorKind::BadRequest)),
     }
 }
@@ -77,6 +80,78 @@ async fn step_down(js: &JetStream, stream: &str, consumer: &str) -> Result<Vec<u
         ResponseType::ConsumerLeaderStepdown,
         &SuccessResponse::OK,
     ))
+}
+
+/// `CONSUMER.PAUSE`: an update of the consumer's `pause_until` alone (absent, empty body or
+/// Go's zero time resumes), as nats-server does it; the delivery task advises the change.
+/// The answer says whether the consumer is paused now and for how long.
+async fn pause(
+    js: &JetStream,
+    stream: &str,
+    consumer: &str,
+    body: &[u8],
+) -> Result<Vec<u8>, ApiError> {
+    let request: ConsumerPauseRequest = parse_optional_body(body)?;
+    let handle = stream_handle(js, stream)?;
+    let existing = handle
+        .view()
+        .read(|group| group.consumer(consumer).map(|c| c.config().clone()));
+    let mut config = existing.ok_or_else(|| ApiError::new(ErrorKind::ConsumerNotFound))?;
+    config.pause_until = request.pause_until.filter(|until| !until.is_zero());
+    let pause_until = config.pause_until.unwrap_or(Timestamp::ZERO);
+    // Saturated past 2262 (what i64 nanoseconds hold), as the consumer itself reckons it.
+    let until_nanos = crate::jscore::consumer::pause_until_nanos(&config);
+    handle
+        .propose_one(StreamCommand::UpsertConsumer {
+            name: consumer.to_owned(),
+            config,
+            created_nanos: crate::jetstream::now_nanos(),
+        })
+        .await?;
+    js.delivery().consumer_changed(&handle, consumer);
+    let remaining = until_nanos.map_or(0, |until| {
+        until.saturating_sub(crate::jetstream::now_nanos())
+    });
+    Ok(encode_success(
+        ResponseType::ConsumerPause,
+        &ConsumerPauseResponse {
+            paused: remaining > 0,
+            pause_until,
+            pause_remaining: remaining.max(0),
+        },
+    ))
+}
+
+/// `CONSUMER.UNPIN`: the consumer's pin (leader memory, `delivery::priority`) is dropped and
+/// `UNPINNED` advised with reason `admin`, whether or not a client was pinned, as
+/// nats-server does. Checks in nats-server's order: stream, consumer, JSON, group.
+fn unpin(js: &JetStream, stream: &str, consumer: &str, body: &[u8]) -> Result<Vec<u8>, ApiError> {
+    let handle = stream_handle(js, stream)?;
+    let groups = handle
+        .view()
+        .read(|group| {
+            group
+                .consumer(consumer)
+                .map(|c| c.config().priority_groups.clone())
+        })
+        .ok_or_else(|| ApiError::new(ErrorKind::ConsumerNotFound))?;
+    let request: ConsumerUnpinRequest = parse_body(body)?;
+    if request.group.is_empty() {
+        return Err(ApiError::with_detail(
+            ErrorKind::InvalidJson,
+            "consumer group not specified",
+        ));
+    }
+    if !is_valid_group_name(&request.group) {
+        return Err(ApiError::new(ErrorKind::ConsumerInvalidGroupName));
+    }
+    if !groups.contains(&request.group) {
+        return Err(ApiError::new(ErrorKind::ConsumerInvalidPriorityGroup));
+    }
+    js.delivery().unpin(&handle, consumer);
+    let advisory = Advisory::unpinned(stream, consumer, &request.group, "admin");
+    advisories::publish(js.shared(), &advisory);
+    Ok(encode_success(ResponseType::ConsumerUnpin, &Empty {}))
 }
 
 fn stream_handle(js: &JetStream, stream: &str) -> Result<Arc<StreamHandle>, ApiError> {

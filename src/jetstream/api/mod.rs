@@ -152,7 +152,9 @@ async fn route(js: &Arc<JetStream>, request: &ApiRequest, msg: &Message) -> Opti
         | ApiRequest::ConsumerDelete { .. }
         | ApiRequest::ConsumerNames { .. }
         | ApiRequest::ConsumerList { .. }
-        | ApiRequest::ConsumerLeaderStepdown { .. } => consumers::handle(js, request, msg).await,
+        | ApiRequest::ConsumerLeaderStepdown { .. }
+        | ApiRequest::ConsumerPause { .. }
+        | ApiRequest::ConsumerUnpin { .. } => consumers::handle(js, request, msg).await,
         // Snapshots, restores, peer removal are not supported.
         _ => Err(ApiError::new(ErrorKind::BadRequest)),
     };

@@ -10,6 +10,7 @@ use std::sync::atomic::Ordering;
 use tokio::time::Instant;
 
 use super::outbox;
+use super::priority::{wrong_pin, PIN_ID_HEADER};
 use super::push::PushState;
 use super::task::{ConsumerTask, Gone, Next, MAX_PULL_BATCH, RETRY_AFTER, SWEEP_EVERY};
 use crate::jetstream::advisories;
@@ -23,29 +24,29 @@ use crate::server::message::Message;
 
 impl ConsumerTask {
     pub(super) async fn deliver_pull(&mut self) -> Result<(), Gone> {
-        while let Some(front) = self.waiting.front_mut() {
+        loop {
             if self.retry_at.is_some_and(|at| at > Instant::now()) {
                 return Ok(());
             }
+            let Some((index, pin_wanted)) = self.select_request() else {
+                return Ok(());
+            };
+            let front = self.waiting.get(index).expect("selected from the queue");
             let reply = front.reply.clone();
             let (ends_when_dry, limited) = (front.ends_when_dry(), front.bytes_left.is_some());
             let (batch_left, pending_bytes) = (front.batch_left, front.pending_bytes());
-            if !self.outbox.has_interest(&reply) {
-                self.waiting.pop_front();
-                continue;
-            }
             let now = now_nanos();
             let max = match self.peek(now) {
                 Next::Gone => return Err(Gone),
                 Next::Nothing if ends_when_dry => {
-                    self.waiting.pop_front();
+                    self.waiting.remove(index);
                     self.outbox.status(&reply, outbox::no_messages());
                     continue;
                 }
                 Next::Nothing if self.stale_redelivery(now) => 1,
                 Next::Nothing => return Ok(()),
                 Next::Ready { size } if limited && pending_bytes < size => {
-                    self.waiting.pop_front();
+                    self.waiting.remove(index);
                     let status = outbox::message_too_big(batch_left, pending_bytes);
                     self.outbox.status(&reply, status);
                     continue;
@@ -53,14 +54,30 @@ impl ConsumerTask {
                 Next::Ready { .. } if limited => 1,
                 Next::Ready { .. } => batch_left.clamp(1, MAX_PULL_BATCH) as usize,
             };
-            let messages = self.deliver_next(max, now).await?;
+            if pin_wanted {
+                if let Some(pin) =
+                    self.priority
+                        .pin_request(&mut self.waiting, index, Instant::now())
+                {
+                    self.pinned(&pin);
+                }
+            }
+            let mut messages = self.deliver_next(max, now).await?;
             if messages.is_empty() {
                 return Ok(());
             }
-            let front = self
-                .waiting
-                .front_mut()
-                .expect("only this task changes the queue");
+            if let Some(pin_id) = self.priority.pin_id() {
+                for msg in &mut messages {
+                    let headers =
+                        outbox::append_header(msg.headers.as_deref(), PIN_ID_HEADER, pin_id);
+                    msg.headers = Some(headers);
+                }
+            }
+            // Only this task changes the queue, and `deliver_next` does not: the request is
+            // still at `index`.
+            let Some(front) = self.waiting.get_mut(index) else {
+                return Ok(());
+            };
             let delivered_at = Instant::now();
             for msg in &messages {
                 front.record_delivery(outbox::charged_size(msg), delivered_at);
@@ -69,20 +86,51 @@ impl ConsumerTask {
             let completed = (front.batch_left <= 0 && front.pending_bytes() > 0)
                 .then(|| outbox::batch_completed(front.pending_bytes()));
             if front.is_done() {
-                self.waiting.pop_front();
+                self.waiting.remove(index);
             }
             self.outbox.deliver(&reply, &messages).await;
             if let Some(status) = completed {
                 self.outbox.status(&reply, status);
             }
         }
-        Ok(())
+    }
+
+    /// The waiting request to serve next (the oldest, unless a priority policy says
+    /// otherwise; `priority.rs`), after dropping those nobody listens to and telling those
+    /// holding a wrong pin.
+    /// Also says whether the request must be pinned before it is served.
+    fn select_request(&mut self) -> Option<(usize, bool)> {
+        let (pending, ack_pending) = match self.priority.needs_counts() {
+            true => self.stream.view().read(|group| {
+                group.consumer(&self.name).map_or((0, 0), |consumer| {
+                    (
+                        consumer.num_pending(group.stream()),
+                        consumer.num_ack_pending(),
+                    )
+                })
+            }),
+            false => (0, 0),
+        };
+        let outbox = &self.outbox;
+        let selection = self
+            .priority
+            .select(&mut self.waiting, pending, ack_pending, |reply| {
+                outbox.has_interest(reply)
+            });
+        for request in &selection.wrong_pin {
+            self.outbox.status(&request.reply, wrong_pin(request));
+        }
+        selection.serve.map(|index| (index, selection.pin_wanted))
     }
 
     pub(super) async fn deliver_push(&mut self) -> Result<(), Gone> {
         let Some(subject) = self.push.as_ref().map(|p| p.deliver_subject.clone()) else {
             return Ok(());
         };
+        if let Some(added) = self.subscriptions_added.as_mut() {
+            // Seen before looking: a subscription added from here on wakes the task.
+            added.borrow_and_update();
+        }
         let bound = self.outbox.has_interest(&subject);
         self.activity.push_bound.store(bound, Ordering::Relaxed);
         if !bound {

@@ -16,6 +16,16 @@ use crate::jsapi::stream_info::ClusterInfo;
 use crate::jsapi::{ConsumerInfo, SequenceInfo, Timestamp};
 use crate::jscore::consumer::SequencePair;
 
+/// The API level a consumer's config needs (its `_nats.req.level`), as nats-server's
+/// `setStaticConsumerMetadata` reckons it: pause and priority groups are level 1.
+fn required_api_level(config: &crate::jsapi::ConsumerConfig) -> i64 {
+    let pause = crate::jscore::consumer::pause_until_nanos(config).is_some();
+    let priority = config.priority_policy != crate::jsapi::PriorityPolicy::None
+        || config.priority_timeout != 0
+        || !config.priority_groups.is_empty();
+    i64::from(pause || priority)
+}
+
 /// The info of consumer `name`, or `None` if the stream has no such consumer. `cluster` is
 /// its `cluster` block as the caller reports it (`info::consumer_cluster_info`).
 pub fn consumer_info(
@@ -39,6 +49,14 @@ pub fn consumer_info(
         let progress = consumer.progress(group.stream());
         let mut config = consumer.config().clone();
         add_server_metadata(&mut config.metadata);
+        config.metadata.insert(
+            "_nats.req.level".into(),
+            required_api_level(&config).to_string(),
+        );
+        let wall = crate::jetstream::now_nanos();
+        let pause_remaining = consumer
+            .pause_until_nanos()
+            .map_or(0, |until| until.saturating_sub(wall).max(0));
         let deliver_subject = Bytes::copy_from_slice(config.deliver_subject.as_bytes());
         let push_bound = !config.is_pull() && registry.outbox().has_interest(&deliver_subject);
         Some(ConsumerInfo {
@@ -64,8 +82,13 @@ pub fn consumer_info(
             num_pending: progress.num_pending,
             cluster,
             push_bound,
+            priority_groups: super::priority::group_states(
+                consumer.config(),
+                activity.and_then(|a| a.pin.lock().clone()),
+            ),
+            paused: pause_remaining > 0,
+            pause_remaining,
             ts: now,
-            ..ConsumerInfo::default()
         })
     })
 }

@@ -8,6 +8,8 @@
 //! * `task.rs` / `deliver.rs` — a consumer's delivery task: its loop and timers, and how
 //!   it proposes `DeliverNext` and sends the result.
 //! * `pull.rs` / `waiting.rs` — pull requests (`CONSUMER.MSG.NEXT`) and their queue.
+//! * `pause.rs` — a paused consumer's held delivery and its pause advisories.
+//! * `priority.rs` — priority groups of pull consumers (overflow, pinned client, prioritized).
 //! * `push.rs` — push consumers: deliver subject, flow control, idle heartbeats.
 //! * `outbox.rs` — status messages, ack subjects, routing by inbox with the stored subject.
 //! * `info.rs` — ConsumerInfo from the replicated state plus this node's activity record.
@@ -28,6 +30,8 @@ mod acks;
 mod deliver;
 pub mod info;
 pub mod outbox;
+mod pause;
+pub mod priority;
 pub mod pull;
 mod push;
 mod task;
@@ -74,6 +78,8 @@ pub struct Activity {
     pub last_active_nanos: AtomicI64,
     pub num_waiting: AtomicU64,
     pub push_bound: AtomicBool,
+    /// The pin of a `pinned_client` consumer (id, when given), for ConsumerInfo.
+    pub pin: Mutex<Option<(String, crate::jsapi::Timestamp)>>,
 }
 
 impl Activity {
@@ -262,6 +268,15 @@ impl DeliveryRegistry {
         };
         entry.activity.touch(super::now_nanos());
         entry.events.send(Event::Pull { reply, request }).is_ok()
+    }
+
+    /// `CONSUMER.UNPIN`: the consumer's task drops its pin. False if the consumer does not
+    /// exist.
+    pub fn unpin(&self, handle: &Arc<StreamHandle>, consumer: &str) -> bool {
+        let Some(entry) = self.consumer(handle, consumer) else {
+            return false;
+        };
+        entry.events.send(Event::Unpin).is_ok()
     }
 
     /// Unsubscribes every stream's ack and flow-control subjects (tasks end with the

@@ -179,7 +179,7 @@ pub fn charged_size(msg: &Message) -> i64 {
 }
 
 /// Adds `name: value` to a header block (or starts one).
-fn append_header(block: Option<&[u8]>, name: &str, value: &str) -> Bytes {
+pub(super) fn append_header(block: Option<&[u8]>, name: &str, value: &str) -> Bytes {
     let mut out = BytesMut::new();
     match block {
         Some(block) if block.ends_with(b"\r\n\r\n") => out.put_slice(&block[..block.len() - 2]),

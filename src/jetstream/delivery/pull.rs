@@ -2,7 +2,8 @@
 //! checking it against the consumer's limits, which nats-server answers with status
 //! messages on the request's reply subject rather than JSON errors: `409 Consumer is push
 //! based`, `400 Bad Request - …`, `409 Exceeded MaxRequestBatch of <n>`, `409 Exceeded
-//! MaxRequestExpires of <duration>`, `409 Exceeded MaxRequestMaxBytes of <n>`.
+//! MaxRequestExpires of <duration>`, `409 Exceeded MaxRequestMaxBytes of <n>`, and the
+//! priority-group checks (`priority::check_request`, `400 Bad Request - …`).
 //!
 //! Admitted requests join the consumer's waiting queue (`waiting.rs`) inside its delivery
 //! task (`task.rs`), which also answers `409 Exceeded MaxWaiting`, `404 No Messages`, `408
@@ -49,6 +50,7 @@ pub fn admit(
             config.max_bytes
         )));
     }
+    super::priority::check_request(config, &request)?;
     Ok(WaitingRequest::new(reply, &request, now))
 }
 

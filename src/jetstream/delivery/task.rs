@@ -18,6 +18,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::{sleep_until, Instant};
 
 use super::outbox::{self, Outbox};
+use super::pause::{PauseChange, PauseState};
+use super::priority::{Pin, PriorityState};
 use super::pull;
 use super::push::PushState;
 use super::waiting::WaitingQueue;
@@ -35,8 +37,6 @@ pub(super) const MAX_PULL_BATCH: i64 = 1024;
 pub(super) const RETRY_AFTER: Duration = Duration::from_millis(250);
 /// How often waiting requests are checked for lost interest, and stale redeliveries retired.
 pub(super) const SWEEP_EVERY: Duration = Duration::from_secs(1);
-/// How often a push consumer without interest looks again.
-const INTEREST_POLL: Duration = Duration::from_millis(100);
 
 #[derive(Debug)]
 pub(super) enum Event {
@@ -53,6 +53,8 @@ pub(super) enum Event {
     /// learns when they were queued.
     ServerShutdown(oneshot::Sender<()>),
     FlowControlReply(String),
+    /// `CONSUMER.UNPIN` (the API handler checked the group and advises).
+    Unpin,
 }
 
 /// Why a consumer's task ended, and so what its waiting requests are told.
@@ -88,6 +90,11 @@ pub(super) struct ConsumerTask {
     pub(super) config: ConsumerConfig,
     pub(super) waiting: WaitingQueue,
     pub(super) push: Option<PushState>,
+    pub(super) pause: PauseState,
+    pub(super) priority: PriorityState,
+    /// Push consumers: changes when the node gains a subscription, so an unbound push
+    /// consumer starts delivering the moment its deliver subject gets interest.
+    pub(super) subscriptions_added: Option<watch::Receiver<()>>,
     /// No proposal before this, after one failed.
     pub(super) retry_at: Option<Instant>,
     /// No retiring of stale redeliveries before this.
@@ -115,6 +122,10 @@ pub(super) async fn run(
         applied: stream.view().applied(),
         waiting: WaitingQueue::new(config.max_waiting),
         push: PushState::new(&config, now),
+        pause: PauseState::new(&config, now_nanos()),
+        priority: PriorityState::new(&config),
+        subscriptions_added: (!config.is_pull())
+            .then(|| registry.outbox().shared().router.subscriptions_added()),
         registry,
         stream,
         name,
@@ -134,6 +145,13 @@ pub(super) async fn run(
         }
         let deadline = task.next_wakeup();
         let watch_applied = task.wants_messages();
+        let watch_interest = task.awaits_push_interest();
+        let interest_added = async {
+            match task.subscriptions_added.as_mut() {
+                Some(added) => added.changed().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             // Events before the applied watch: a deletion announced by the registry wins
             // over the group's watch closing after it.
@@ -150,6 +168,7 @@ pub(super) async fn run(
                     break Ending::LeadershipChange;
                 }
             }
+            _ = interest_added, if watch_interest => {}
             _ = sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {}
         }
     };
@@ -174,7 +193,16 @@ impl ConsumerTask {
     async fn step(&mut self) -> Result<(), Gone> {
         let now = Instant::now();
         self.expire_and_heartbeat(now);
-        if self.push.is_some() {
+        if let Some(pin) = self.priority.lapse(now) {
+            self.unpinned(&pin, "timeout");
+        }
+        let wall = now_nanos();
+        if let Some(until) = self.pause.take_ended(wall) {
+            self.advise_pause(until, false);
+        }
+        if self.pause.is_paused(wall) {
+            // Requests wait (or expire) and heartbeats go on, as on nats-server.
+        } else if self.push.is_some() {
             self.deliver_push().await?;
         } else {
             self.deliver_pull().await?;
@@ -195,6 +223,14 @@ impl ConsumerTask {
                     .read(|group| group.consumer(&self.name).map(|c| c.config().clone()));
                 if let Some(config) = config {
                     self.waiting.set_max(config.max_waiting);
+                    if self.priority.update(&config).is_some() {
+                        self.publish_pin();
+                    }
+                    if let PauseChange::Changed { until, paused } =
+                        self.pause.update(&config, now_nanos())
+                    {
+                        self.advise_pause(until, paused);
+                    }
                     match &mut self.push {
                         Some(push) => push.update(&config),
                         None => self.push = PushState::new(&config, Instant::now()),
@@ -215,6 +251,11 @@ impl ConsumerTask {
                 }
                 let _ = done.send(());
             }
+            Event::Unpin => {
+                if self.priority.unpin().is_some() {
+                    self.publish_pin();
+                }
+            }
             Event::Deleted | Event::LeadershipChange => {}
         }
     }
@@ -227,6 +268,10 @@ impl ConsumerTask {
                 return;
             }
         };
+        if let Err(status) = self.priority.admit(&request, Instant::now()) {
+            self.outbox.status(&reply, status);
+            return;
+        }
         if request.no_wait {
             // nats-server answers a no_wait request at once when the requests already
             // waiting ask for more than the consumer has pending…
@@ -246,9 +291,13 @@ impl ConsumerTask {
             self.expire_and_heartbeat(Instant::now());
         }
         let heartbeat = request.heartbeat.is_some();
+        let queued = match self.priority.is_prioritized() {
+            true => self.waiting.push_prioritized(request),
+            false => self.waiting.push(request),
+        };
         // A request with idle heartbeats is refused silently: its client notices the missing
         // heartbeats and retries later instead of re-pulling in a hot loop (nats-server).
-        if self.waiting.push(request).is_err() && !heartbeat {
+        if queued.is_err() && !heartbeat {
             self.outbox
                 .status(&reply, outbox::conflict("Exceeded MaxWaiting"));
         }
@@ -298,28 +347,66 @@ impl ConsumerTask {
         }
     }
 
-    /// Someone wants messages now: a waiting pull request, or a bound, unstalled push.
+    /// A pin was dropped (`reason`: `timeout`); the group's next request takes a new one.
+    fn unpinned(&self, pin: &Pin, reason: &'static str) {
+        self.publish_pin();
+        let advisory = Advisory::unpinned(self.stream.name(), &self.name, &pin.group, reason);
+        advisories::publish(self.outbox.shared(), &advisory);
+    }
+
+    /// A pin was given to the request being served.
+    pub(super) fn pinned(&self, pin: &Pin) {
+        self.publish_pin();
+        let advisory = Advisory::pinned(self.stream.name(), &self.name, &pin.group, &pin.id);
+        advisories::publish(self.outbox.shared(), &advisory);
+    }
+
+    /// Shows the current pin to ConsumerInfo.
+    fn publish_pin(&self) {
+        *self.activity.pin.lock() = self.priority.current_pin();
+    }
+
+    fn advise_pause(&self, until: crate::jsapi::Timestamp, paused: bool) {
+        let advisory = Advisory::pause(self.stream.name(), &self.name, until, paused);
+        advisories::publish(self.outbox.shared(), &advisory);
+    }
+
+    /// Someone wants messages now (a waiting pull request, or a bound, unstalled push) and
+    /// the consumer is not paused.
     fn wants_messages(&self) -> bool {
+        if self.pause.is_paused(now_nanos()) {
+            return false;
+        }
         match &self.push {
             None => !self.waiting.is_empty(),
             Some(push) => self.activity.push_bound.load(Ordering::Relaxed) && !push.is_stalled(),
         }
     }
 
+    /// A push consumer with no interest on its deliver subject, not paused: it waits for a
+    /// subscription to appear (`deliver_push` marked the last one seen before looking).
+    fn awaits_push_interest(&self) -> bool {
+        self.push.is_some()
+            && !self.activity.push_bound.load(Ordering::Relaxed)
+            && !self.pause.is_paused(now_nanos())
+    }
+
     fn next_wakeup(&self) -> Option<Instant> {
         let now = Instant::now();
-        let mut deadlines = vec![self.waiting.next_deadline(), self.retry_at];
+        let mut deadlines = vec![
+            self.waiting.next_deadline(),
+            self.retry_at,
+            self.pause.wake_at(now, now_nanos()),
+            self.priority.wake_at(),
+        ];
         if !self.waiting.is_empty() {
             deadlines.push(Some(self.next_sweep));
         }
         if let Some(push) = &self.push {
             deadlines.push(push.next_heartbeat());
-            // Interest comes and goes without telling us: look again soon.
-            let poll = match self.activity.push_bound.load(Ordering::Relaxed) {
-                true => SWEEP_EVERY,
-                false => INTEREST_POLL,
-            };
-            deadlines.push(Some(now + poll));
+            // Interest that appears wakes the task (`subscriptions_added`); interest that
+            // goes is noticed at the next delivery or here.
+            deadlines.push(Some(now + SWEEP_EVERY));
         }
         if self.wants_messages() {
             let wall = now_nanos();

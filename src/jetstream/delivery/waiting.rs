@@ -29,6 +29,13 @@ pub struct WaitingRequest {
     pub next_heartbeat: Option<Instant>,
     /// Messages delivered to it so far.
     pub delivered: u64,
+    /// Its priority-group fields (`group`, `id`, `min_pending`, `min_ack_pending`,
+    /// `priority`); see `priority.rs`. `pin_id` becomes the pin when it is given one.
+    pub group: String,
+    pub pin_id: String,
+    pub min_pending: i64,
+    pub min_ack_pending: i64,
+    pub priority: i64,
 }
 
 impl WaitingRequest {
@@ -44,6 +51,11 @@ impl WaitingRequest {
             heartbeat,
             next_heartbeat: heartbeat.map(|d| now + d),
             delivered: 0,
+            group: request.group.clone(),
+            pin_id: request.id.clone(),
+            min_pending: request.min_pending,
+            min_ack_pending: request.min_ack_pending,
+            priority: request.priority,
         }
     }
 
@@ -113,12 +125,39 @@ impl WaitingQueue {
 
     /// Queues a request; gives it back when `max_waiting` requests are already waiting
     /// (the caller answers `409 Exceeded MaxWaiting`).
-    pub fn push(&mut self, request: WaitingRequest) -> Result<(), WaitingRequest> {
+    pub fn push(&mut self, request: WaitingRequest) -> Result<(), Box<WaitingRequest>> {
         if self.is_full() {
-            return Err(request);
+            return Err(Box::new(request));
         }
         self.requests.push_back(request);
         Ok(())
+    }
+
+    /// Queues a request behind every request of the same or a lower `priority` value and
+    /// before those of a higher one (`prioritized` consumers: 0 is served first).
+    pub fn push_prioritized(&mut self, request: WaitingRequest) -> Result<(), Box<WaitingRequest>> {
+        if self.is_full() {
+            return Err(Box::new(request));
+        }
+        let at = self
+            .requests
+            .iter()
+            .position(|queued| queued.priority > request.priority)
+            .unwrap_or(self.requests.len());
+        self.requests.insert(at, request);
+        Ok(())
+    }
+
+    pub fn get(&self, index: usize) -> Option<&WaitingRequest> {
+        self.requests.get(index)
+    }
+
+    pub fn get_mut(&mut self, index: usize) -> Option<&mut WaitingRequest> {
+        self.requests.get_mut(index)
+    }
+
+    pub fn remove(&mut self, index: usize) -> Option<WaitingRequest> {
+        self.requests.remove(index)
     }
 
     pub fn is_full(&self) -> bool {

@@ -81,6 +81,11 @@ impl ConsumerState {
         now_nanos: i64,
     ) -> Vec<Delivery> {
         let mut deliveries = Vec::new();
+        if self.is_paused_at(now_nanos) {
+            // The leader holds requests while paused; a `DeliverNext` proposed just before
+            // a pause was applied delivers nothing, on every replica alike.
+            return deliveries;
+        }
         while deliveries.len() < max_messages {
             self.retire_stale_due(stream, now_nanos);
             match self.choose_next(stream, now_nanos) {

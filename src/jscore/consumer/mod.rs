@@ -3,7 +3,7 @@
 //! (choosing and recording deliveries), `ack.rs` (ack, ack-all, nak, term, in-progress),
 //! `command.rs` (the replicated command enum and `apply`), `pending.rs` (pending set and
 //! redelivery queue), `start.rs` (deliver policies), `policy.rs` (ack wait, backoff,
-//! max_deliver, max_ack_pending from the config), `persist.rs` (export and import, for the
+//! max_deliver, max_ack_pending from the config), `pause.rs` (`pause_until`), `persist.rs` (export and import, for the
 //! state machine that keeps consumers in sled).
 //!
 //! # What the stream's Raft group replicates, and what a leader keeps to itself
@@ -29,6 +29,7 @@
 mod ack;
 mod command;
 mod deliver;
+mod pause;
 mod pending;
 mod persist;
 mod policy;
@@ -43,6 +44,7 @@ mod tests_deliver;
 pub use ack::AckOutcome;
 pub use command::{ConsumerCommand, ConsumerOutcome};
 pub use deliver::Delivery;
+pub use pause::pause_until_nanos;
 pub use pending::{PendingEntry, PendingSet};
 pub use persist::ConsumerExport;
 pub use policy::{DeliveryPolicy, DEFAULT_ACK_WAIT_NANOS, DEFAULT_MAX_ACK_PENDING};
