@@ -57,7 +57,8 @@ pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
 const BUILD_WAIT: Duration = Duration::from_secs(10);
 /// How often it looks again at a group it waits for.
 const POLL: Duration = Duration::from_millis(50);
-/// How long a purge held back by a lagging follower is retried.
+/// How long a purge held back by a lagging follower is retried (a round every
+/// [`IDLE_DELAY`]).
 const LAGGING_RETRY: Duration = Duration::from_secs(30);
 /// The least time between two sled reclaims of the node.
 pub const RECLAIM_EVERY: Duration = Duration::from_secs(5);
@@ -136,6 +137,8 @@ struct Tracked {
     node: NodeId,
     keep_for_lagging: u64,
     last_snapshot: Option<Instant>,
+    /// Since when a lagging follower keeps holding part of the log back.
+    held_back_since: Option<Instant>,
 }
 
 struct Pending {
@@ -150,7 +153,7 @@ struct Pending {
 enum Step {
     Snapshot,
     AwaitBuild { before: Option<u64>, since: Instant },
-    Purge { since: Instant },
+    Purge,
 }
 
 /// A group's log as openraft's metrics report it.
@@ -222,6 +225,7 @@ impl Compactor {
                     node,
                     keep_for_lagging,
                     last_snapshot: None,
+                    held_back_since: None,
                 },
             );
             !std::mem::replace(&mut state.task_started, true)
@@ -340,82 +344,84 @@ async fn step_due_groups(shared: &Shared) {
     };
     for (group, raft, node, keep, step) in due {
         let at = position(&raft, node);
-        let next = match step {
-            Step::Snapshot if at.applied > at.snapshot => {
-                if let Err(e) = raft.trigger().snapshot().await {
+        let outcome = match step {
+            Step::Snapshot if at.applied > at.snapshot => match raft.trigger().snapshot().await {
+                Ok(()) => Outcome::Next(Step::AwaitBuild {
+                    before: at.snapshot,
+                    since: now,
+                }),
+                Err(e) => {
                     tracing::debug!(group, error = %e, "compaction: snapshot not triggered");
-                    Some(None)
-                } else {
-                    Some(Some(Step::AwaitBuild {
-                        before: at.snapshot,
-                        since: now,
-                    }))
+                    Outcome::Done { held_back: false }
                 }
-            }
-            Step::Snapshot => Some(Some(Step::Purge { since: now })),
+            },
+            Step::Snapshot => Outcome::Next(Step::Purge),
             Step::AwaitBuild { before, since } => {
                 if at.snapshot > before || now.duration_since(since) > BUILD_WAIT {
-                    Some(Some(Step::Purge { since: now }))
+                    Outcome::Next(Step::Purge)
                 } else {
-                    None
+                    Outcome::Wait
                 }
             }
-            Step::Purge { since } => {
+            Step::Purge => {
                 let target = purge_target(&at, keep);
                 if let Some(target) = target.filter(|target| Some(*target) > at.purged) {
                     if let Err(e) = raft.trigger().purge_log(target).await {
                         tracing::debug!(group, error = %e, "compaction: purge not triggered");
                     }
                 }
-                let held_back = target < at.snapshot;
-                if held_back && now.duration_since(since) < LAGGING_RETRY {
-                    None
-                } else {
-                    Some(None)
+                Outcome::Done {
+                    held_back: target < at.snapshot,
                 }
             }
         };
-        finish_step(shared, group, step, next, now);
+        finish_step(shared, group, outcome, now);
     }
 }
 
-/// Record the outcome of one step: `None` to look again after [`POLL`] (or a second for a
-/// lagging follower), `Some(None)` when the group is done, `Some(Some(step))` to go on.
-fn finish_step(
-    shared: &Shared,
-    group: GroupId,
-    from: Step,
-    next: Option<Option<Step>>,
-    now: Instant,
-) {
+/// What one step of a group's round came to.
+enum Outcome {
+    /// Look again after [`POLL`].
+    Wait,
+    Next(Step),
+    /// The round is over; `held_back` if a lagging follower kept part of the log.
+    Done {
+        held_back: bool,
+    },
+}
+
+/// Record the outcome of one step of `group`'s round. A round held back by a lagging follower
+/// is followed by another (an [`Reason::Idle`] one) for up to [`LAGGING_RETRY`], since the
+/// follower may catch up or fall far enough behind to get a snapshot instead.
+fn finish_step(shared: &Shared, group: GroupId, outcome: Outcome, now: Instant) {
     let mut state = shared.state.lock();
     let Some(pending) = state.pending.get_mut(&group) else {
         return;
     };
-    match next {
-        None => {
-            let wait = match from {
-                Step::Purge { .. } => Duration::from_secs(1),
-                _ => POLL,
-            };
-            pending.due = now + wait;
-        }
-        Some(Some(step)) => {
+    match outcome {
+        Outcome::Wait => pending.due = now + POLL,
+        Outcome::Next(step) => {
             pending.step = step;
             pending.due = match step {
                 Step::AwaitBuild { .. } => now + POLL,
                 _ => now,
             };
         }
-        Some(None) => {
-            let (reason, again) = (pending.reason, pending.again);
+        Outcome::Done { held_back } => {
+            let (reason, mut again) = (pending.reason, pending.again);
             state.pending.remove(&group);
             if let Some(tracked) = state.groups.get_mut(&group) {
                 tracked.last_snapshot = Some(now);
+                if !held_back {
+                    tracked.held_back_since = None;
+                } else if now.duration_since(*tracked.held_back_since.get_or_insert(now))
+                    < LAGGING_RETRY
+                {
+                    again = again.max(Some(Reason::Idle));
+                }
                 if let Some(again) = again {
-                    let due = due_after(now, Some(now), again);
                     let next = Pending {
-                        due,
+                        due: due_after(now, Some(now), again),
                         reason: again,
                         step: Step::Snapshot,
                         again: None,
@@ -425,12 +431,11 @@ fn finish_step(
             }
             if reason == Reason::Removed {
                 let earliest = state.last_reclaim.map_or(now, |at| at + RECLAIM_EVERY);
-                state.reclaim_due = Some(
-                    state
-                        .reclaim_due
-                        .map_or(earliest, |due| due.min(earliest))
-                        .max(now),
-                );
+                let due = state
+                    .reclaim_due
+                    .map_or(earliest, |due| due.min(earliest))
+                    .max(now);
+                state.reclaim_due = Some(due);
             }
         }
     }
