@@ -42,6 +42,10 @@ pub enum Reason {
     Removed,
 }
 
+/// Applied bytes since the last snapshot below which an idle group is left as it is: purging
+/// a few small entries frees nothing worth a WAL write (and its fsync); the WAL's own
+/// compaction copies such logs forward.
+pub const IDLE_MIN_BYTES: u64 = 64 << 10;
 /// Applied bytes since the last snapshot that make a group compact soon.
 pub const GROW_BYTES: u64 = 8 << 20;
 /// Removed sled keys since the last snapshot that make a group compact soon (stream messages
@@ -82,8 +86,10 @@ impl LogGrowth {
             Reason::Removed
         } else if self.bytes >= GROW_BYTES {
             Reason::Grew
-        } else {
+        } else if self.bytes >= IDLE_MIN_BYTES {
             Reason::Idle
+        } else {
+            return None;
         };
         if self.asked.is_some_and(|asked| asked >= reason) {
             return None;
@@ -213,9 +219,16 @@ impl Compactor {
     }
 
     /// Start compacting `group` (on this replica `node`) when it asks. Call from a tokio
-    /// runtime (the first call starts the task). A restarted group is looked at once after
-    /// [`IDLE_DELAY`], since its log may hold entries from before the restart.
-    pub fn track(&self, group: GroupId, node: NodeId, raft: Raft, keep_for_lagging: u64) {
+    /// runtime (the first call starts the task). A (re)started group whose log holds
+    /// `unpurged_bytes` from before is looked at after [`IDLE_DELAY`] if that is worth it.
+    pub fn track(
+        &self,
+        group: GroupId,
+        node: NodeId,
+        raft: Raft,
+        keep_for_lagging: u64,
+        unpurged_bytes: u64,
+    ) {
         let start = {
             let mut state = self.shared.state.lock();
             state.groups.insert(
@@ -233,7 +246,9 @@ impl Compactor {
         if start {
             tokio::spawn(run(Arc::downgrade(&self.shared), self.wake.clone()));
         }
-        self.request(group, Reason::Idle);
+        if unpurged_bytes >= IDLE_MIN_BYTES {
+            self.request(group, Reason::Idle);
+        }
     }
 
     /// Stop compacting `group` (it stops or is dropped).
@@ -475,13 +490,18 @@ mod tests {
     #[test]
     fn growth_asks_once_per_reason_until_a_snapshot() {
         let mut growth = LogGrowth::default();
-        assert_eq!(growth.applied(100, 0), Some(Reason::Idle));
+        assert_eq!(
+            growth.applied(100, 0),
+            None,
+            "too little to be worth a purge"
+        );
+        assert_eq!(growth.applied(IDLE_MIN_BYTES, 0), Some(Reason::Idle));
         assert_eq!(growth.applied(100, 0), None, "already asked");
         assert_eq!(growth.applied(GROW_BYTES, 0), Some(Reason::Grew));
         assert_eq!(growth.applied(0, REMOVED_KEYS), Some(Reason::Removed));
         assert_eq!(growth.applied(GROW_BYTES, 0), None);
         growth.snapshot_taken();
-        assert_eq!(growth.applied(1, 0), Some(Reason::Idle));
+        assert_eq!(growth.applied(IDLE_MIN_BYTES, 0), Some(Reason::Idle));
     }
 
     fn at(snapshot: Option<u64>, followers: Vec<Option<u64>>) -> LogPosition {

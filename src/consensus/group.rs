@@ -202,9 +202,13 @@ impl RaftGroup {
         dumps.open();
         let raft = raft?;
         let signals = pacer.track(group, raft.clone());
-        storage
-            .compactor
-            .track(group, node, raft.clone(), options.logs_kept_after_snapshot);
+        storage.compactor.track(
+            group,
+            node,
+            raft.clone(),
+            options.logs_kept_after_snapshot,
+            storage.log.live_bytes(group),
+        );
         let started = RaftGroup {
             group,
             node,

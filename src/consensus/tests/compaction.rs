@@ -80,10 +80,12 @@ fn snapshot_files(storage: &NodeStorage) -> usize {
 async fn the_log_is_purged_once_applied_and_a_restart_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let storage = open_storage(dir.path());
-    // The default options snapshot every 10,000 entries: far more than this.
+    // The default options snapshot every 10,000 entries: far more than this. 200 KiB of
+    // commands: enough to be worth a purge once the group is idle.
+    let name = "k".repeat(1024);
     let group = start_single(&storage, GROUP, Counters::default(), test_options()).await;
     for _ in 0..200 {
-        group.propose(increment("k")).await.unwrap();
+        group.propose(increment(&name)).await.unwrap();
     }
     assert!(
         wait_until(|| fully_purged(&storage, &group)).await,
@@ -109,10 +111,10 @@ async fn the_log_is_purged_once_applied_and_a_restart_loses_nothing() {
     let counters = Counters::default();
     let total = counters.total.clone();
     let group = start_single(&storage, GROUP, counters, test_options()).await;
-    assert_eq!(stored_counter(&group.view(), "k"), Some(200));
+    assert_eq!(stored_counter(&group.view(), &name), Some(200));
     assert_eq!(total.load(std::sync::atomic::Ordering::SeqCst), 200);
     assert_eq!(snapshot_files(&storage), 0, "a restart dumps nothing");
-    assert_eq!(value_of(&group.propose(increment("k")).await.unwrap()), 201);
+    assert_eq!(value_of(&group.propose(increment(&name)).await.unwrap()), 201);
     group.shutdown().await.unwrap();
 }
 
