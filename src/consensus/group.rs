@@ -18,6 +18,7 @@ use openraft::error::{InitializeError, RaftError};
 use openraft::{Config, SnapshotPolicy};
 
 use super::batcher::ProposalBatcher;
+use super::compactor::Compactor;
 use super::error::{ProposeError, StartError};
 use super::log_store::GroupLogStore;
 use super::machine::{GroupMachine, MachineView};
@@ -144,6 +145,7 @@ pub struct RaftGroup {
     transport: Arc<dyn PeerTransport>,
     pacer: Pacer,
     signals: Arc<GroupSignals>,
+    compactor: Compactor,
 }
 
 /// [`Bootstrap::First`] on a voter that is not first: initializes the membership after
@@ -184,17 +186,30 @@ impl RaftGroup {
         } = start;
         let config = Arc::new(options.raft_config(group));
         let log = GroupLogStore::new(group, node, storage.log.clone());
-        let state_machine = GroupStateMachine::open(
+        let mut state_machine = GroupStateMachine::open(
             group,
             storage.state.clone(),
             storage.snapshot_dir(group),
             machine,
         )
         .await?;
+        state_machine.compact_with(storage.compactor.clone());
         let view = state_machine.view();
         let network = GroupNetworkFactory::new(group, transport.clone());
-        let raft = Raft::new(node, config, network, log.clone(), state_machine).await?;
+        // openraft reads the current snapshot's metadata while it starts: no dump for that.
+        let dumps = state_machine.dump_gate();
+        dumps.close();
+        let raft = Raft::new(node, config, network, log.clone(), state_machine).await;
+        dumps.open();
+        let raft = raft?;
         let signals = pacer.track(group, raft.clone());
+        storage.compactor.track(
+            group,
+            node,
+            raft.clone(),
+            options.logs_kept_after_snapshot,
+            storage.log.live_bytes(group),
+        );
         let started = RaftGroup {
             group,
             node,
@@ -205,6 +220,7 @@ impl RaftGroup {
             view,
             pacer,
             signals,
+            compactor: storage.compactor.clone(),
         };
         let single_voter = voters.len() == 1 && voters.contains_key(&node);
         let initialized = started.raft.is_initialized().await?;
@@ -384,6 +400,7 @@ impl RaftGroup {
     /// Stop the group (its data stays). Persists the committed index for a quick restart.
     pub async fn shutdown(&self) -> Result<(), StartError> {
         self.pacer.untrack(self.group);
+        self.compactor.untrack(self.group);
         self.raft.shutdown().await?;
         if let Err(e) = self.log.flush_committed().await {
             tracing::warn!(group = self.group, error = %e, "committed index not persisted at shutdown");

@@ -16,11 +16,15 @@
 //!   the transaction/view they get over their slice of sled.
 //! - [`state_db`]: the node's sled database ([`StateDb`]), the key layout of the groups in it, and
 //!   the real fsync that sled 0.34's `flush()` does not do.
-//! - [`snapshot`]: snapshot files (a CRC-checked dump of one group's sled keys) and the
-//!   per-group snapshot directory.
+//! - [`snapshot`]: snapshot files (a CRC-checked dump of one group's sled keys, written when
+//!   one is sent to a follower) and the per-group snapshot directory.
 //! - [`state_machine`]: openraft's `RaftStateMachine` for one group: applies committed entries
-//!   to sled through its [`GroupMachine`], atomically with the applied log id; builds and
-//!   installs snapshots; restores from the snapshot file when sled is behind after a crash.
+//!   to sled through its [`GroupMachine`], atomically with the applied log id; snapshots in
+//!   place (sled synced, ADR 0014), dumps one to send, installs one received; restores from
+//!   the snapshot file when sled is behind it after a crash (`restore.rs`).
+//! - [`compactor`]: the node's [`compactor::Compactor`]: one task that snapshots and purges each
+//!   group's log once it grew, state was removed, or the group went idle, and lets sled give
+//!   removed space back.
 //! - [`network`]: openraft's network factory over a [`PeerTransport`]: [`NoPeers`] on a single
 //!   node, `cluster::GrpcTransport` in a cluster.
 //! - [`commit_hold`]: commit-only heartbeats held back for the next append.
@@ -42,9 +46,8 @@
 //! they fsynced it), and after the leader's own fsync of it (the batcher waits for
 //! [`log_store::Durable`]). sled may
 //! lag (its `flush()` does not fsync); the log is purged only up to a snapshot, and a snapshot is
-//! reported to openraft only after its file was fsynced *and* sled was really synced (see
-//! [`state_db`]), so after a crash sled (or, failing that, the snapshot file) always covers
-//! everything the log no longer has.
+//! reported to openraft only after sled was really synced (see [`state_db`]), so after a crash
+//! sled always covers everything the log no longer has.
 
 // openraft's `StorageError` is the error type its storage traits require, and it is large;
 // boxing it at every internal helper would only add allocations on error paths.
@@ -52,6 +55,7 @@
 
 pub mod batcher;
 pub mod commit_hold;
+pub mod compactor;
 pub mod error;
 pub mod gather;
 pub mod group;
@@ -63,6 +67,7 @@ pub mod node_storage;
 pub mod pacer;
 pub mod raft_codec;
 pub mod registry;
+mod restore;
 pub mod snapshot;
 pub mod state_db;
 pub mod state_machine;

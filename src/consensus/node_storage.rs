@@ -8,6 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::compactor::Compactor;
 use super::state_db::StateDb;
 use super::types::GroupId;
 use crate::store::log::{LogEngine, LogError, LogOptions, RecoveryReport};
@@ -28,11 +29,14 @@ pub enum StorageOpenError {
     },
 }
 
-/// The log engine, the sled database and the snapshot root of a node. Cheap to clone.
+/// The log engine, the sled database, the snapshot root and the log compactor of a node.
+/// Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct NodeStorage {
     pub log: LogEngine,
     pub state: StateDb,
+    /// Keeps every group's log small (`compactor.rs`).
+    pub compactor: Compactor,
     snapshot_root: PathBuf,
 }
 
@@ -57,6 +61,7 @@ impl NodeStorage {
         Ok((
             NodeStorage {
                 log,
+                compactor: Compactor::new(state.clone()),
                 state,
                 snapshot_root,
             },

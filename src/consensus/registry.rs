@@ -173,6 +173,8 @@ impl GroupRegistry {
                 tracing::warn!(group, error = %e, "group did not stop cleanly");
             }
         }
+        // A sled reclaim under way holds the database open.
+        self.storage.compactor.settle().await;
     }
 
     fn map_read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<GroupId, Arc<RaftGroup>>> {

@@ -3,8 +3,10 @@
 //!
 //! ## What a snapshot is here
 //!
-//! A consistent dump of the group's machine keys in sled at one applied log id, plus the
-//! openraft [`SnapshotMeta`]. It is fsynced before openraft hears of it, so it is a durable
+//! A snapshot file is a consistent dump of the group's machine keys in sled at one applied log
+//! id, plus the openraft [`SnapshotMeta`]. Since ADR 0014 one is written only to be sent to a
+//! follower (the snapshots the log is purged by stay in sled, `state_machine.rs`), and deleted
+//! by the next in-place snapshot. It is fsynced before openraft hears of it, so it is a durable
 //! checkpoint on its own: if sled lost writes in a crash and is behind the snapshot, the group's
 //! state is restored from the file on open (see [`state_machine`](super::state_machine)).
 //! openraft streams the file to followers in chunks (`snapshot_max_chunk_size`), so a large
@@ -396,12 +398,50 @@ impl SnapshotDir {
         Ok((meta, path))
     }
 
+    /// Delete the current snapshot file if it is older than `meta`, an in-place snapshot
+    /// that supersedes it (`state_machine.rs`). Blocking.
+    pub fn discard_older_than(&mut self, meta: &SnapshotMeta) -> io::Result<()> {
+        if self
+            .current
+            .as_ref()
+            .is_some_and(|(current, _)| current.last_log_id < meta.last_log_id)
+        {
+            if let Some((_, path)) = self.current.take() {
+                fs::remove_file(&path)?;
+                state_db::sync_dir(&self.dir)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// An empty file standing for the data of an in-place snapshot where openraft wants a
+    /// handle but reads only the metadata. Blocking. Installing it would fail (no magic).
+    pub fn placeholder(&self) -> io::Result<Placeholder> {
+        let path = self.temp_path("empty");
+        File::create(&path)?;
+        Ok(Placeholder { path })
+    }
+
     /// Delete the directory and everything in it (the group is being dropped). Blocking.
     pub fn remove_all(dir: &Path) -> io::Result<()> {
         match fs::remove_dir_all(dir) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             other => other,
         }
+    }
+}
+
+/// An empty temporary file, deleted once opened (see [`SnapshotDir::placeholder`]).
+pub(crate) struct Placeholder {
+    path: PathBuf,
+}
+
+impl Placeholder {
+    /// Open the file and delete its name: the handle is all that is left of it.
+    pub async fn open(self) -> io::Result<SnapshotFile> {
+        let file = SnapshotFile::open(&self.path).await;
+        tokio::fs::remove_file(&self.path).await?;
+        file
     }
 }
 

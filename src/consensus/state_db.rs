@@ -13,6 +13,7 @@
 //! | `0x00` raft | `applied` | last applied log id ([`raft_codec`](super::raft_codec)) |
 //! | `0x00` raft | `membership` | last applied membership |
 //! | `0x00` raft | `installing` | name of the snapshot file being installed (crash marker) |
+//! | `0x00` raft | `snapshot` | metadata of the newest in-place snapshot (`state_machine.rs`) |
 //! | `0x01` data | anything | the group's [`GroupMachine`](super::GroupMachine) keys |
 //!
 //! A group's keys are contiguous, so its state can be dumped, replaced or dropped as a range,
@@ -54,6 +55,7 @@ pub(crate) const SPACE_DATA: u8 = 0x01;
 pub(crate) const KEY_APPLIED: &[u8] = b"applied";
 pub(crate) const KEY_MEMBERSHIP: &[u8] = b"membership";
 pub(crate) const KEY_INSTALLING: &[u8] = b"installing";
+pub(crate) const KEY_SNAPSHOT: &[u8] = b"snapshot";
 
 /// Length of `group id ++ space`.
 pub(crate) const PREFIX_LEN: usize = 9;

@@ -10,11 +10,19 @@
 //!   The batch is queued to the node's write-behind thread (`state_writer.rs`), so `apply`
 //!   returns before sled has it; every read of this group's sled keys flushes that queue first.
 //!   It is not fsynced either (sled may lag the log; the log is the durable source).
-//! - **Snapshot**: a consistent dump of the group's machine keys (taken on the state-machine
-//!   task, so this group's applies wait for it; other groups do not), fsynced, renamed into
-//!   place, then sled is really synced ([`StateDb::sync`]). Only then is the snapshot reported to
-//!   openraft, which purges the log only up to a snapshot. So every purged entry is covered both
-//!   by the snapshot file and by durable sled state.
+//! - **Snapshot, in place** (ADR 0014): sled itself is the snapshot. Building one queues a
+//!   `snapshot` mark (its metadata) behind the group's applied batches, then really syncs sled
+//!   ([`StateDb::sync`]); only then is it reported to openraft, which purges the log only up to
+//!   a snapshot. So every purged entry is covered by durable sled state, and a snapshot costs a
+//!   sync, not a copy of the stream: the compactor (`compactor.rs`) takes one whenever the log
+//!   grew or state was removed. Snapshots before ADR 0014 were dump files; one that is newer
+//!   than the mark stays the current snapshot.
+//! - **Sending one** (a follower lags behind the purged log): `get_current_snapshot` dumps the
+//!   group's keys as applied now into a file (on the state-machine task, so this group's
+//!   applies wait for it; other groups do not), fsynced and renamed into place, and sends that;
+//!   its metadata is the mark's when nothing was applied since, else the applied log id. The
+//!   next in-place snapshot deletes the file. While openraft reads the initial state at start
+//!   ([`DumpGate`]) it gets the mark's metadata and an empty placeholder instead of a dump.
 //! - **Install** (a snapshot from the leader): the file is fsynced and committed first; then the
 //!   group's keys are replaced under an `installing` marker in sled, so a crash mid-install is
 //!   finished from the file on the next open.
@@ -24,24 +32,26 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use openraft::storage::RaftStateMachine;
 use openraft::{AnyError, EntryPayload, RaftSnapshotBuilder, StorageIOError};
 use tokio::io::AsyncSeekExt;
 
+use super::compactor::{Compactor, LogGrowth};
 use super::machine::{ApplyPosition, GroupMachine, MachineTxn, MachineView};
 use super::raft_codec;
+use super::restore::{blocking, clear_group, restore};
 use super::snapshot::{self, SnapshotDir, SnapshotFile};
-use super::state_db::{self, StateDb, KEY_APPLIED, KEY_INSTALLING, KEY_MEMBERSHIP, SPACE_RAFT};
+use super::state_db::{
+    self, StateDb, KEY_APPLIED, KEY_INSTALLING, KEY_MEMBERSHIP, KEY_SNAPSHOT, SPACE_RAFT,
+};
 use super::state_writer::Owner;
 use super::types::{
     Entry, GroupId, LogId, ProposalResponse, Snapshot, SnapshotMeta, StorageError,
     StoredMembership, TypeConfig,
 };
-
-/// Writes per sled batch when clearing or restoring a group's keys.
-const RESTORE_BATCH: usize = 10_000;
 
 fn sm_read_err(e: impl std::error::Error + 'static) -> StorageError {
     StorageIOError::read_state_machine(AnyError::new(&e)).into()
@@ -55,15 +65,27 @@ fn snapshot_err(e: impl std::error::Error + 'static) -> StorageError {
     StorageIOError::write_snapshot(None, AnyError::new(&e)).into()
 }
 
-fn join_err(e: tokio::task::JoinError) -> io::Error {
-    io::Error::other(e)
+/// Whether [`GroupStateMachine`] may dump its state to a snapshot file when openraft asks for
+/// the current snapshot. Closed while openraft reads the group's initial state (`Raft::new`),
+/// which needs only the snapshot's metadata: a restart must not dump a whole stream. Open
+/// otherwise, so a follower that needs the snapshot gets it. Cheap to clone.
+#[derive(Clone, Debug, Default)]
+pub struct DumpGate {
+    closed: Arc<AtomicBool>,
 }
 
-/// Run blocking I/O off the async workers.
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> io::Result<T> + Send + 'static,
-) -> io::Result<T> {
-    tokio::task::spawn_blocking(f).await.map_err(join_err)?
+impl DumpGate {
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+    }
+
+    pub fn open(&self) {
+        self.closed.store(false, Ordering::Release);
+    }
+
+    fn is_open(&self) -> bool {
+        !self.closed.load(Ordering::Acquire)
+    }
 }
 
 /// The state machine of one group. See the module docs.
@@ -78,6 +100,13 @@ pub struct GroupStateMachine {
     membership: StoredMembership,
     /// This instance's batches in the node's write-behind queue (`state_writer.rs`).
     owner: Owner,
+    /// The newest snapshot kept in place: sled itself, synced with every apply up to its
+    /// last log id (module docs). The snapshot file, if newer, is the current one instead.
+    in_place: Option<SnapshotMeta>,
+    dumps: DumpGate,
+    /// What was applied since the last snapshot, and what was asked of the compactor.
+    growth: LogGrowth,
+    compactor: Option<Compactor>,
 }
 
 impl Drop for GroupStateMachine {
@@ -108,6 +137,10 @@ impl GroupStateMachine {
                 .map_err(sm_read_err)
         };
         let installing = read(KEY_INSTALLING)?;
+        let mut in_place: Option<SnapshotMeta> = match read(KEY_SNAPSHOT)? {
+            Some(bytes) => Some(raft_codec::decode(&bytes).map_err(sm_read_err)?),
+            None => None,
+        };
         let mut applied: Option<LogId> = match read(KEY_APPLIED)? {
             Some(bytes) => raft_codec::decode(&bytes).map_err(sm_read_err)?,
             None => None,
@@ -139,6 +172,8 @@ impl GroupStateMachine {
                 .map_err(sm_write_err)?;
             applied = meta.last_log_id;
             membership = meta.last_membership;
+            // The restore cleared the in-place mark with every other key of the group.
+            in_place = None;
         }
         let view = MachineView::new(db.clone(), group);
         machine.load(&view).map_err(sm_read_err)?;
@@ -151,7 +186,71 @@ impl GroupStateMachine {
             applied,
             membership,
             owner,
+            in_place,
+            dumps: DumpGate::default(),
+            growth: LogGrowth::default(),
+            compactor: None,
         })
+    }
+
+    /// Ask `compactor` to keep the group's log small as entries are applied.
+    pub fn compact_with(&mut self, compactor: Compactor) {
+        self.compactor = Some(compactor);
+    }
+
+    /// The gate of snapshot dumps (see [`DumpGate`]).
+    pub fn dump_gate(&self) -> DumpGate {
+        self.dumps.clone()
+    }
+
+    /// The metadata of a snapshot of the state as applied now.
+    fn current_meta(&self) -> SnapshotMeta {
+        let last = self.applied;
+        SnapshotMeta {
+            last_log_id: last,
+            last_membership: self.membership.clone(),
+            snapshot_id: format!(
+                "{}-{}-{}-{}",
+                self.group,
+                last.map(|id| id.leader_id.term).unwrap_or(0),
+                last.map(|id| id.index + 1).unwrap_or(0),
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos())
+                    .unwrap_or(0)
+            ),
+        }
+    }
+
+    /// Dump the state as applied now into a snapshot file and make it the current one, unless
+    /// the in-place snapshot `in_place` is that state (then its metadata is kept, so openraft
+    /// sees the snapshot it built). On the state-machine task, so no apply interleaves.
+    async fn dump_current(&self, in_place: &SnapshotMeta) -> io::Result<(SnapshotMeta, PathBuf)> {
+        let meta = if in_place.last_log_id == self.applied {
+            in_place.clone()
+        } else {
+            self.current_meta()
+        };
+        let temp = self
+            .snapshots
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .temp_path("dump");
+        let (db, snapshots, group, owner) = (
+            self.db.clone(),
+            self.snapshots.clone(),
+            self.group,
+            self.owner,
+        );
+        blocking(move || {
+            db.writer().flush(owner).map_err(io::Error::other)?;
+            snapshot::write_dump(db.tree(), group, &meta, &temp)?;
+            snapshots
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .commit(&temp, meta)
+        })
+        .await
     }
 
     /// Read access to the group's machine keys.
@@ -175,11 +274,17 @@ impl GroupStateMachine {
         let mut txn = MachineTxn::new(&self.view);
         let mut last_applied = None;
         let mut new_membership = None;
+        let mut applied_bytes = 0u64;
         for entry in entries {
             let log_id = entry.log_id;
             match entry.payload {
                 EntryPayload::Blank => replies.push(ProposalResponse::default()),
                 EntryPayload::Normal(proposal) => {
+                    applied_bytes += proposal
+                        .commands
+                        .iter()
+                        .map(|command| command.payload.len() as u64)
+                        .sum::<u64>();
                     let mut responses = Vec::with_capacity(proposal.commands.len());
                     for (position, command) in proposal.commands.iter().enumerate() {
                         let at = ApplyPosition {
@@ -208,6 +313,7 @@ impl GroupStateMachine {
             .finish(&mut txn)
             .map_err(|e| StorageIOError::apply(last_log_id, AnyError::new(&e)))?;
         let mut writes = txn.into_writes();
+        let removed_keys = writes.iter().filter(|(_, value)| value.is_none()).count() as u64;
         writes.push((
             state_db::key(self.group, SPACE_RAFT, KEY_APPLIED),
             Some(raft_codec::encode(&last_applied)),
@@ -228,95 +334,27 @@ impl GroupStateMachine {
         if let Some(membership) = new_membership {
             self.membership = membership;
         }
+        if let Some(reason) = self.growth.applied(applied_bytes, removed_keys) {
+            if let Some(compactor) = &self.compactor {
+                compactor.request(self.group, reason);
+            }
+        }
         Ok(replies)
     }
 }
 
-/// Delete all keys of `group`, in batches, except those in the raft space named in `keep`.
-/// Blocking.
-fn clear_group(tree: &sled::Tree, group: GroupId, keep: &[&[u8]]) -> io::Result<()> {
-    let keep: Vec<Vec<u8>> = keep
-        .iter()
-        .map(|name| state_db::key(group, SPACE_RAFT, name))
-        .collect();
-    loop {
-        let mut batch = sled::Batch::default();
-        let mut n = 0;
-        for item in tree.scan_prefix(state_db::group_prefix(group)) {
-            let (key, _) = item.map_err(io::Error::other)?;
-            if keep.iter().any(|k| k.as_slice() == key.as_ref()) {
-                continue;
-            }
-            batch.remove(key);
-            n += 1;
-            if n == RESTORE_BATCH {
-                break;
-            }
-        }
-        if n == 0 {
-            return Ok(());
-        }
-        tree.apply_batch(batch).map_err(io::Error::other)?;
-    }
-}
-
-/// Replace all keys of `group` by the contents of the snapshot file at `path`, crash-safely:
-/// verify the file, set the `installing` marker (and drop the applied id) in one batch, clear,
-/// write the records, then write applied + membership and remove the marker in one batch. A
-/// crash anywhere before the last batch leaves the marker, and the next open restores again.
-async fn restore(tree: sled::Tree, group: GroupId, path: PathBuf) -> io::Result<SnapshotMeta> {
-    blocking(move || {
-        let meta = snapshot::verify(&path)?;
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let mut mark = sled::Batch::default();
-        mark.insert(
-            state_db::key(group, SPACE_RAFT, KEY_INSTALLING),
-            name.as_bytes(),
-        );
-        mark.remove(state_db::key(group, SPACE_RAFT, KEY_APPLIED));
-        tree.apply_batch(mark).map_err(io::Error::other)?;
-        clear_group(&tree, group, &[KEY_INSTALLING])?;
-        let mut batch = sled::Batch::default();
-        let mut n = 0;
-        snapshot::read_records(&path, |key, value| {
-            batch.insert(state_db::key(group, state_db::SPACE_DATA, &key), value);
-            n += 1;
-            if n == RESTORE_BATCH {
-                tree.apply_batch(std::mem::take(&mut batch))
-                    .map_err(io::Error::other)?;
-                n = 0;
-            }
-            Ok(())
-        })?;
-        batch.insert(
-            state_db::key(group, SPACE_RAFT, KEY_APPLIED),
-            raft_codec::encode(&meta.last_log_id).as_ref(),
-        );
-        batch.insert(
-            state_db::key(group, SPACE_RAFT, KEY_MEMBERSHIP),
-            raft_codec::encode(&meta.last_membership).as_ref(),
-        );
-        batch.remove(state_db::key(group, SPACE_RAFT, KEY_INSTALLING));
-        tree.apply_batch(batch).map_err(io::Error::other)?;
-        Ok(meta)
-    })
-    .await
-}
-
-/// Builds one snapshot. The dump was already taken consistently (on the state-machine task,
-/// when the builder was created); building commits it and syncs sled.
+/// Builds one in-place snapshot. Its mark was queued behind the group's applied batches (on
+/// the state-machine task, when the builder was created); building syncs sled, which makes the
+/// mark and everything applied before it durable, and deletes an older snapshot file.
 pub struct GroupSnapshotBuilder {
-    prepared: Result<(PathBuf, SnapshotMeta), StorageError>,
+    prepared: Result<SnapshotMeta, StorageError>,
     snapshots: Arc<Mutex<SnapshotDir>>,
     db: StateDb,
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for GroupSnapshotBuilder {
     async fn build_snapshot(&mut self) -> Result<Snapshot, StorageError> {
-        let (temp, meta) = std::mem::replace(
+        let meta = std::mem::replace(
             &mut self.prepared,
             Err(snapshot_err(io::Error::other(
                 "snapshot builder used twice",
@@ -324,21 +362,21 @@ impl RaftSnapshotBuilder<TypeConfig> for GroupSnapshotBuilder {
         )?;
         let snapshots = self.snapshots.clone();
         let db = self.db.clone();
-        let (meta, path) = blocking(move || {
-            let committed = snapshots
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .commit(&temp, meta)?;
+        let built = meta.clone();
+        let placeholder = blocking(move || {
             // sled must cover everything the log may now purge (module docs).
             db.sync()?;
-            Ok(committed)
+            let mut snapshots = snapshots
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            snapshots.discard_older_than(&built)?;
+            snapshots.placeholder()
         })
         .await
         .map_err(snapshot_err)?;
-        let file = SnapshotFile::open(&path).await.map_err(snapshot_err)?;
         Ok(Snapshot {
             meta,
-            snapshot: Box::new(file),
+            snapshot: Box::new(placeholder.open().await.map_err(snapshot_err)?),
         })
     }
 }
@@ -359,38 +397,21 @@ impl RaftStateMachine<TypeConfig> for GroupStateMachine {
     }
 
     async fn get_snapshot_builder(&mut self) -> GroupSnapshotBuilder {
-        let last = self.applied;
-        let meta = SnapshotMeta {
-            last_log_id: last,
-            last_membership: self.membership.clone(),
-            snapshot_id: format!(
-                "{}-{}-{}-{}",
-                self.group,
-                last.map(|id| id.leader_id.term).unwrap_or(0),
-                last.map(|id| id.index + 1).unwrap_or(0),
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_nanos())
-                    .unwrap_or(0)
-            ),
+        let meta = self.current_meta();
+        // The mark goes behind this instance's applied batches, so it is durable only with
+        // them; nothing is dumped (module docs).
+        let mark = vec![(
+            state_db::key(self.group, SPACE_RAFT, KEY_SNAPSHOT),
+            Some(raft_codec::encode(&meta)),
+        )];
+        let prepared = match self.db.writer().submit(self.owner, mark) {
+            Ok(()) => {
+                self.in_place = Some(meta.clone());
+                self.growth.snapshot_taken();
+                Ok(meta)
+            }
+            Err(e) => Err(snapshot_err(e)),
         };
-        let temp = self
-            .snapshots
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .temp_path("build");
-        let db = self.db.clone();
-        let (group, owner) = (self.group, self.owner);
-        // The dump runs here, on the state-machine task, so no apply of this group interleaves:
-        // sled 0.34 has no point-in-time snapshots. It dumps sled once every applied batch of
-        // this instance is written; a failed one fails the snapshot (the log stays unpurged).
-        let prepared = blocking(move || {
-            db.writer().flush(owner).map_err(io::Error::other)?;
-            snapshot::write_dump(db.tree(), group, &meta, &temp)?;
-            Ok((temp, meta))
-        })
-        .await
-        .map_err(snapshot_err);
         GroupSnapshotBuilder {
             prepared,
             snapshots: self.snapshots.clone(),
@@ -479,23 +500,50 @@ impl RaftStateMachine<TypeConfig> for GroupStateMachine {
             .map_err(sm_write_err)?;
         self.applied = meta.last_log_id;
         self.membership = meta.last_membership;
+        // The restore cleared the in-place mark: the received file is the current snapshot.
+        self.in_place = None;
+        self.growth.snapshot_taken();
         self.machine.load(&self.view).map_err(sm_read_err)?;
         Ok(())
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, StorageError> {
-        let current = self
+        let read_err = |e: io::Error| {
+            StorageError::from(StorageIOError::read_snapshot(None, AnyError::new(&e)))
+        };
+        let file = self
             .snapshots
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .current()
             .cloned();
-        let Some((meta, path)) = current else {
-            return Ok(None);
+        let in_place = self.in_place.clone().filter(|mark| {
+            file.as_ref()
+                .is_none_or(|(meta, _)| meta.last_log_id < mark.last_log_id)
+        });
+        let (meta, path) = match (in_place, file) {
+            (Some(mark), _) if !self.dumps.is_open() => {
+                // openraft reads its initial state: the metadata is all it uses.
+                let snapshots = self.snapshots.clone();
+                let placeholder = blocking(move || {
+                    snapshots
+                        .lock()
+                        .unwrap_or_else(|poisoned| poisoned.into_inner())
+                        .placeholder()
+                })
+                .await
+                .map_err(read_err)?;
+                let file = placeholder.open().await.map_err(read_err)?;
+                return Ok(Some(Snapshot {
+                    meta: mark,
+                    snapshot: Box::new(file),
+                }));
+            }
+            (Some(mark), _) => self.dump_current(&mark).await.map_err(read_err)?,
+            (None, Some(file)) => file,
+            (None, None) => return Ok(None),
         };
-        let file = SnapshotFile::open(&path).await.map_err(|e| {
-            StorageError::from(StorageIOError::read_snapshot(None, AnyError::new(&e)))
-        })?;
+        let file = SnapshotFile::open(&path).await.map_err(read_err)?;
         Ok(Some(Snapshot {
             meta,
             snapshot: Box::new(file),

@@ -4,6 +4,7 @@
 
 mod bench;
 mod bootstrap;
+mod compaction;
 mod drop;
 mod group;
 mod many_groups;

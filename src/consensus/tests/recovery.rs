@@ -3,8 +3,11 @@
 use std::time::Duration;
 
 use super::support::*;
+use openraft::storage::RaftStateMachine;
+
 use crate::consensus::group::GroupOptions;
 use crate::consensus::state_db::{self, KEY_INSTALLING, SPACE_DATA, SPACE_RAFT};
+use crate::consensus::state_machine::GroupStateMachine;
 
 fn snapshot_often() -> GroupOptions {
     GroupOptions {
@@ -45,6 +48,29 @@ async fn fill_and_wait_for_purge(
         "sled was really synced before the purge"
     );
     group.shutdown().await.unwrap();
+    drop(group);
+    // Snapshots stay in sled (ADR 0014); a snapshot file is written when one is sent to a
+    // follower. Ask for one as a leader does, so the file-based recoveries below have one.
+    let mut machine = GroupStateMachine::open(
+        group_id,
+        storage.state.clone(),
+        storage.snapshot_dir(group_id),
+        Box::new(Counters::default()),
+    )
+    .await
+    .unwrap();
+    let sent = machine.get_current_snapshot().await.unwrap();
+    assert_eq!(
+        sent.expect("a snapshot to send")
+            .meta
+            .last_log_id
+            .map(|id| id.index),
+        storage
+            .log
+            .last_index(group_id)
+            .or(storage.log.last_purged(group_id)),
+        "the snapshot sent is the state as applied"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -62,8 +88,9 @@ async fn purged_group_restarts_from_sled() {
 async fn group_whose_sled_state_was_lost_is_restored_from_its_snapshot_file() {
     let dir = tempfile::tempdir().unwrap();
     fill_and_wait_for_purge(dir.path(), 9, 120, 90).await;
-    // Worst case of "sled lags": sled lost everything. The log no longer has the purged
-    // entries, so only the snapshot file can bring the state back; openraft then re-applies the
+    // Worst case of "sled lags" behind a snapshot file (one sent to a follower): sled lost
+    // everything. The log no longer has the purged entries, so only the snapshot file can
+    // bring the state back; openraft then re-applies the
     // log after the snapshot.
     std::fs::remove_dir_all(dir.path().join("state")).unwrap();
     let storage = open_storage(dir.path());

@@ -15,6 +15,8 @@ use crate::store::log::LogOptions;
 
 /// Command kind of [`Counters`]: payload = counter name.
 pub const INCREMENT: u16 = 1;
+/// Command kind of [`Counters`]: remove the counter named by the payload.
+pub const RESET: u16 = 2;
 
 /// Counters by name in sled (`c/<name>` → u64 big endian); each increment answers the new
 /// value. Keeps an in-memory total of all counters, rebuilt by `load`, to check that `load`
@@ -54,10 +56,17 @@ impl GroupMachine for Counters {
         command: &Command,
         txn: &mut MachineTxn<'_>,
     ) -> Result<Response, MachineError> {
+        let key = counter_key(&command.payload);
+        if command.kind == RESET {
+            if let Some(bytes) = txn.get(&key)? {
+                self.total.fetch_sub(decode(&bytes)?, Ordering::SeqCst);
+                txn.remove(key);
+            }
+            return Ok(Response::new(Vec::new()));
+        }
         if command.kind != INCREMENT {
             return Ok(Response::new(&b"unknown command"[..]));
         }
-        let key = counter_key(&command.payload);
         let value = match txn.get(&key)? {
             Some(bytes) => decode(&bytes)? + 1,
             None => 1,
@@ -70,6 +79,10 @@ impl GroupMachine for Counters {
 
 pub fn increment(name: &str) -> Command {
     Command::new(INCREMENT, name.as_bytes().to_vec())
+}
+
+pub fn reset(name: &str) -> Command {
+    Command::new(RESET, name.as_bytes().to_vec())
 }
 
 pub fn value_of(response: &Response) -> u64 {

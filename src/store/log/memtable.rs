@@ -414,6 +414,12 @@ impl Tables {
         Some(bytes)
     }
 
+    pub fn live_bytes(&self, group: u64) -> u64 {
+        self.groups.get(&group).map_or(0, |log| {
+            log.entries.iter().map(|payload| payload.len() as u64).sum()
+        })
+    }
+
     pub fn entry_count(&self, group: u64) -> usize {
         self.groups.get(&group).map_or(0, |log| log.entries.len())
     }

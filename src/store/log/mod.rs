@@ -335,6 +335,11 @@ impl LogEngine {
         self.inner.shared.tables.read().entries(group, range)
     }
 
+    /// Payload bytes of the entries of `group` still in the log (not purged).
+    pub fn live_bytes(&self, group: u64) -> u64 {
+        self.inner.shared.tables.read().live_bytes(group)
+    }
+
     /// Index of the first entry present, if any.
     pub fn first_index(&self, group: u64) -> Option<u64> {
         self.inner.shared.tables.read().first_index(group)

@@ -1,0 +1,538 @@
+//! [`Compactor`]: keeps every group's Raft log small, so that the write-ahead log holds only
+//! what sled does not yet hold durably (docs/adr/0014-log-follows-the-state.md). One per node,
+//! one task, shared by every group through [`NodeStorage`](super::NodeStorage).
+//!
+//! A group's state machine tells it, without blocking, how its log grew since the last
+//! snapshot ([`LogGrowth`]); the compactor then, debounced per group:
+//!
+//! 1. triggers a snapshot (cheap: snapshots stay in sled, `state_machine.rs`), unless nothing
+//!    was applied since the last one;
+//! 2. once openraft reports it built, purges the log up to it (`Raft::trigger().purge_log`),
+//!    except the entries a follower still needs while it lags by at most `keep_for_lagging`
+//!    entries (one lagging further gets a snapshot anyway); the leader itself also never
+//!    purges entries a replication is sending;
+//! 3. after a removal (purge, limits, acked work-queue messages), lets sled give the removed
+//!    keys' space back ([`StateDb::reclaim`]), node-wide and at most once per
+//!    [`RECLAIM_EVERY`].
+//!
+//! Nothing here wakes a quiet group (ADR 0013): the triggers go to openraft directly, not
+//! through the pacer, and a quiet group applies nothing, so it asks for nothing after its one
+//! [`Reason::Idle`] compaction.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+use super::state_db::StateDb;
+use super::types::{GroupId, NodeId, Raft};
+
+/// Why a group asks to be compacted, least urgent first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Reason {
+    /// Something was applied since the last snapshot: compact once the group has been left
+    /// alone for a while ([`IDLE_DELAY`]).
+    Idle,
+    /// The log grew by [`GROW_BYTES`] since the last snapshot.
+    Grew,
+    /// State was removed: the log holds what sled no longer does, and sled's space should
+    /// come back.
+    Removed,
+}
+
+/// Applied bytes since the last snapshot below which an idle group is left as it is: purging
+/// a few small entries frees nothing worth a WAL write (and its fsync); the WAL's own
+/// compaction copies such logs forward.
+pub const IDLE_MIN_BYTES: u64 = 64 << 10;
+/// Applied bytes since the last snapshot that make a group compact soon.
+pub const GROW_BYTES: u64 = 8 << 20;
+/// Removed sled keys since the last snapshot that make a group compact soon (stream messages
+/// live in 64 KiB blocks: a few blocks are worth it, a consumer's ack state is not).
+pub const REMOVED_KEYS: u64 = 4;
+/// How long after its request an idle group compacts.
+pub const IDLE_DELAY: Duration = Duration::from_secs(3);
+/// How long after its request a grown group compacts: merges a burst of requests.
+pub const SOON_DELAY: Duration = Duration::from_millis(200);
+/// The least time between two snapshots of one group that the compactor triggers.
+pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
+/// How long the compactor waits for a triggered snapshot before giving up on this round.
+const BUILD_WAIT: Duration = Duration::from_secs(10);
+/// How often it looks again at a group it waits for.
+const POLL: Duration = Duration::from_millis(50);
+/// How long a purge held back by a lagging follower is retried (a round every
+/// [`IDLE_DELAY`]).
+const LAGGING_RETRY: Duration = Duration::from_secs(30);
+/// The least time between two sled reclaims of the node.
+pub const RECLAIM_EVERY: Duration = Duration::from_secs(5);
+
+/// What one group's state machine counts between snapshots, and the request it makes. Owned
+/// by the state machine; reset when a snapshot is taken.
+#[derive(Debug, Default)]
+pub struct LogGrowth {
+    bytes: u64,
+    removed_keys: u64,
+    asked: Option<Reason>,
+}
+
+impl LogGrowth {
+    /// Count one apply call; returns the request to make, if it is new or more urgent than
+    /// the last one since the snapshot.
+    pub fn applied(&mut self, bytes: u64, removed_keys: u64) -> Option<Reason> {
+        self.bytes += bytes;
+        self.removed_keys += removed_keys;
+        let reason = if self.removed_keys >= REMOVED_KEYS {
+            Reason::Removed
+        } else if self.bytes >= GROW_BYTES {
+            Reason::Grew
+        } else if self.bytes >= IDLE_MIN_BYTES {
+            Reason::Idle
+        } else {
+            return None;
+        };
+        if self.asked.is_some_and(|asked| asked >= reason) {
+            return None;
+        }
+        self.asked = Some(reason);
+        Some(reason)
+    }
+
+    /// A snapshot was taken: the log behind it may go.
+    pub fn snapshot_taken(&mut self) {
+        *self = LogGrowth::default();
+    }
+}
+
+/// The node's compactor (see the module docs). Cheap to clone.
+#[derive(Clone)]
+pub struct Compactor {
+    shared: Arc<Shared>,
+    /// Outside `shared`: the task waits on it holding only a weak reference to the rest, so
+    /// the database closes once the node's handles are gone.
+    wake: Arc<Notify>,
+}
+
+impl std::fmt::Debug for Compactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Compactor").finish_non_exhaustive()
+    }
+}
+
+struct Shared {
+    state: Mutex<State>,
+    db: StateDb,
+    /// Held while sled reclaims, so that a shutdown can wait for it ([`Compactor::settle`]).
+    reclaiming: Arc<tokio::sync::Mutex<()>>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Every running group of the node, with what it needs to be compacted.
+    groups: HashMap<GroupId, Tracked>,
+    /// Groups with a compaction under way.
+    pending: HashMap<GroupId, Pending>,
+    /// When sled should reclaim, if a removal asked for it.
+    reclaim_due: Option<Instant>,
+    last_reclaim: Option<Instant>,
+    task_started: bool,
+}
+
+struct Tracked {
+    raft: Raft,
+    node: NodeId,
+    keep_for_lagging: u64,
+    last_snapshot: Option<Instant>,
+    /// Since when a lagging follower keeps holding part of the log back.
+    held_back_since: Option<Instant>,
+}
+
+struct Pending {
+    due: Instant,
+    reason: Reason,
+    step: Step,
+    /// A request that came after this round's snapshot was triggered: it needs another round.
+    again: Option<Reason>,
+}
+
+#[derive(Clone, Copy)]
+enum Step {
+    Snapshot,
+    AwaitBuild { before: Option<u64>, since: Instant },
+    Purge,
+}
+
+/// A group's log as openraft's metrics report it.
+struct LogPosition {
+    applied: Option<u64>,
+    snapshot: Option<u64>,
+    purged: Option<u64>,
+    /// The followers' matched index, when this replica leads.
+    followers: Vec<Option<u64>>,
+}
+
+fn position(raft: &Raft, node: NodeId) -> LogPosition {
+    let metrics = raft.metrics();
+    let metrics = metrics.borrow();
+    LogPosition {
+        applied: metrics.last_applied.map(|id| id.index),
+        snapshot: metrics.snapshot.map(|id| id.index),
+        purged: metrics.purged.map(|id| id.index),
+        followers: metrics
+            .replication
+            .iter()
+            .flatten()
+            .filter(|(id, _)| **id != node)
+            .map(|(_, matched)| matched.map(|id| id.index))
+            .collect(),
+    }
+}
+
+/// Where to purge to: the snapshot, or the oldest follower's matched index if it lags by at
+/// most `keep` entries behind the snapshot.
+fn purge_target(position: &LogPosition, keep: u64) -> Option<u64> {
+    let snapshot = position.snapshot?;
+    let needed = position
+        .followers
+        .iter()
+        .map(|matched| matched.map_or(0, |index| index + 1))
+        .filter(|next| snapshot.saturating_sub(*next) < keep)
+        .min();
+    match needed {
+        Some(0) => None,
+        Some(next) => Some((next - 1).min(snapshot)),
+        None => Some(snapshot),
+    }
+}
+
+impl Compactor {
+    /// A compactor reclaiming sled space in `db`. Its task starts with the first group.
+    pub fn new(db: StateDb) -> Compactor {
+        Compactor {
+            shared: Arc::new(Shared {
+                state: Mutex::new(State::default()),
+                db,
+                reclaiming: Arc::default(),
+            }),
+            wake: Arc::new(Notify::new()),
+        }
+    }
+
+    /// Start compacting `group` (on this replica `node`) when it asks. Call from a tokio
+    /// runtime (the first call starts the task). A (re)started group whose log holds
+    /// `unpurged_bytes` from before is looked at after [`IDLE_DELAY`] if that is worth it.
+    pub fn track(
+        &self,
+        group: GroupId,
+        node: NodeId,
+        raft: Raft,
+        keep_for_lagging: u64,
+        unpurged_bytes: u64,
+    ) {
+        let start = {
+            let mut state = self.shared.state.lock();
+            state.groups.insert(
+                group,
+                Tracked {
+                    raft,
+                    node,
+                    keep_for_lagging,
+                    last_snapshot: None,
+                    held_back_since: None,
+                },
+            );
+            !std::mem::replace(&mut state.task_started, true)
+        };
+        if start {
+            tokio::spawn(run(Arc::downgrade(&self.shared), self.wake.clone()));
+        }
+        if unpurged_bytes >= IDLE_MIN_BYTES {
+            self.request(group, Reason::Idle);
+        }
+    }
+
+    /// Stop compacting `group` (it stops or is dropped).
+    pub fn untrack(&self, group: GroupId) {
+        let mut state = self.shared.state.lock();
+        state.groups.remove(&group);
+        state.pending.remove(&group);
+    }
+
+    /// `group` asks to be compacted for `reason`. Never blocks.
+    pub fn request(&self, group: GroupId, reason: Reason) {
+        let now = Instant::now();
+        let mut state = self.shared.state.lock();
+        let Some(tracked) = state.groups.get(&group) else {
+            return;
+        };
+        let due = due_after(now, tracked.last_snapshot, reason);
+        match state.pending.get_mut(&group) {
+            Some(pending) if matches!(pending.step, Step::Snapshot) => {
+                pending.reason = pending.reason.max(reason);
+                pending.due = pending.due.min(due);
+            }
+            Some(pending) => pending.again = pending.again.max(Some(reason)),
+            None => {
+                state.pending.insert(
+                    group,
+                    Pending {
+                        due,
+                        reason,
+                        step: Step::Snapshot,
+                        again: None,
+                    },
+                );
+            }
+        }
+        drop(state);
+        self.wake.notify_one();
+    }
+
+    /// Wait until no sled reclaim runs, and drop the one planned: for a shutdown, after the
+    /// groups stopped, so that the database can close (a reopen finds sled's lock free).
+    pub async fn settle(&self) {
+        self.shared.state.lock().reclaim_due = None;
+        let _idle = self.shared.reclaiming.lock().await;
+    }
+}
+
+/// When a round asked for `reason` at `now` may snapshot: after its delay, and no sooner than
+/// [`MIN_INTERVAL`] after the group's last round.
+fn due_after(now: Instant, last_snapshot: Option<Instant>, reason: Reason) -> Instant {
+    let delay = match reason {
+        Reason::Idle => IDLE_DELAY,
+        Reason::Grew | Reason::Removed => SOON_DELAY,
+    };
+    let earliest = last_snapshot.map(|at| at + MIN_INTERVAL);
+    earliest.map_or(now + delay, |earliest| earliest.max(now + delay))
+}
+
+/// The compactor's task: ends once every [`Compactor`] handle is gone.
+async fn run(shared: Weak<Shared>, wake: Arc<Notify>) {
+    loop {
+        let next = {
+            let Some(strong) = shared.upgrade() else {
+                return;
+            };
+            let state = strong.state.lock();
+            let next_group = state.pending.values().map(|p| p.due).min();
+            match (next_group, state.reclaim_due) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
+        };
+        let now = Instant::now();
+        if next.is_none_or(|due| due > now) {
+            // A bounded wait, so that the task notices when the node's handles are gone.
+            let wait = next.map_or(Duration::from_secs(1), |due| due - now);
+            let _ = tokio::time::timeout(wait, wake.notified()).await;
+            continue;
+        }
+        let Some(strong) = shared.upgrade() else {
+            return;
+        };
+        step_due_groups(&strong).await;
+        reclaim_if_due(&strong).await;
+    }
+}
+
+/// Advance every group whose compaction step is due.
+async fn step_due_groups(shared: &Shared) {
+    let now = Instant::now();
+    let due: Vec<(GroupId, Raft, NodeId, u64, Step)> = {
+        let state = shared.state.lock();
+        state
+            .pending
+            .iter()
+            .filter(|(_, pending)| pending.due <= now)
+            .filter_map(|(group, pending)| {
+                let tracked = state.groups.get(group)?;
+                Some((
+                    *group,
+                    tracked.raft.clone(),
+                    tracked.node,
+                    tracked.keep_for_lagging,
+                    pending.step,
+                ))
+            })
+            .collect()
+    };
+    for (group, raft, node, keep, step) in due {
+        let at = position(&raft, node);
+        let outcome = match step {
+            Step::Snapshot if at.applied > at.snapshot => match raft.trigger().snapshot().await {
+                Ok(()) => Outcome::Next(Step::AwaitBuild {
+                    before: at.snapshot,
+                    since: now,
+                }),
+                Err(e) => {
+                    tracing::debug!(group, error = %e, "compaction: snapshot not triggered");
+                    Outcome::Done { held_back: false }
+                }
+            },
+            Step::Snapshot => Outcome::Next(Step::Purge),
+            Step::AwaitBuild { before, since } => {
+                if at.snapshot > before || now.duration_since(since) > BUILD_WAIT {
+                    Outcome::Next(Step::Purge)
+                } else {
+                    Outcome::Wait
+                }
+            }
+            Step::Purge => {
+                let target = purge_target(&at, keep);
+                if let Some(target) = target.filter(|target| Some(*target) > at.purged) {
+                    if let Err(e) = raft.trigger().purge_log(target).await {
+                        tracing::debug!(group, error = %e, "compaction: purge not triggered");
+                    }
+                }
+                Outcome::Done {
+                    held_back: target < at.snapshot,
+                }
+            }
+        };
+        finish_step(shared, group, outcome, now);
+    }
+}
+
+/// What one step of a group's round came to.
+enum Outcome {
+    /// Look again after [`POLL`].
+    Wait,
+    Next(Step),
+    /// The round is over; `held_back` if a lagging follower kept part of the log.
+    Done {
+        held_back: bool,
+    },
+}
+
+/// Record the outcome of one step of `group`'s round. A round held back by a lagging follower
+/// is followed by another (an [`Reason::Idle`] one) for up to [`LAGGING_RETRY`], since the
+/// follower may catch up or fall far enough behind to get a snapshot instead.
+fn finish_step(shared: &Shared, group: GroupId, outcome: Outcome, now: Instant) {
+    let mut state = shared.state.lock();
+    let Some(pending) = state.pending.get_mut(&group) else {
+        return;
+    };
+    match outcome {
+        Outcome::Wait => pending.due = now + POLL,
+        Outcome::Next(step) => {
+            pending.step = step;
+            pending.due = match step {
+                Step::AwaitBuild { .. } => now + POLL,
+                _ => now,
+            };
+        }
+        Outcome::Done { held_back } => {
+            let (reason, mut again) = (pending.reason, pending.again);
+            state.pending.remove(&group);
+            if let Some(tracked) = state.groups.get_mut(&group) {
+                tracked.last_snapshot = Some(now);
+                if !held_back {
+                    tracked.held_back_since = None;
+                } else if now.duration_since(*tracked.held_back_since.get_or_insert(now))
+                    < LAGGING_RETRY
+                {
+                    again = again.max(Some(Reason::Idle));
+                }
+                if let Some(again) = again {
+                    let next = Pending {
+                        due: due_after(now, Some(now), again),
+                        reason: again,
+                        step: Step::Snapshot,
+                        again: None,
+                    };
+                    state.pending.insert(group, next);
+                }
+            }
+            if reason == Reason::Removed {
+                let earliest = state.last_reclaim.map_or(now, |at| at + RECLAIM_EVERY);
+                let due = state
+                    .reclaim_due
+                    .map_or(earliest, |due| due.min(earliest))
+                    .max(now);
+                state.reclaim_due = Some(due);
+            }
+        }
+    }
+}
+
+/// Let sled give back removed keys' space, if a removal asked for it and it is time.
+async fn reclaim_if_due(shared: &Arc<Shared>) {
+    let now = Instant::now();
+    {
+        let mut state = shared.state.lock();
+        if state.reclaim_due.is_none_or(|due| due > now) {
+            return;
+        }
+        state.reclaim_due = None;
+        state.last_reclaim = Some(now);
+    }
+    let running = shared.reclaiming.clone().lock_owned().await;
+    let db = shared.db.clone();
+    let reclaimed = tokio::task::spawn_blocking(move || {
+        let reclaimed = db.reclaim();
+        drop(db);
+        drop(running);
+        reclaimed
+    })
+    .await;
+    match reclaimed {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "compaction: sled reclaim failed"),
+        Err(e) => tracing::warn!(error = %e, "compaction: sled reclaim panicked"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn growth_asks_once_per_reason_until_a_snapshot() {
+        let mut growth = LogGrowth::default();
+        assert_eq!(
+            growth.applied(100, 0),
+            None,
+            "too little to be worth a purge"
+        );
+        assert_eq!(growth.applied(IDLE_MIN_BYTES, 0), Some(Reason::Idle));
+        assert_eq!(growth.applied(100, 0), None, "already asked");
+        assert_eq!(growth.applied(GROW_BYTES, 0), Some(Reason::Grew));
+        assert_eq!(growth.applied(0, REMOVED_KEYS), Some(Reason::Removed));
+        assert_eq!(growth.applied(GROW_BYTES, 0), None);
+        growth.snapshot_taken();
+        assert_eq!(growth.applied(IDLE_MIN_BYTES, 0), Some(Reason::Idle));
+    }
+
+    fn at(snapshot: Option<u64>, followers: Vec<Option<u64>>) -> LogPosition {
+        LogPosition {
+            applied: snapshot,
+            snapshot,
+            purged: None,
+            followers,
+        }
+    }
+
+    #[test]
+    fn purge_keeps_what_a_near_follower_needs_only() {
+        assert_eq!(purge_target(&at(None, vec![]), 100), None);
+        assert_eq!(purge_target(&at(Some(500), vec![]), 100), Some(500));
+        // Caught up: the snapshot.
+        assert_eq!(
+            purge_target(&at(Some(500), vec![Some(500)]), 100),
+            Some(500)
+        );
+        // 50 behind: keep what it still needs.
+        assert_eq!(
+            purge_target(&at(Some(500), vec![Some(450)]), 100),
+            Some(450)
+        );
+        // Far behind: it gets a snapshot; the other follower's needs count.
+        assert_eq!(
+            purge_target(&at(Some(500), vec![Some(10), Some(480)]), 100),
+            Some(480)
+        );
+        // A follower that matched nothing yet and is near the start keeps everything.
+        assert_eq!(purge_target(&at(Some(50), vec![None]), 100), None);
+    }
+}
