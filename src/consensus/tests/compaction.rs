@@ -114,7 +114,10 @@ async fn the_log_is_purged_once_applied_and_a_restart_loses_nothing() {
     assert_eq!(stored_counter(&group.view(), &name), Some(200));
     assert_eq!(total.load(std::sync::atomic::Ordering::SeqCst), 200);
     assert_eq!(snapshot_files(&storage), 0, "a restart dumps nothing");
-    assert_eq!(value_of(&group.propose(increment(&name)).await.unwrap()), 201);
+    assert_eq!(
+        value_of(&group.propose(increment(&name)).await.unwrap()),
+        201
+    );
     group.shutdown().await.unwrap();
 }
 
