@@ -495,6 +495,26 @@ mod tests {
         assert!(verify(&path).is_err(), "a flipped bit is detected");
     }
 
+    /// Found reading `fuzz/fuzz_targets/snapshot.rs`'s inputs: a damaged field length made
+    /// the reader allocate up to `MAX_FIELD` (1 GiB) before it found the file too short. Now
+    /// the buffer grows with the bytes that exist, and the short field is an error.
+    #[test]
+    fn a_field_longer_than_the_file_is_an_error_without_its_allocation() {
+        let meta_bytes = raft_codec::encode(&meta(1));
+        let mut bytes = MAGIC.to_vec();
+        bytes.extend_from_slice(&(meta_bytes.len() as u32).to_le_bytes());
+        bytes.extend_from_slice(&meta_bytes);
+        bytes.push(TAG_RECORD);
+        bytes.extend_from_slice(&MAX_FIELD.to_le_bytes());
+        bytes.extend_from_slice(b"only a few bytes");
+        let error = verify_bytes(&bytes, Path::new("damaged")).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::UnexpectedEof, "{error}");
+        let length_at = bytes.len() - 20;
+        bytes[length_at..length_at + 4].copy_from_slice(&(MAX_FIELD + 1).to_le_bytes());
+        let error = verify_bytes(&bytes, Path::new("damaged")).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData, "{error}");
+    }
+
     #[test]
     fn directory_keeps_only_the_newest_committed_snapshot() {
         let root = tempfile::tempdir().unwrap();
