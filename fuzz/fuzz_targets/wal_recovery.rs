@@ -149,7 +149,8 @@ fuzz_target!(|data: &[u8]| {
     }
     let mut flipped_synced_data = false;
     if control[0] & 3 == 3 && !segments.is_empty() {
-        let segment = &mut segments[usize::from(control[3]) % segments.len()];
+        let which = usize::from(control[3]) % segments.len();
+        let segment = &mut segments[which];
         if !segment.is_empty() {
             let bit =
                 usize::from(u16::from_le_bytes([control[1], control[2]])) % (segment.len() * 8);
