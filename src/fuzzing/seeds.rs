@@ -262,5 +262,5 @@ pub struct SampleState {
 }
 
 #[cfg(test)]
-#[path = "fuzzing_seeds_tests.rs"]
+#[path = "seeds_tests.rs"]
 mod tests;

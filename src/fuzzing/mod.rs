@@ -104,5 +104,4 @@ impl StreamStateFixture {
     }
 }
 
-#[path = "fuzzing_seeds.rs"]
 pub mod seeds;
