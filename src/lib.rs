@@ -16,6 +16,7 @@
 //! | cluster | [`cluster`] | the gRPC node: peers, Raft transport, routes carrying core NATS between nodes |
 //! | JetStream | [`jetstream`] | the front: API handlers, publish, delivery, the stream and meta group machines, their catalog and lifecycle |
 //! | monitoring | [`monitor`] | the HTTP endpoints (`/healthz`, `/varz`, `/jsz`, `/routez`, `/metrics`) |
+//! | fuzzing | `fuzzing` (hidden) | the fuzz targets' doors to crate-private decoders and their seed inputs; nothing imports it |
 //! | composition root | [`node`] | starts and wires the server, the cluster, JetStream and monitoring and orders their shutdown; nothing imports it |
 //!
 //! # Where new code goes
@@ -43,6 +44,8 @@
 pub mod cluster;
 pub mod config;
 pub mod consensus;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod jetstream;
 pub mod jsapi;
 pub mod jscore;

@@ -46,6 +46,8 @@ const TAG_RECORD: u8 = 0x01;
 const TAG_END: u8 = 0x00;
 /// Largest key or value accepted when reading a file (sled's own limits are far below).
 const MAX_FIELD: u32 = 1 << 30;
+/// Most bytes a field's buffer reserves before its bytes are read.
+const FIELD_PREALLOCATION: usize = 64 << 10;
 
 /// The snapshot data handle of [`TypeConfig`](super::TypeConfig): an open snapshot file and its
 /// path (so a received snapshot can be renamed into place instead of copied).
@@ -226,8 +228,16 @@ fn read_field(reader: &mut impl Read, path: &Path) -> io::Result<Vec<u8>> {
     if len > MAX_FIELD {
         return Err(corrupt(path, format!("field of {len} bytes")));
     }
-    let mut buf = vec![0u8; len as usize];
-    reader.read_exact(&mut buf)?;
+    // The buffer grows with the bytes that really arrive: a damaged length field must not
+    // allocate up to `MAX_FIELD` before the short read is noticed.
+    let mut buf = Vec::with_capacity((len as usize).min(FIELD_PREALLOCATION));
+    reader.by_ref().take(u64::from(len)).read_to_end(&mut buf)?;
+    if buf.len() != len as usize {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!("snapshot {}: field cut short", path.display()),
+        ));
+    }
     Ok(buf)
 }
 
@@ -262,12 +272,36 @@ pub(crate) fn read_records(
     scan(path, record)
 }
 
+/// [`verify`] over a snapshot held in memory (the fuzz targets' entry; `source` names it in
+/// errors).
+pub(crate) fn verify_bytes(bytes: &[u8], source: &Path) -> io::Result<SnapshotMeta> {
+    scan_reader(bytes, source, |_, _| Ok(()))
+}
+
+/// [`read_records`] over a snapshot held in memory.
+pub(crate) fn read_records_from_bytes(
+    bytes: &[u8],
+    source: &Path,
+    record: impl FnMut(Vec<u8>, Vec<u8>) -> io::Result<()>,
+) -> io::Result<SnapshotMeta> {
+    scan_reader(bytes, source, record)
+}
+
 fn scan(
+    path: &Path,
+    record: impl FnMut(Vec<u8>, Vec<u8>) -> io::Result<()>,
+) -> io::Result<SnapshotMeta> {
+    let file = BufReader::with_capacity(1 << 20, File::open(path)?);
+    scan_reader(file, path, record)
+}
+
+fn scan_reader(
+    source: impl Read,
     path: &Path,
     mut record: impl FnMut(Vec<u8>, Vec<u8>) -> io::Result<()>,
 ) -> io::Result<SnapshotMeta> {
     let mut reader = CrcReader {
-        inner: BufReader::with_capacity(1 << 20, File::open(path)?),
+        inner: source,
         crc: 0,
     };
     let meta = read_header(&mut reader, path)?;
@@ -499,6 +533,26 @@ mod tests {
         bytes[middle] ^= 0x40;
         fs::write(&path, &bytes).unwrap();
         assert!(verify(&path).is_err(), "a flipped bit is detected");
+    }
+
+    /// Found reading `fuzz/fuzz_targets/snapshot.rs`'s inputs: a damaged field length made
+    /// the reader allocate up to `MAX_FIELD` (1 GiB) before it found the file too short. Now
+    /// the buffer grows with the bytes that exist, and the short field is an error.
+    #[test]
+    fn a_field_longer_than_the_file_is_an_error_without_its_allocation() {
+        let meta_bytes = raft_codec::encode(&meta(1));
+        let mut bytes = MAGIC.to_vec();
+        bytes.extend_from_slice(&(meta_bytes.len() as u32).to_le_bytes());
+        bytes.extend_from_slice(&meta_bytes);
+        bytes.push(TAG_RECORD);
+        bytes.extend_from_slice(&MAX_FIELD.to_le_bytes());
+        bytes.extend_from_slice(b"only a few bytes");
+        let error = verify_bytes(&bytes, Path::new("damaged")).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::UnexpectedEof, "{error}");
+        let length_at = bytes.len() - 20;
+        bytes[length_at..length_at + 4].copy_from_slice(&(MAX_FIELD + 1).to_le_bytes());
+        let error = verify_bytes(&bytes, Path::new("damaged")).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData, "{error}");
     }
 
     #[test]

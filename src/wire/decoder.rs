@@ -113,8 +113,15 @@ impl Decoder {
             }
         }
         let line = buf.strip_suffix(b"\r").unwrap_or(buf);
-        // The second bound catches a line with no separator at all (`PINGxxxx...`), whose
-        // "arguments" argument_len cannot see: nothing unbounded is ever buffered.
+        self.check_line_length(line)
+    }
+
+    /// The control-line limit, the same whether the line is whole or still arriving (the
+    /// answer must not depend on how the bytes were cut). The limit is on the arguments,
+    /// CONNECT's JSON included, as nats-server counts it; the second bound catches a line with
+    /// no separator at all (`PINGxxxx...`), whose "arguments" argument_len cannot see, so
+    /// nothing unbounded is ever buffered.
+    fn check_line_length(&self, line: &[u8]) -> Result<(), DecodeError> {
         if argument_len(line) > self.max_control_line
             || line.len() > self.max_control_line + LONGEST_OP_WITH_SEPARATOR
         {
@@ -127,12 +134,7 @@ impl Decoder {
 
     fn parse_line(&mut self, line: Bytes) -> Result<Option<ClientOp>, DecodeError> {
         let (name, op_end) = recognize(&line).ok_or(DecodeError::UnknownOperation)?;
-        // The limit is on the arguments, CONNECT's JSON included, as nats-server counts it.
-        if argument_len(&line) > self.max_control_line {
-            return Err(DecodeError::ControlLineTooLong {
-                limit: self.max_control_line,
-            });
-        }
+        self.check_line_length(&line)?;
         let args = Args::new(line.clone(), op_end);
         match name {
             // `CONNECT{...}` needs no separator.

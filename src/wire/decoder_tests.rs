@@ -228,3 +228,20 @@ fn a_line_without_separator_or_newline_is_bounded() {
         Err(DecodeError::ControlLineTooLong { limit: 4096 })
     );
 }
+
+/// Found by `fuzz/fuzz_targets/wire_decoder.rs`: a line with no separator longer than the
+/// bound was refused when it arrived in pieces but accepted when its newline came with it
+/// (`PING` + 5000 bytes + CRLF). The answer must not depend on how the bytes arrive.
+#[test]
+fn a_line_without_separator_is_refused_however_it_arrives() {
+    let line = format!("PING{}\r\nPING\r\n", "x".repeat(5000));
+    assert_eq!(
+        decode_all(line.as_bytes()),
+        Err(DecodeError::ControlLineTooLong { limit: 4096 })
+    );
+    let connect = format!("CONNECT{{\"name\":\"{}\"}}\r\n", "x".repeat(5000));
+    assert_eq!(
+        decode_all(connect.as_bytes()),
+        Err(DecodeError::ControlLineTooLong { limit: 4096 })
+    );
+}
