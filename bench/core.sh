@@ -44,13 +44,18 @@ url_of() { echo "nats://127.0.0.1:${PORT[$1]}"; } # url_of KEY
 
 # start_bench_server KEY BIN -> PORT[KEY], MON[KEY], MONMODE[KEY]
 start_bench_server() {
-    local key=$1 bin=$2 port mon i mode=none
-    { read -r port; read -r mon; } < <(free_ports 2)
-    spawn "$TMP/server-$key.log" "$bin" -a 127.0.0.1 -p "$port" -m "$mon"
-    if ! wait_port "$SPAWNED_PID" "$port"; then
+    local key=$1 bin=$2 port mon i mode=none attempt
+    for attempt in 1 2 3; do
+        { read -r port; read -r mon; } < <(free_ports 2)
+        spawn "$TMP/server-$key.log" "$bin" -a 127.0.0.1 -p "$port" -m "$mon"
+        wait_port "$SPAWNED_PID" "$port" && break
+        # Another process took a port between free_ports and the bind: pick others.
+        if ((attempt < 3)) && grep -q "Address already in use" "$TMP/server-$key.log"; then
+            continue
+        fi
         tail -n 20 "$TMP/server-$key.log" || true
         return 1
-    fi
+    done
     # monitoring lets us see the subscribers' SUBs arrive (see wait_subs);
     # BENCH_READINESS=fallback forces the no-monitoring path (for testing it)
     for ((i = 0; i < 30; i++)); do # up to 3 s for the HTTP listener
