@@ -16,8 +16,6 @@ use super::types::{GroupId, Node, NodeId, StorageError};
 /// Starting (or stopping) a group failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("invalid raft config: {0}")]
-    Config(#[from] openraft::ConfigError),
     #[error("group storage: {0}")]
     Storage(#[from] StorageError),
     /// openraft stopped (or could not start) the group's core.
