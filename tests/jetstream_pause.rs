@@ -8,9 +8,8 @@ mod common;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use async_nats::jetstream::{self, stream};
+use async_nats::jetstream;
 use common::fixture::{on_r1_and_r3, JsFixture};
-use common::jetstream::publish_acked;
 use common::within;
 use futures::StreamExt;
 use serde_json::{json, Value};
@@ -26,18 +25,7 @@ on_r1_and_r3!(
 const STREAM: &str = "ORDERS";
 
 async fn orders(fx: &JsFixture, js: &jetstream::Context, messages: u64) {
-    fx.get_or_create_stream(
-        js,
-        stream::Config {
-            name: STREAM.into(),
-            subjects: vec!["orders.*".into()],
-            ..Default::default()
-        },
-    )
-    .await;
-    for i in 1..=messages {
-        publish_acked(js, "orders.new", format!("order {i}")).await;
-    }
+    fx.stream_of(js, STREAM, "order", messages).await;
 }
 
 /// RFC 3339 of now + `ahead` (UTC, second precision plus milliseconds).

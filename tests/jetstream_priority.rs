@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use async_nats::jetstream::{self, stream};
+use async_nats::jetstream;
 use common::fixture::{on_r1_and_r3, JsFixture};
 use common::jetstream::publish_acked;
 use common::within;
@@ -26,18 +26,7 @@ on_r1_and_r3!(
 const STREAM: &str = "JOBS";
 
 async fn jobs(fx: &JsFixture, js: &jetstream::Context, messages: u64) {
-    fx.get_or_create_stream(
-        js,
-        stream::Config {
-            name: STREAM.into(),
-            subjects: vec!["jobs.*".into()],
-            ..Default::default()
-        },
-    )
-    .await;
-    for i in 1..=messages {
-        publish_acked(js, "jobs.new", format!("job {i}")).await;
-    }
+    fx.stream_of(js, STREAM, "job", messages).await;
 }
 
 async fn request(client: &async_nats::Client, subject: String, body: Value) -> Value {

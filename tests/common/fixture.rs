@@ -235,6 +235,27 @@ impl JsFixture {
         stream
     }
 
+    /// A stream `name` on `<prefix>s.*` (created unless there) holding `messages` more
+    /// messages on `<prefix>s.new`, each `"<prefix> i"` and acknowledged.
+    pub async fn stream_of(
+        &self,
+        js: &jetstream::Context,
+        name: &str,
+        prefix: &str,
+        messages: u64,
+    ) {
+        let config = stream::Config {
+            name: name.into(),
+            subjects: vec![format!("{prefix}s.*")],
+            ..Default::default()
+        };
+        self.get_or_create_stream(js, config).await;
+        for i in 1..=messages {
+            super::jetstream::publish_acked(js, format!("{prefix}s.new"), format!("{prefix} {i}"))
+                .await;
+        }
+    }
+
     /// Creates the key-value bucket with this topology's replicas, served from every node.
     pub async fn create_key_value(&self, js: &jetstream::Context, config: kv::Config) -> kv::Store {
         let stream = format!("KV_{}", config.bucket);
