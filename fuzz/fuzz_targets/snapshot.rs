@@ -1,51 +1,5 @@
-//! The snapshot reader (`consensus::snapshot`, through `jetraft::fuzzing`) over arbitrary
-//! bytes, then what a follower does with a snapshot that verified: its records become the
-//! stream group's sled keys and the `StreamMachine` loads them. Never a panic; reading the
-//! records agrees with verifying; and one flipped bit in a valid snapshot is always caught.
-//!
-//! Input: a control byte, then the snapshot file. Control bit 0 set = recompute the trailing
-//! CRC over the (mutated) bytes, so the fuzzer reaches the records and the machine; bit 1 set
-//! = if that snapshot verifies, flip bit `(control byte) * 31 + 7` (modulo its size) and check
-//! the damage is refused.
+//! The `snapshot` fuzz target: `jetraft::fuzzing::targets::snapshot` (its module doc
+//! says what it feeds, the input layout and what it checks).
 #![no_main]
 
-use std::sync::OnceLock;
-
-use jetraft::fuzzing::{snapshot_records, verify_snapshot, StreamStateFixture};
-use libfuzzer_sys::fuzz_target;
-
-fn fixture() -> &'static StreamStateFixture {
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    static FIXTURE: OnceLock<StreamStateFixture> = OnceLock::new();
-    FIXTURE.get_or_init(|| {
-        let dir = DIR.get_or_init(|| tempfile::tempdir().expect("a scratch directory"));
-        StreamStateFixture::open(dir.path()).expect("sled opens")
-    })
-}
-
-fuzz_target!(|data: &[u8]| {
-    let Some((&control, file)) = data.split_first() else {
-        return;
-    };
-    let mut file = file.to_vec();
-    if control & 1 != 0 && file.len() >= 4 {
-        let body = file.len() - 4;
-        let crc = crc32c::crc32c(&file[..body]);
-        file[body..].copy_from_slice(&crc.to_le_bytes());
-    }
-    let Ok(meta) = verify_snapshot(&file) else {
-        return;
-    };
-    let (read_meta, records) = snapshot_records(&file).expect("a verified snapshot reads");
-    assert_eq!(meta, read_meta);
-    if control & 2 != 0 {
-        let bit = (usize::from(control) * 31 + 7) % (file.len() * 8);
-        let mut damaged = file.clone();
-        damaged[bit / 8] ^= 1 << (bit % 8);
-        assert!(
-            verify_snapshot(&damaged).is_err(),
-            "flip of bit {bit} not detected"
-        );
-    }
-    let _ = fixture().load_and_apply(&records, &[]);
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| jetraft::fuzzing::targets::snapshot::run(data));

@@ -1,48 +1,5 @@
-//! A stream group's stored state (`jetstream::stream_machine`'s sled keys and records, the
-//! `keys.rs` decoders) loaded by its `StreamMachine` as at a restart or after a snapshot,
-//! then committed commands applied to what loaded (through `jetraft::fuzzing`): a damaged or
-//! inconsistent state is a typed error, never a panic, also in the applies that follow.
-//!
-//! Input: frames (`jetraft::fuzzing::seeds::frames`): key, value, key, value, ... up to an
-//! empty frame, then one frame per command: its kind (u16 LE) and its payload.
+//! The `stream_state` fuzz target: `jetraft::fuzzing::targets::stream_state` (its module doc
+//! says what it feeds, the input layout and what it checks).
 #![no_main]
 
-use std::sync::OnceLock;
-
-use jetraft::consensus::Command;
-use jetraft::fuzzing::seeds::frames;
-use jetraft::fuzzing::StreamStateFixture;
-use libfuzzer_sys::fuzz_target;
-
-/// Applies per input, so that one input cannot run for long.
-const MAX_COMMANDS: usize = 32;
-
-fn fixture() -> &'static StreamStateFixture {
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    static FIXTURE: OnceLock<StreamStateFixture> = OnceLock::new();
-    FIXTURE.get_or_init(|| {
-        let dir = DIR.get_or_init(|| tempfile::tempdir().expect("a scratch directory"));
-        StreamStateFixture::open(dir.path()).expect("sled opens")
-    })
-}
-
-fuzz_target!(|data: &[u8]| {
-    let parts = frames(data);
-    let split = parts
-        .iter()
-        .position(|part| part.is_empty())
-        .unwrap_or(parts.len());
-    let records: Vec<(Vec<u8>, Vec<u8>)> = parts[..split]
-        .chunks_exact(2)
-        .map(|pair| (pair[0].to_vec(), pair[1].to_vec()))
-        .collect();
-    let commands: Vec<Command> = parts
-        .get(split + 1..)
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|part| part.split_first_chunk::<2>())
-        .take(MAX_COMMANDS)
-        .map(|(kind, payload)| Command::new(u16::from_le_bytes(*kind), payload.to_vec()))
-        .collect();
-    let _ = fixture().load_and_apply(&records, &commands);
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| jetraft::fuzzing::targets::stream_state::run(data));

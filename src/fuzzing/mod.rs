@@ -10,10 +10,14 @@
 //!   `consensus::snapshot`, over bytes in memory instead of a file.
 //! - [`StreamStateFixture`]: a stream group's sled keys loaded by its `StreamMachine` (what a
 //!   restart or an installed snapshot does), then committed commands applied to what loaded.
+//! - [`targets`]: each fuzz target's body, `run(input)`; `fuzz/fuzz_targets/` are one-line
+//!   wrappers, and `corpus_tests.rs` replays the committed corpus (`fuzz/corpus/`) through
+//!   them in every `cargo test`, so a fixed finding stays fixed without libFuzzer.
 //! - [`seeds`]: real inputs for the fuzz targets' seed corpora, made by the code itself.
 
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use crate::consensus::machine::ApplyPosition;
 use crate::consensus::state_db::{self, SPACE_DATA};
@@ -63,6 +67,15 @@ impl StreamStateFixture {
         })
     }
 
+    /// The process's one fixture, opened on first use in a [`scratch_dir`].
+    pub fn shared() -> &'static StreamStateFixture {
+        static FIXTURE: OnceLock<StreamStateFixture> = OnceLock::new();
+        FIXTURE.get_or_init(|| {
+            StreamStateFixture::open(&scratch_dir("stream-state"))
+                .expect("sled opens a scratch database")
+        })
+    }
+
     /// Replaces the group's keys by `records` (machine keys, as a snapshot carries them),
     /// loads a `StreamMachine` from them and, if that worked, applies `commands` to it (each
     /// a command of one Raft entry), as consensus does after a restart or an installed
@@ -104,4 +117,18 @@ impl StreamStateFixture {
     }
 }
 
+/// A scratch directory of this process for one kind of a fuzz target's files,
+/// `<temp dir>/jetraft-fuzz-<pid>/<what>` (`fuzz/smoke.sh` points `TMPDIR` at a directory it
+/// removes; the corpus replay test removes its own).
+pub(crate) fn scratch_dir(what: &str) -> PathBuf {
+    scratch_root().join(what)
+}
+
+fn scratch_root() -> PathBuf {
+    std::env::temp_dir().join(format!("jetraft-fuzz-{}", std::process::id()))
+}
+
+#[cfg(test)]
+mod corpus_tests;
 pub mod seeds;
+pub mod targets;

@@ -3,7 +3,6 @@
 //! back; a restart after such a purge loses nothing.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 use super::support::*;
 use crate::consensus::group::RaftGroup;
@@ -12,34 +11,6 @@ use crate::consensus::state_db::{self, KEY_SNAPSHOT, SPACE_RAFT};
 use crate::store::log::LogOptions;
 
 const GROUP: u64 = 11;
-
-/// Bytes allocated to the files under `dir` (what `du` counts).
-fn allocated(dir: &Path) -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    let mut total = 0;
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let entry = entry.unwrap();
-        let meta = entry.metadata().unwrap();
-        if meta.is_dir() {
-            total += allocated(&entry.path());
-        } else {
-            total += meta.blocks() * 512;
-        }
-    }
-    total
-}
-
-/// Wait (up to 30 s) until `done` holds; false if it never did.
-async fn wait_until(mut done: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if done() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    done()
-}
 
 fn small_segments(dir: &Path) -> NodeStorage {
     let options = LogOptions {

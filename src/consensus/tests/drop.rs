@@ -1,47 +1,17 @@
 //! Dropping a group gives its disk back: its log segments, its sled keys and the space sled
 //! held for them, and its snapshot directory (issue 16).
 
-use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use super::support::test_options;
+use super::support::{allocated, test_options, wait_until_blocking};
 use crate::consensus::network::NoPeers;
 use crate::consensus::node_storage::NodeStorage;
 use crate::consensus::pacer::Pacer;
 use crate::consensus::registry::GroupRegistry;
 use crate::consensus::state_db::{self, SPACE_DATA};
 use crate::store::log::{LogOp, LogOptions};
-
-/// Bytes allocated to the files under `dir` (what `du` counts).
-fn allocated(dir: &Path) -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    let mut total = 0;
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let entry = entry.unwrap();
-        let meta = entry.metadata().unwrap();
-        if meta.is_dir() {
-            total += allocated(&entry.path());
-        } else {
-            total += meta.blocks() * 512;
-        }
-    }
-    total
-}
-
-/// Wait (up to 30 s) until `done` holds; false if it never did.
-fn wait_until(mut done: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if done() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    done()
-}
 
 fn append(group: u64, index: u64, len: usize) -> LogOp {
     LogOp::Append {
@@ -102,7 +72,7 @@ async fn a_dropped_group_leaves_no_log_keys_or_space_behind() {
         log_after < 4 << 20,
         "the log still holds {log_after} of {log_before} bytes"
     );
-    let shrunk = wait_until(|| allocated(&state_dir) < state_before / 2);
+    let shrunk = wait_until_blocking(|| allocated(&state_dir) < state_before / 2);
     assert!(
         shrunk,
         "sled still holds {} of {state_before} bytes",

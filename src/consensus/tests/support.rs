@@ -127,3 +127,47 @@ pub async fn start_single(
     .await
     .expect("start single-voter group")
 }
+
+/// Bytes allocated to the files under `dir` (what `du` counts).
+pub fn allocated(dir: &std::path::Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        let meta = entry.metadata().unwrap();
+        if meta.is_dir() {
+            total += allocated(&entry.path());
+        } else {
+            total += meta.blocks() * 512;
+        }
+    }
+    total
+}
+
+/// How long the `wait_until` helpers wait for their condition.
+const WAIT_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+const WAIT_STEP: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Waits (up to 30 s, on the runtime) until `done` holds; false if it never did.
+pub async fn wait_until(mut done: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + WAIT_LIMIT;
+    while std::time::Instant::now() < deadline {
+        if done() {
+            return true;
+        }
+        tokio::time::sleep(WAIT_STEP).await;
+    }
+    done()
+}
+
+/// Waits (up to 30 s, blocking the thread) until `done` holds; false if it never did.
+pub fn wait_until_blocking(mut done: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + WAIT_LIMIT;
+    while std::time::Instant::now() < deadline {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(WAIT_STEP);
+    }
+    done()
+}

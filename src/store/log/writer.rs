@@ -19,11 +19,12 @@ use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use parking_lot::RwLockWriteGuard;
 use tracing::{debug, error, warn};
 
 use super::durable::DurableIndex;
 use super::error::LogError;
-use super::memtable::Undo;
+use super::memtable::{Tables, Undo};
 use super::record::{
     self, FLAG_END_OF_WRITE, FLAG_START_OF_BATCH, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
 };
@@ -483,25 +484,39 @@ impl Writer {
             self.compaction_declined = Some(oldest);
             return;
         }
-        while let Ok(request) = requests.try_recv() {
-            batch.push(request);
-        }
-        let mut rewrites = Vec::new();
-        for group in groups {
-            // Absent: a drop is in the batch, which frees the segment anyway.
-            let entries = tables.entries_for_rewrite(group).unwrap_or_default();
-            let copies = entries.into_iter().rev();
-            rewrites.extend(copies.map(|(index, payload)| (group, index, payload)));
-        }
-        drop(tables);
-        if !rewrites.is_empty() {
-            batch.push(Request {
-                ops: Vec::new(),
-                rewrites,
-                undo: Vec::new(),
-                written: None,
-                done: Box::new(|_| {}),
-            });
-        }
+        queue_rewrites(tables, groups, requests, batch);
+    }
+}
+
+/// Queues, behind every request already sent, a copy of the live entries of `groups`.
+/// `tables` is the memtable's write lock, taken by the caller before this drains `requests`:
+/// submitters send under that lock, so every request applied to the tables is in the queue by
+/// then, and the copy, taken under the same lock, describes the log exactly at its position in
+/// the batch. A group absent from the tables was dropped by a queued request, which frees its
+/// segments anyway.
+fn queue_rewrites(
+    tables: RwLockWriteGuard<'_, Tables>,
+    groups: impl IntoIterator<Item = u64>,
+    requests: &Receiver<Request>,
+    batch: &mut Vec<Request>,
+) {
+    while let Ok(request) = requests.try_recv() {
+        batch.push(request);
+    }
+    let mut rewrites = Vec::new();
+    for group in groups {
+        let entries = tables.entries_for_rewrite(group).unwrap_or_default();
+        let copies = entries.into_iter().rev();
+        rewrites.extend(copies.map(|(index, payload)| (group, index, payload)));
+    }
+    drop(tables);
+    if !rewrites.is_empty() {
+        batch.push(Request {
+            ops: Vec::new(),
+            rewrites,
+            undo: Vec::new(),
+            written: None,
+            done: Box::new(|_| {}),
+        });
     }
 }

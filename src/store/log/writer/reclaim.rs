@@ -22,7 +22,7 @@ use std::sync::mpsc::Receiver;
 
 use tracing::{debug, warn};
 
-use super::{Reclaimed, Request, Writer};
+use super::{queue_rewrites, Reclaimed, Request, Writer};
 
 impl Writer {
     /// Reclaim what the last batch left dead, if worth it (see the module docs). Returns the
@@ -42,28 +42,7 @@ impl Writer {
         }
         let mut batch = Vec::new();
         let tables = self.shared.tables.write();
-        // Submitters send under this lock: after taking it, every request applied to the
-        // tables is in the queue, so the copy below sits behind all of them.
-        while let Ok(request) = requests.try_recv() {
-            batch.push(request);
-        }
-        let mut rewrites = Vec::new();
-        for group in groups {
-            // Absent: dropped by a queued request, which frees its segments anyway.
-            let entries = tables.entries_for_rewrite(group).unwrap_or_default();
-            let copies = entries.into_iter().rev();
-            rewrites.extend(copies.map(|(index, payload)| (group, index, payload)));
-        }
-        drop(tables);
-        if !rewrites.is_empty() {
-            batch.push(Request {
-                ops: Vec::new(),
-                rewrites,
-                undo: Vec::new(),
-                written: None,
-                done: Box::new(|_| {}),
-            });
-        }
+        queue_rewrites(tables, groups, requests, &mut batch);
         if batch.is_empty() {
             // Nothing live to copy: the new segment's checkpoint was all that was needed.
             self.delete_dead_segments();
