@@ -13,6 +13,15 @@ use common::cluster::TestCluster;
 use common::damage::{self, Damage, Files, Rng};
 use common::jetstream::{cluster_client, create_retried, publish_until_acked, read_all, STREAM};
 
+/// Bits flipped per damaged node (`JETRAFT_FAULT_FLIPS` overrides): enough that most seeds
+/// hit live data, not only free space.
+fn flips() -> usize {
+    std::env::var("JETRAFT_FAULT_FLIPS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(64)
+}
+
 /// Messages acknowledged before the damage.
 const BEFORE: u64 = 300;
 /// How long the stream may take to take writes again once the leader is killed (the wait's
@@ -68,6 +77,9 @@ async fn corrupt_then_fail_over(test: &str, victim: Victim, files: Files, how: D
             .then_some(())
     });
 
+    let quarantined = cluster.dir(damaged).join("quarantine").exists();
+    eprintln!("{test}: damaged node quarantined state: {quarantined}");
+
     // Now the damaged node is needed for every quorum.
     let current = cluster.leader_of(STREAM);
     let killed = if current == damaged {
@@ -115,7 +127,7 @@ async fn bit_flips_in_a_followers_sled_files() {
         "follower_sled",
         Victim::Follower,
         Files::Sled,
-        Damage::Flips(16),
+        Damage::Flips(flips()),
     )
     .await;
 }
@@ -126,7 +138,7 @@ async fn bit_flips_in_a_followers_wal() {
         "follower_wal",
         Victim::Follower,
         Files::Wal,
-        Damage::Flips(16),
+        Damage::Flips(flips()),
     )
     .await;
 }
@@ -148,12 +160,18 @@ async fn bit_flips_in_the_leaders_sled_files() {
         "leader_sled",
         Victim::Leader,
         Files::Sled,
-        Damage::Flips(16),
+        Damage::Flips(flips()),
     )
     .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bit_flips_in_the_leaders_wal() {
-    corrupt_then_fail_over("leader_wal", Victim::Leader, Files::Wal, Damage::Flips(16)).await;
+    corrupt_then_fail_over(
+        "leader_wal",
+        Victim::Leader,
+        Files::Wal,
+        Damage::Flips(flips()),
+    )
+    .await;
 }
