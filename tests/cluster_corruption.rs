@@ -19,7 +19,7 @@ fn flips() -> usize {
     std::env::var("JETRAFT_FAULT_FLIPS")
         .ok()
         .and_then(|n| n.parse().ok())
-        .unwrap_or(64)
+        .unwrap_or(256)
 }
 
 /// Messages acknowledged before the damage.
