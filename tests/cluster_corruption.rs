@@ -22,8 +22,14 @@ fn flips() -> usize {
         .unwrap_or(256)
 }
 
-/// Messages acknowledged before the damage.
-const BEFORE: u64 = 300;
+/// Messages acknowledged before the damage (`JETRAFT_FAULT_MESSAGES` overrides; the issue's
+/// scenario is 2000).
+fn before() -> u64 {
+    std::env::var("JETRAFT_FAULT_MESSAGES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(300)
+}
 /// How long the stream may take to take writes again once the leader is killed (the wait's
 /// bound, not a timed assertion: the figure is printed).
 const RESUME_WITHIN: Duration = Duration::from_secs(30);
@@ -52,15 +58,16 @@ async fn corrupt_then_fail_over(test: &str, victim: Victim, files: Files, how: D
     };
     let survivor = (damaged + 1) % 3;
     let js = cluster_client(cluster.url(survivor)).await;
-    for id in 0..BEFORE {
+    let before = before();
+    for id in 0..before {
         publish_until_acked(&js, id).await;
     }
-    cluster.wait_until_all_hold(STREAM, BEFORE);
+    cluster.wait_until_all_hold(STREAM, before);
 
     cluster.kill(damaged);
     // With the damaged node down the others go on (a new leader when it led).
-    let mut acked = BEFORE;
-    for id in BEFORE..BEFORE + 10 {
+    let mut acked = before;
+    for id in before..before + 10 {
         publish_until_acked(&js, id).await;
         acked += 1;
     }
@@ -110,6 +117,13 @@ async fn corrupt_then_fail_over(test: &str, victim: Victim, files: Files, how: D
         panic!("{test}: no write acknowledged within {RESUME_WITHIN:?} (seed {seed})")
     });
     eprintln!("{test}: writes resumed {resumed:?} after the leader was killed");
+    let lost = acked.saturating_sub(
+        cluster
+            .replica(other, STREAM)
+            .and_then(|r| r["messages"].as_u64())
+            .unwrap_or(0),
+    );
+    eprintln!("{test}: acknowledged {acked}, missing on the surviving replica: {lost}");
     acked += 1;
 
     // Every acknowledged message, exactly once, with its exact payload.
