@@ -189,3 +189,79 @@ async fn bit_flips_in_the_leaders_wal() {
     )
     .await;
 }
+
+/// `$JS.API` request `subject` with `body` through `client`, its JSON answer (bounded retries:
+/// a request may meet a leader change).
+async fn api(client: &async_nats::Client, subject: &str, body: &str) -> serde_json::Value {
+    for _attempt in 0..50 {
+        let reply = tokio::time::timeout(
+            Duration::from_secs(3),
+            client.request(subject.to_string(), body.to_string().into()),
+        )
+        .await;
+        if let Ok(Ok(reply)) = reply {
+            return serde_json::from_slice(&reply.payload).unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no answer to {subject}");
+}
+
+/// An R1 stream cannot be rebuilt from peers: on a node whose store was quarantined it stays
+/// offline with an error naming the cause, its damaged data is kept, and the node's R3 stream
+/// is rebuilt and serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_r1_stream_on_a_damaged_node_stays_offline_and_says_why() {
+    let _one = ONE_CLUSTER_AT_A_TIME.lock().await;
+    let mut cluster = TestCluster::start(3);
+    let admin = cluster_client(cluster.url(0)).await;
+    create_retried(&admin, STREAM, 3).await;
+    let solo = create_retried(&admin, "SOLO", 1).await;
+    let home = solo.leader.expect("an R1 stream has its leader");
+    let home: usize = home.trim_start_matches('n').parse().unwrap();
+    for id in 0..20 {
+        publish_until_acked(&admin, id).await;
+        let ack = admin
+            .publish("solo.new", format!("solo {id}").into())
+            .await
+            .unwrap()
+            .await;
+        assert!(ack.is_ok(), "SOLO publish {id}: {ack:?}");
+    }
+    cluster.wait_until_all_hold(STREAM, 20);
+
+    cluster.kill(home);
+    // sled refuses a garbled config file: the whole store is damage.
+    std::fs::write(cluster.dir(home).join("state/conf"), b"\x00garbled\xff").unwrap();
+    cluster.restart(home);
+    let quarantine = cluster.dir(home).join("quarantine");
+    let kept: Vec<_> = std::fs::read_dir(&quarantine)
+        .expect("the damaged store was moved to quarantine/")
+        .collect();
+    assert_eq!(kept.len(), 1, "one quarantine directory");
+
+    let client = async_nats::connect(cluster.url(home)).await.unwrap();
+    let info = cluster.wait_for("SOLO to answer that it is offline", || {
+        let info = tokio::task::block_in_place(|| {
+            tokio::runtime::Handle::current().block_on(api(&client, "$JS.API.STREAM.INFO.SOLO", ""))
+        });
+        (info["error"]["err_code"] == 10194).then_some(info)
+    });
+    let description = info["error"]["description"].as_str().unwrap();
+    assert!(
+        description.starts_with("stream is offline: ") && description.contains("corruption"),
+        "{description}"
+    );
+    // The R3 stream on the same node is rebuilt and takes writes.
+    cluster.wait_for("the R3 replica to be rebuilt", || {
+        cluster
+            .replica(home, STREAM)
+            .is_some_and(|r| r["messages"] == 20)
+            .then_some(())
+    });
+    let js = cluster_client(cluster.url(home)).await;
+    publish_until_acked(&js, 20).await;
+    // A publish to SOLO is refused, not stored.
+    let ack = js.publish("solo.new", "lost".into()).await.unwrap().await;
+    assert!(ack.is_err(), "an offline stream acknowledged a publish");
+}
