@@ -129,3 +129,19 @@ fn decode(byte: u8) -> Mode {
         _ => Mode::Active,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_amnesiac_replica_never_campaigns_whatever_a_stepdown_says() {
+        let signals = GroupSignals::new(7, Arc::new(Wakes::default()));
+        assert!(signals.campaigns());
+        signals.set_amnesiac(true);
+        signals.set_campaigns(true);
+        assert!(!signals.campaigns() && signals.is_amnesiac());
+        signals.set_amnesiac(false);
+        assert!(signals.campaigns());
+    }
+}
