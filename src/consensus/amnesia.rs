@@ -36,6 +36,10 @@ struct Register {
     groups: BTreeSet<GroupId>,
     /// Groups that caught up after `everything` was set.
     cleared: BTreeSet<GroupId>,
+    /// When `everything` was set (Unix nanoseconds): a group created after it is new, not
+    /// amnesiac.
+    #[serde(default)]
+    since_nanos: i64,
     /// Why, for the operator (the quarantine directory and the cause).
     reasons: Vec<String>,
 }
@@ -101,6 +105,10 @@ impl Amnesia {
         let mut next = register.clone();
         next.everything = true;
         next.cleared.clear();
+        next.since_nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as i64)
+            .unwrap_or(i64::MAX);
         next.reasons.push(reason);
         self.write(&next)?;
         *register = next;
@@ -116,6 +124,26 @@ impl Amnesia {
         next.reasons.push(reason);
         self.write(&next)?;
         *register = next;
+        Ok(())
+    }
+
+    /// A group created (by the meta leader's clock) at `created_nanos`, after the whole store
+    /// was replaced, never had state here: it leaves the register (an R1 stream created after
+    /// a quarantine starts). Durable on return.
+    pub fn clear_if_created_after_loss(
+        &self,
+        group: GroupId,
+        created_nanos: i64,
+    ) -> io::Result<()> {
+        let newer = {
+            let register = self.register.lock();
+            register.everything
+                && !register.groups.contains(&group)
+                && created_nanos > register.since_nanos
+        };
+        if newer {
+            self.clear(group)?;
+        }
         Ok(())
     }
 
@@ -187,6 +215,20 @@ mod tests {
         assert!(reloaded.is_amnesiac(0));
         reloaded.forget(7, "log corrupt".into()).unwrap();
         assert!(Amnesia::load(dir.path()).is_amnesiac(7));
+    }
+
+    #[test]
+    fn a_group_created_after_the_loss_is_not_amnesiac() {
+        let dir = tempfile::tempdir().unwrap();
+        let amnesia = Amnesia::load(dir.path());
+        amnesia.forget_everything("sled unreadable".into()).unwrap();
+        amnesia.clear_if_created_after_loss(3, 1).unwrap();
+        assert!(amnesia.is_amnesiac(3), "created long before the loss");
+        amnesia.clear_if_created_after_loss(4, i64::MAX).unwrap();
+        assert!(!amnesia.is_amnesiac(4));
+        amnesia.forget(5, "log corrupt".into()).unwrap();
+        amnesia.clear_if_created_after_loss(5, i64::MAX).unwrap();
+        assert!(amnesia.is_amnesiac(5), "its own loss: it existed");
     }
 
     #[test]

@@ -70,6 +70,17 @@ pub(super) async fn open_stream_group(
         }
         rebuild_corrupt_group(registry, assignment.group).await?;
     }
+    {
+        // A stream created after this node's store was replaced never had state here.
+        let amnesia = registry.storage().amnesia.clone();
+        let (group, created) = (assignment.group, assignment.created_nanos);
+        tokio::task::spawn_blocking(move || amnesia.clear_if_created_after_loss(group, created))
+            .await?
+            .map_err(|e| JetStreamError::Group {
+                group,
+                message: format!("cannot update the amnesia register: {e}"),
+            })?;
+    }
     let (machine, view) = StreamMachine::new(assignment.config.clone());
     // The placement's first replica stands for election at once; placement spreads first
     // replicas, so leaders spread. (A group of one voter elects itself at once either way.)

@@ -90,7 +90,7 @@ impl JetStream {
         for corrupt in &report.corrupt_groups {
             tracing::error!(
                 group = corrupt,
-                "raft group is corrupt in the log: its stream stays offline until deleted"
+                "raft group is corrupt in the log: rebuilt from its peers if replicated, else its stream stays offline until deleted"
             );
         }
         tracing::info!(
