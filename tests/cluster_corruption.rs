@@ -265,3 +265,24 @@ async fn an_r1_stream_on_a_damaged_node_stays_offline_and_says_why() {
     let ack = js.publish("solo.new", "lost".into()).await.unwrap().await;
     assert!(ack.is_err(), "an offline stream acknowledged a publish");
 }
+
+/// A damaged `cluster.json` is set aside (`cluster.json.damaged`) and the membership is asked
+/// of the routes again: the node starts and its replica catches up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_cluster_json_is_rediscovered() {
+    let _one = ONE_CLUSTER_AT_A_TIME.lock().await;
+    let mut cluster = TestCluster::start(3);
+    let admin = cluster_client(cluster.url(0)).await;
+    create_retried(&admin, STREAM, 3).await;
+    for id in 0..10 {
+        publish_until_acked(&admin, id).await;
+    }
+    cluster.kill(1);
+    std::fs::write(cluster.dir(1).join("cluster.json"), b"{\"cluster_na\x00").unwrap();
+    for id in 10..20 {
+        publish_until_acked(&admin, id).await;
+    }
+    cluster.restart(1);
+    assert!(cluster.dir(1).join("cluster.json.damaged").exists());
+    cluster.wait_until_all_hold(STREAM, 20);
+}
