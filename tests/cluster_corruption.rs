@@ -84,6 +84,18 @@ async fn corrupt_then_fail_over(test: &str, victim: Victim, files: Files, how: D
             .then_some(())
     });
 
+    // ... and votes again: its amnesia register (ADR 0015-heal) has let go of both groups
+    // (the meta group and the stream's).
+    let register = cluster.dir(damaged).join("amnesia.json");
+    cluster.wait_for("the rebuilt replica to vote again", || {
+        let Ok(bytes) = std::fs::read(&register) else {
+            return Some(()); // never amnesiac
+        };
+        let r: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+        let own = r["groups"].as_array().is_some_and(|g| g.is_empty());
+        let cleared = r["cleared"].as_array().map_or(0, |c| c.len());
+        (own && (r["everything"] == false || cleared >= 2)).then_some(())
+    });
     let quarantined = cluster.dir(damaged).join("quarantine").exists();
     eprintln!("{test}: damaged node quarantined state: {quarantined}");
 
