@@ -252,7 +252,23 @@ impl ClusterNode {
     /// Builds the peer table: the one saved by an earlier run, or else by asking every route
     /// who it is, waiting until all have answered (see `peers`).
     pub async fn discover(self: &Arc<Self>, store_dir: &Path) -> Result<PeerTable, PeerTableError> {
-        if let Some(saved) = PeerTable::load(store_dir)? {
+        let saved = match PeerTable::load(store_dir) {
+            Ok(saved) => saved,
+            // A damaged table is set aside and rebuilt from the routes (ADR 0015-heal).
+            Err(PeerTableError::Invalid { path, message }) => {
+                let aside = path.with_extension("json.damaged");
+                tracing::error!(
+                    path = %path.display(),
+                    kept = %aside.display(),
+                    "saved cluster membership is damaged ({message}); rediscovering"
+                );
+                std::fs::rename(&path, &aside)
+                    .map_err(|source| PeerTableError::Io { path, source })?;
+                None
+            }
+            Err(e) => return Err(e),
+        };
+        if let Some(saved) = saved {
             if saved.nodes.contains_key(&self.local.id) && saved.cluster_name == self.cluster_name {
                 let mut table = saved;
                 table.nodes.insert(self.local.id, self.local.clone());

@@ -126,6 +126,14 @@ impl Cluster for ClusterService {
                 let rpc: VoteRequest<u64> =
                     raft_codec::decode(&request.payload).map_err(malformed)?;
                 let candidate = rpc.vote.leader_id().voted_for();
+                // A replica that lost its log and vote to corruption grants no vote until it
+                // caught up with a leader (ADR 0015-heal).
+                if group.signals().is_amnesiac() {
+                    return Ok(unavailable(format!(
+                        "vote refused: group {} is being rebuilt here after its state was lost",
+                        request.group
+                    )));
+                }
                 if candidate.is_some_and(|c| group.pacer().refuses_vote(request.group, c)) {
                     return Ok(unavailable(format!(
                         "vote refused: group {} is quiet here and its leader is alive",
@@ -181,6 +189,10 @@ impl Cluster for ClusterService {
             let error = format!("group {group_id} does not run on this node");
             return Ok(Response::new(proto::ElectReply { error }));
         };
+        if group.signals().is_amnesiac() {
+            let error = format!("group {group_id} is being rebuilt here: it may not stand yet");
+            return Ok(Response::new(proto::ElectReply { error }));
+        }
         // A stepdown of a quiet group: this replica is woken to stand.
         group.signals().touch();
         let error = match group.raft().trigger().elect().await {

@@ -17,6 +17,7 @@ use std::time::Duration;
 use openraft::error::{InitializeError, RaftError};
 use openraft::{Config, SnapshotPolicy};
 
+use super::amnesia::{self, Amnesia};
 use super::batcher::ProposalBatcher;
 use super::compactor::Compactor;
 use super::error::{ProposeError, StartError};
@@ -165,6 +166,56 @@ fn initialize_unless_joined(raft: Raft, group: GroupId, voters: BTreeMap<NodeId,
     });
 }
 
+/// An amnesiac replica (`amnesia.rs`): waits until it has caught up with a leader, then
+/// leaves the register and may vote and campaign again.
+fn watch_amnesia(
+    raft: Raft,
+    group: GroupId,
+    node: NodeId,
+    amnesia: Arc<Amnesia>,
+    signals: Arc<GroupSignals>,
+) {
+    tracing::warn!(
+        group,
+        "replica rebuilt from its peers: no vote or election until caught up"
+    );
+    tokio::spawn(async move {
+        let caught_up = raft
+            .wait(None)
+            .metrics(
+                |m| {
+                    amnesia::caught_up(
+                        node,
+                        m.vote.leader_id().term,
+                        m.vote.is_committed(),
+                        m.current_leader,
+                        m.last_applied,
+                    )
+                },
+                "caught up after amnesia",
+            )
+            .await;
+        if caught_up.is_err() {
+            return; // the group stopped; it stays amnesiac
+        }
+        let cleared = {
+            let amnesia = amnesia.clone();
+            tokio::task::spawn_blocking(move || amnesia.clear(group)).await
+        };
+        match cleared {
+            Ok(Ok(())) => {
+                signals.set_amnesiac(false);
+                tracing::warn!(
+                    group,
+                    "rebuilt replica caught up with its leader: votes again"
+                );
+            }
+            Ok(Err(e)) => tracing::error!(group, "cannot record the caught-up replica: {e}"),
+            Err(e) => tracing::error!(group, "cannot record the caught-up replica: {e}"),
+        }
+    });
+}
+
 /// How often a proposal may be forwarded before it fails: a leader change in the middle is
 /// followed once more, a loop is not.
 pub const MAX_FORWARD_HOPS: u32 = 2;
@@ -223,6 +274,23 @@ impl RaftGroup {
             compactor: storage.compactor.clone(),
         };
         let single_voter = voters.len() == 1 && voters.contains_key(&node);
+        if storage.amnesia.is_amnesiac(group) {
+            if single_voter {
+                // No peer holds its data: nothing to rebuild it from (ADR 0015-heal).
+                started.shutdown().await?;
+                return Err(StartError::Amnesiac { group });
+            }
+            // Neither initialize nor campaign nor vote until caught up with a leader.
+            started.signals.set_amnesiac(true);
+            watch_amnesia(
+                started.raft.clone(),
+                group,
+                node,
+                storage.amnesia.clone(),
+                started.signals.clone(),
+            );
+            return Ok(started);
+        }
         let initialized = started.raft.is_initialized().await?;
         if !initialized && bootstrap.initializes_at_once(node, &voters) {
             match started.raft.initialize(voters).await {

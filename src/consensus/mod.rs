@@ -39,7 +39,10 @@
 //!   heartbeats and starts its elections (openraft's own timers are off), lets idle groups go
 //!   quiet, and keeps the node liveness that quiet groups serve and fail over by.
 //! - [`registry`]: [`GroupRegistry`], the node's groups by id.
-//! - [`node_storage`]: [`NodeStorage`], the storage every group of a node shares.
+//! - [`node_storage`]: [`NodeStorage`], the storage every group of a node shares; a store that
+//!   cannot be opened is moved aside ([`quarantine`]) on a node whose groups have peers.
+//! - [`amnesia`]: the groups that lost their state here and may not vote or campaign until
+//!   they caught up with a leader (ADR 0015-heal).
 //!
 //! Durability chain (DESIGN.md, "durable before acknowledged"): a proposal is acknowledged after
 //! openraft applied it, which happens only after a quorum holds its entry (followers count once
@@ -53,6 +56,7 @@
 // boxing it at every internal helper would only add allocations on error paths.
 #![allow(clippy::result_large_err)]
 
+pub mod amnesia;
 pub mod batcher;
 pub mod commit_hold;
 pub mod compactor;
@@ -65,6 +69,7 @@ pub mod machine;
 pub mod network;
 pub mod node_storage;
 pub mod pacer;
+pub mod quarantine;
 pub mod raft_codec;
 pub mod registry;
 mod restore;

@@ -210,6 +210,11 @@ impl Catalog {
         ))
     }
 
+    /// Whether `stream` is offline on this node.
+    pub fn is_offline(&self, stream: &str) -> bool {
+        self.offline.read().contains_key(stream)
+    }
+
     /// Streams that cannot run here, with the reason (STREAM.LIST's `offline`).
     pub fn offline_streams(&self) -> BTreeMap<String, String> {
         self.offline

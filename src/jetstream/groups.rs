@@ -24,6 +24,12 @@ pub(super) async fn open_meta_group(
     machine: MetaMachine,
 ) -> Result<Arc<RaftGroup>, JetStreamError> {
     let nodes = topology.node_ids();
+    if registry.storage().log.is_corrupt(META_GROUP) {
+        if nodes.len() < 2 {
+            return Err(JetStreamError::Corrupt { group: META_GROUP });
+        }
+        rebuild_corrupt_group(registry, META_GROUP).await?;
+    }
     let bootstrap = match nodes.iter().min() {
         Some(first) => Bootstrap::First(*first),
         None => Bootstrap::EveryVoter,
@@ -57,9 +63,23 @@ pub(super) async fn open_stream_group(
 ) -> Result<(Arc<RaftGroup>, StreamView), JetStreamError> {
     let registry = catalog.registry_for(assignment.config.storage);
     if registry.storage().log.is_corrupt(assignment.group) {
-        return Err(JetStreamError::Corrupt {
-            group: assignment.group,
-        });
+        if assignment.replicas.len() < 2 {
+            return Err(JetStreamError::Corrupt {
+                group: assignment.group,
+            });
+        }
+        rebuild_corrupt_group(registry, assignment.group).await?;
+    }
+    {
+        // A stream created after this node's store was replaced never had state here.
+        let amnesia = registry.storage().amnesia.clone();
+        let (group, created) = (assignment.group, assignment.created_nanos);
+        tokio::task::spawn_blocking(move || amnesia.clear_if_created_after_loss(group, created))
+            .await?
+            .map_err(|e| JetStreamError::Group {
+                group,
+                message: format!("cannot update the amnesia register: {e}"),
+            })?;
     }
     let (machine, view) = StreamMachine::new(assignment.config.clone());
     // The placement's first replica stands for election at once; placement spreads first
@@ -81,4 +101,39 @@ pub(super) async fn open_stream_group(
             message: e.to_string(),
         })?;
     Ok((group, view))
+}
+
+/// A replicated group whose records in the log are damaged: the log segments are copied to
+/// the quarantine directory, the group is marked amnesiac (before anything is dropped), and
+/// its log and state are dropped, so it starts empty and is rebuilt from its peers
+/// (ADR 0015-heal).
+async fn rebuild_corrupt_group(registry: &GroupRegistry, group: u64) -> Result<(), JetStreamError> {
+    let storage = registry.storage().clone();
+    let reason = format!("raft group {group} is corrupt in the log");
+    let failed = |e: std::io::Error| JetStreamError::Group {
+        group,
+        message: format!("cannot quarantine the damaged group: {e}"),
+    };
+    let moved = {
+        let reason = reason.clone();
+        let storage = storage.clone();
+        tokio::task::spawn_blocking(move || {
+            storage.amnesia.forget(group, reason.clone())?;
+            crate::consensus::quarantine::quarantine_group_log(storage.data_dir(), &reason)
+        })
+        .await?
+        .map_err(failed)?
+    };
+    tracing::error!(
+        group,
+        quarantine = %moved.display(),
+        "{reason}: log copied aside, the group is dropped here and rebuilt from its peers"
+    );
+    registry
+        .drop_group(group)
+        .await
+        .map_err(|e| JetStreamError::Group {
+            group,
+            message: e.to_string(),
+        })
 }

@@ -78,20 +78,25 @@ impl JetStream {
         cluster: Option<Arc<ClusterNode>>,
         log_options: LogOptions,
     ) -> Result<Arc<JetStream>, JetStreamError> {
+        let topology = Topology::new(shared.identity.server_name.clone(), cluster);
+        // A damaged store is rebuilt from the peers when there are any (ADR 0015-heal); on a
+        // node alone it stays where it is and the node does not start (nothing dropped).
+        let rebuild = topology.node_ids().len() > 1;
         let dir = shared.config.store_dir.clone();
-        let (storage, report) =
-            tokio::task::spawn_blocking(move || NodeStorage::open(&dir, log_options)).await??;
+        let (storage, report) = tokio::task::spawn_blocking(move || {
+            NodeStorage::open_or_rebuild(&dir, log_options, rebuild)
+        })
+        .await??;
         for corrupt in &report.corrupt_groups {
             tracing::error!(
                 group = corrupt,
-                "raft group is corrupt in the log: its stream stays offline until deleted"
+                "raft group is corrupt in the log: rebuilt from its peers if replicated, else its stream stays offline until deleted"
             );
         }
         tracing::info!(
             store_dir = %shared.config.store_dir.display(),
             "JetStream storage opened: {report:?}"
         );
-        let topology = Topology::new(shared.identity.server_name.clone(), cluster);
         let node = topology.node_id();
         let transport = topology.transport();
         let mut options = GroupOptions::default();

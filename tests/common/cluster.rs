@@ -194,6 +194,11 @@ impl TestCluster {
             .wait_for_line(needle)
     }
 
+    /// Node `i`'s store directory (its data survives a kill and a restart).
+    pub fn dir(&self, i: usize) -> &std::path::Path {
+        self.dirs[i].path()
+    }
+
     pub fn is_running(&self, i: usize) -> bool {
         self.nodes[i].is_some()
     }

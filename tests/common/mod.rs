@@ -16,6 +16,8 @@ pub mod fixture;
 
 pub mod process_fixture;
 
+pub mod damage;
+
 use std::future::Future;
 use std::time::Duration;
 

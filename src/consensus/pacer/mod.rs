@@ -263,7 +263,11 @@ impl Pacer {
                 now,
                 &mut peers,
             );
-            if obs.term > *term {
+            // A replica rebuilt after amnesia, or one that holds entries it has not applied
+            // (its sled lost them; the log still has them), needs the leader's appends or its
+            // commit index to catch up: a quiet leader sends neither, so it is told to wake as
+            // if deposed (ADR 0015-heal).
+            if obs.term > *term || t.signals.is_amnesiac() || behind(&t.raft) {
                 stale.push(*id);
             } else if t.pace.leader_is_quiet(&obs, leader, *term) {
                 publish_mode(t, generation);
@@ -404,6 +408,13 @@ async fn round(inner: &Inner, rng: &mut StdRng) -> bool {
         }
     }
     any_active
+}
+
+/// Whether a follower holds entries it has not applied yet.
+fn behind(raft: &Raft) -> bool {
+    let metrics = raft.metrics();
+    let m = metrics.borrow();
+    m.last_applied.map(|id| id.index) < m.last_log_index
 }
 
 /// What the pacer sees of a replica now; `peers` is reused to hold the other voters.

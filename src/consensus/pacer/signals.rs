@@ -40,6 +40,9 @@ pub struct GroupSignals {
     leader_contact: Mutex<Option<Instant>>,
     /// While false the pacer starts no election of the group here (a leader handing over).
     campaigns: AtomicBool,
+    /// While true the replica lost its log and vote here (`consensus::amnesia`): it neither
+    /// campaigns nor grants votes until it caught up with a leader.
+    amnesiac: AtomicBool,
     wakes: Arc<Wakes>,
 }
 
@@ -51,6 +54,7 @@ impl GroupSignals {
             modes: watch::channel(Mode::Active).0,
             leader_contact: Mutex::new(None),
             campaigns: AtomicBool::new(true),
+            amnesiac: AtomicBool::new(false),
             wakes,
         }
     }
@@ -85,7 +89,17 @@ impl GroupSignals {
     }
 
     pub(super) fn campaigns(&self) -> bool {
-        self.campaigns.load(Ordering::Acquire)
+        self.campaigns.load(Ordering::Acquire) && !self.is_amnesiac()
+    }
+
+    /// Marks the replica amnesiac (or caught up again): see the field's docs.
+    pub fn set_amnesiac(&self, amnesiac: bool) {
+        self.amnesiac.store(amnesiac, Ordering::Release);
+    }
+
+    /// Whether the replica may neither campaign nor vote yet (`consensus::amnesia`).
+    pub fn is_amnesiac(&self) -> bool {
+        self.amnesiac.load(Ordering::Acquire)
     }
 
     pub(super) fn leader_contact(&self) -> Option<Instant> {
@@ -113,5 +127,21 @@ fn decode(byte: u8) -> Mode {
         1 => Mode::Quiet,
         2 => Mode::Waking,
         _ => Mode::Active,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_amnesiac_replica_never_campaigns_whatever_a_stepdown_says() {
+        let signals = GroupSignals::new(7, Arc::new(Wakes::default()));
+        assert!(signals.campaigns());
+        signals.set_amnesiac(true);
+        signals.set_campaigns(true);
+        assert!(!signals.campaigns() && signals.is_amnesiac());
+        signals.set_amnesiac(false);
+        assert!(signals.campaigns());
     }
 }

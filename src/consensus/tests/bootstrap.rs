@@ -181,3 +181,47 @@ async fn without_the_first_voter_the_others_elect_a_leader_after_the_fallback() 
         group.shutdown().await.unwrap();
     }
 }
+
+/// A voter whose store was replaced (amnesiac, `amnesia.rs`) neither initializes the group nor
+/// campaigns; the leader rebuilds it, and once it applied an entry of the leader's term it
+/// leaves the register, durably, and may vote again (ADR 0015-heal).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_amnesiac_voter_is_rebuilt_by_the_leader_and_only_then_votes_again() {
+    let dirs: Vec<_> = VOTERS
+        .iter()
+        .map(|_| tempfile::tempdir().unwrap())
+        .collect();
+    crate::consensus::amnesia::Amnesia::load(dirs[0].path())
+        .forget_everything("test: store replaced".into())
+        .unwrap();
+    let storages: Vec<_> = dirs.iter().map(|d| open_storage(d.path())).collect();
+    let mesh = Mesh::default();
+    // Voter 1 would initialize the group at once and lead in term 1 (the test above);
+    // amnesiac, it waits to be told, and the others elect one of them after their fallback.
+    let first = start_voter(&mesh, &storages[0], 1, Bootstrap::First(1)).await;
+    assert!(first.signals().is_amnesiac());
+    let second = start_voter(&mesh, &storages[1], 2, Bootstrap::First(1)).await;
+    let third = start_voter(&mesh, &storages[2], 3, Bootstrap::First(1)).await;
+    let wait = BOOTSTRAP_FALLBACK + Duration::from_secs(10);
+    let leader = second.wait_for_leader(wait).await.unwrap();
+    assert_ne!(leader, 1, "the amnesiac voter led");
+    let leading = if leader == 2 { &second } else { &third };
+    leading.propose(increment("c")).await.unwrap();
+    first
+        .raft()
+        .wait(Some(Duration::from_secs(10)))
+        .metrics(|m| m.last_applied.is_some_and(|a| a.index >= 1), "rebuilt")
+        .await
+        .expect("the amnesiac voter is rebuilt from the leader");
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while first.signals().is_amnesiac() || storages[0].amnesia.is_amnesiac(GROUP) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the rebuilt voter leaves the register");
+    assert!(!crate::consensus::amnesia::Amnesia::load(dirs[0].path()).is_amnesiac(GROUP));
+    for group in [&first, &second, &third] {
+        group.shutdown().await.unwrap();
+    }
+}

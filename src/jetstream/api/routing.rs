@@ -62,7 +62,7 @@ pub fn role(js: &JetStream, request: &ApiRequest) -> Role {
         ApiRequest::StreamCreate { .. } | ApiRequest::StreamDelete { .. } => meta_role(),
         _ => match request.stream() {
             Some(stream) if js.assignment(stream).is_some() => {
-                if js.leads_stream(stream) {
+                if js.leads_stream(stream) || offline_here_alone(js, stream) {
                     Role::Answer
                 } else if super::leaderless::answers_for_stream(js, stream) {
                     Role::AnswerForLeaderlessStream
@@ -73,6 +73,14 @@ pub fn role(js: &JetStream, request: &ApiRequest) -> Role {
             _ => meta_role(),
         },
     }
+}
+
+/// Whether `stream` is offline on this node and this node is its only replica: no other node
+/// can answer for it (an R1 stream whose data is damaged or quarantined here, ADR 0015-heal).
+fn offline_here_alone(js: &JetStream, stream: &str) -> bool {
+    js.assignment(stream)
+        .is_some_and(|a| a.replicas == [js.node_id()])
+        && js.is_offline(stream)
 }
 
 /// Whether this node answers a request whose subject did not parse: the meta leader, or the
