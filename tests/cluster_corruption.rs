@@ -84,7 +84,7 @@ async fn corrupt_then_fail_over(test: &str, victim: Victim, files: Files, how: D
             .then_some(())
     });
 
-    // ... and votes again: its amnesia register (ADR 0015-heal) has let go of both groups
+    // ... and votes again: its amnesia register (ADR 0015) has let go of both groups
     // (the meta group and the stream's).
     let register = cluster.dir(damaged).join("amnesia.json");
     cluster.wait_for("the rebuilt replica to vote again", || {

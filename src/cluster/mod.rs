@@ -254,7 +254,7 @@ impl ClusterNode {
     pub async fn discover(self: &Arc<Self>, store_dir: &Path) -> Result<PeerTable, PeerTableError> {
         let saved = match PeerTable::load(store_dir) {
             Ok(saved) => saved,
-            // A damaged table is set aside and rebuilt from the routes (ADR 0015-heal).
+            // A damaged table is set aside and rebuilt from the routes (ADR 0015).
             Err(PeerTableError::Invalid { path, message }) => {
                 let aside = path.with_extension("json.damaged");
                 tracing::error!(

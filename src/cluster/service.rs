@@ -127,7 +127,7 @@ impl Cluster for ClusterService {
                     raft_codec::decode(&request.payload).map_err(malformed)?;
                 let candidate = rpc.vote.leader_id().voted_for();
                 // A replica that lost its log and vote to corruption grants no vote until it
-                // caught up with a leader (ADR 0015-heal).
+                // caught up with a leader (ADR 0015).
                 if group.signals().is_amnesiac() {
                     return Ok(unavailable(format!(
                         "vote refused: group {} is being rebuilt here after its state was lost",

@@ -1,5 +1,5 @@
 //! [`Amnesia`]: which Raft groups of this node lost their log and vote to corruption and may not
-//! vote or stand for election until they caught up with a leader (ADR 0015-heal). One per node,
+//! vote or stand for election until they caught up with a leader (ADR 0015). One per node,
 //! persisted in `<data dir>/amnesia.json`, shared through [`NodeStorage`](super::NodeStorage).
 //!
 //! A replica whose state was quarantined (`quarantine.rs`) starts empty. Granting a vote with
@@ -181,7 +181,7 @@ impl Amnesia {
 /// (another node, its vote committed) and has applied an entry of that leader's term. A leader
 /// commits an entry of its own term only once a quorum holds it, and its log holds every entry
 /// committed before (leader completeness), so the replica then holds every committed entry,
-/// among them any it had helped commit before it lost its log (ADR 0015-heal).
+/// among them any it had helped commit before it lost its log (ADR 0015).
 pub fn caught_up(
     me: NodeId,
     vote_term: u64,

@@ -28,7 +28,7 @@ pub enum StartError {
     #[error("raft: {0}")]
     Shutdown(#[from] tokio::task::JoinError),
     /// The group lost its state here to corruption and has no other voter to be rebuilt from
-    /// (ADR 0015-heal); its damaged data is in the store's quarantine directory.
+    /// (ADR 0015); its damaged data is in the store's quarantine directory.
     #[error("group {group} lost its state to corruption and has no replica to rebuild it from (damaged data kept under quarantine/)")]
     Amnesiac { group: GroupId },
     #[error("group {group} elected no leader within {waited:?}")]

@@ -276,7 +276,7 @@ impl RaftGroup {
         let single_voter = voters.len() == 1 && voters.contains_key(&node);
         if storage.amnesia.is_amnesiac(group) {
             if single_voter {
-                // No peer holds its data: nothing to rebuild it from (ADR 0015-heal).
+                // No peer holds its data: nothing to rebuild it from (ADR 0015).
                 started.shutdown().await?;
                 return Err(StartError::Amnesiac { group });
             }

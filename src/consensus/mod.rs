@@ -42,7 +42,7 @@
 //! - [`node_storage`]: [`NodeStorage`], the storage every group of a node shares; a store that
 //!   cannot be opened is moved aside ([`quarantine`]) on a node whose groups have peers.
 //! - [`amnesia`]: the groups that lost their state here and may not vote or campaign until
-//!   they caught up with a leader (ADR 0015-heal).
+//!   they caught up with a leader (ADR 0015).
 //!
 //! Durability chain (DESIGN.md, "durable before acknowledged"): a proposal is acknowledged after
 //! openraft applied it, which happens only after a quorum holds its entry (followers count once

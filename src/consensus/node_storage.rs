@@ -11,7 +11,7 @@
 //! [`NodeStorage::open_or_rebuild`] never lets a damaged store crash the node: a panic or a
 //! corruption error while opening becomes a typed [`StorageOpenError`]; a node whose groups
 //! can be rebuilt from peers (a cluster) then quarantines the store, marks every group
-//! amnesiac and starts empty (ADR 0015-heal).
+//! amnesiac and starts empty (ADR 0015).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

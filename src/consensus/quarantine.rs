@@ -1,5 +1,5 @@
 //! Quarantine: damaged state is moved aside, never deleted, so it can be examined; the node
-//! then starts over with an empty store and is rebuilt from its peers (ADR 0015-heal).
+//! then starts over with an empty store and is rebuilt from its peers (ADR 0015).
 //!
 //! ```text
 //! <data dir>/quarantine/<unix seconds>-<nanos>/log/        the write-ahead log as it was

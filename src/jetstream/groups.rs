@@ -106,7 +106,7 @@ pub(super) async fn open_stream_group(
 /// A replicated group whose records in the log are damaged: the log segments are copied to
 /// the quarantine directory, the group is marked amnesiac (before anything is dropped), and
 /// its log and state are dropped, so it starts empty and is rebuilt from its peers
-/// (ADR 0015-heal).
+/// (ADR 0015).
 async fn rebuild_corrupt_group(registry: &GroupRegistry, group: u64) -> Result<(), JetStreamError> {
     let storage = registry.storage().clone();
     let reason = format!("raft group {group} is corrupt in the log");

@@ -79,7 +79,7 @@ impl JetStream {
         log_options: LogOptions,
     ) -> Result<Arc<JetStream>, JetStreamError> {
         let topology = Topology::new(shared.identity.server_name.clone(), cluster);
-        // A damaged store is rebuilt from the peers when there are any (ADR 0015-heal); on a
+        // A damaged store is rebuilt from the peers when there are any (ADR 0015); on a
         // node alone it stays where it is and the node does not start (nothing dropped).
         let rebuild = topology.node_ids().len() > 1;
         let dir = shared.config.store_dir.clone();

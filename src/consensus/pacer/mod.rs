@@ -266,7 +266,7 @@ impl Pacer {
             // A replica rebuilt after amnesia, or one that holds entries it has not applied
             // (its sled lost them; the log still has them), needs the leader's appends or its
             // commit index to catch up: a quiet leader sends neither, so it is told to wake as
-            // if deposed (ADR 0015-heal).
+            // if deposed (ADR 0015).
             if obs.term > *term || t.signals.is_amnesiac() || behind(&t.raft) {
                 stale.push(*id);
             } else if t.pace.leader_is_quiet(&obs, leader, *term) {

@@ -184,7 +184,7 @@ async fn without_the_first_voter_the_others_elect_a_leader_after_the_fallback() 
 
 /// A voter whose store was replaced (amnesiac, `amnesia.rs`) neither initializes the group nor
 /// campaigns; the leader rebuilds it, and once it applied an entry of the leader's term it
-/// leaves the register, durably, and may vote again (ADR 0015-heal).
+/// leaves the register, durably, and may vote again (ADR 0015).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_amnesiac_voter_is_rebuilt_by_the_leader_and_only_then_votes_again() {
     let dirs: Vec<_> = VOTERS

@@ -76,7 +76,7 @@ pub fn role(js: &JetStream, request: &ApiRequest) -> Role {
 }
 
 /// Whether `stream` is offline on this node and this node is its only replica: no other node
-/// can answer for it (an R1 stream whose data is damaged or quarantined here, ADR 0015-heal).
+/// can answer for it (an R1 stream whose data is damaged or quarantined here, ADR 0015).
 fn offline_here_alone(js: &JetStream, stream: &str) -> bool {
     js.assignment(stream)
         .is_some_and(|a| a.replicas == [js.node_id()])
