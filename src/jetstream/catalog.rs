@@ -27,6 +27,7 @@ use super::meta::{MetaView, StreamAssignment};
 use super::offline::OfflineStream;
 use super::queue::Dropped;
 use super::stream::StreamHandle;
+use super::stream_machine::BlockCache;
 use super::topology::Topology;
 use crate::consensus::pacer::Mode;
 use crate::consensus::{GroupRegistry, NodeId, RaftGroup};
@@ -107,6 +108,8 @@ pub struct Catalog {
     /// Notified by a leadership watcher that saw its group stopped: the supervisor wakes.
     pub(super) group_stopped: Arc<tokio::sync::Notify>,
     delivery: Arc<DeliveryRegistry>,
+    /// The node's cache of message blocks, shared by every stream group (`stream_machine`).
+    block_cache: Arc<BlockCache>,
     pub(crate) api_total: AtomicU64,
     pub(crate) api_errors: AtomicU64,
     /// API requests dropped because the API inbox was full (see `api::inbox`).
@@ -135,6 +138,7 @@ impl Catalog {
     pub(super) fn new(shared: Arc<ServerShared>, topology: Topology, groups: Groups) -> Catalog {
         Catalog {
             delivery: DeliveryRegistry::new(shared.clone()),
+            block_cache: Arc::new(BlockCache::new(shared.config.js_cache_bytes)),
             shared,
             topology,
             registry: groups.registry,
@@ -163,6 +167,11 @@ impl Catalog {
     /// The nodes this node's groups are placed on (a cluster of one without `--cluster`).
     pub fn topology(&self) -> &Topology {
         &self.topology
+    }
+
+    /// The node's message block cache.
+    pub fn block_cache(&self) -> &Arc<BlockCache> {
+        &self.block_cache
     }
 
     /// Consumers' delivery: pull requests, push delivery, acks.

@@ -61,7 +61,8 @@ pub(super) async fn open_stream_group(
             group: assignment.group,
         });
     }
-    let (machine, view) = StreamMachine::new(assignment.config.clone());
+    let (machine, view) =
+        StreamMachine::new(assignment.config.clone(), catalog.block_cache().clone());
     // The placement's first replica stands for election at once; placement spreads first
     // replicas, so leaders spread. (A group of one voter elects itself at once either way.)
     let bootstrap = match assignment.replicas.first() {

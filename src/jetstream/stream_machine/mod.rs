@@ -70,6 +70,9 @@
 //! Restoring replays the entries in order, which is exact because `DedupWindow` records an id
 //! only when it is not already in the window.
 
+mod block;
+mod bodies;
+pub mod cache;
 pub mod entry;
 mod keys;
 mod machine;
@@ -86,6 +89,9 @@ mod tests_layouts;
 #[cfg(test)]
 mod tests_load;
 
+pub use block::Body;
+pub use bodies::{MessageStore, PinnedStats};
+pub use cache::{BlockCache, CacheStats, DEFAULT_CACHE_BYTES};
 pub use entry::StreamCommandWire;
 pub use machine::StreamMachine;
 pub use view::{StreamView, StreamViewWriter};
