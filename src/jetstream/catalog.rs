@@ -27,7 +27,7 @@ use super::meta::{MetaView, StreamAssignment};
 use super::offline::OfflineStream;
 use super::queue::Dropped;
 use super::stream::StreamHandle;
-use super::stream_machine::BlockCache;
+use super::stream_machine::{BlockCache, CacheStats};
 use super::topology::Topology;
 use crate::consensus::pacer::Mode;
 use crate::consensus::{GroupRegistry, NodeId, RaftGroup};
@@ -119,6 +119,21 @@ pub struct Catalog {
     meta_leader_clock: parking_lot::Mutex<LeaderClock>,
 }
 
+/// See [`Catalog::store_usage`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StoreUsage {
+    pub streams: u64,
+    pub messages: u64,
+    /// Bytes of memory streams, as nats-server counts them (`memory`).
+    pub memory: u64,
+    /// Bytes of file streams, as nats-server counts them (`storage`).
+    pub storage: u64,
+    pub cache: CacheStats,
+    /// Bytes of blocks kept in memory outside the cache: a memory stream's, and a file
+    /// stream's newest until sled has them.
+    pub pinned_bytes: u64,
+}
+
 impl std::fmt::Debug for Catalog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Catalog").finish_non_exhaustive()
@@ -172,6 +187,36 @@ impl Catalog {
     /// The node's message block cache.
     pub fn block_cache(&self) -> &Arc<BlockCache> {
         &self.block_cache
+    }
+
+    /// What this node's stream replicas hold, by storage type, and what their bodies take
+    /// in memory (`/varz`, `/jsz`).
+    pub fn store_usage(&self) -> StoreUsage {
+        let handles: Vec<Arc<StreamHandle>> = self
+            .streams
+            .read()
+            .values()
+            .map(|s| s.handle.clone())
+            .collect();
+        let mut usage = StoreUsage {
+            streams: handles.len() as u64,
+            cache: self.block_cache.stats(),
+            ..StoreUsage::default()
+        };
+        for handle in handles {
+            let view = handle.view();
+            view.read(|group| {
+                let stream = group.stream();
+                usage.messages += stream.message_count();
+                match stream.config().storage {
+                    StorageType::Memory => usage.memory += stream.bytes(),
+                    StorageType::File => usage.storage += stream.bytes(),
+                }
+            });
+            let pinned = view.store().pinned();
+            usage.pinned_bytes += pinned.bytes;
+        }
+        usage
     }
 
     /// Consumers' delivery: pull requests, push delivery, acks.
