@@ -7,7 +7,8 @@
 //! leader of a 3-node cluster that was more than half of the apply call, and the apply is on
 //! the path of every PubAck. Nothing needs those writes at once: a machine's working state is
 //! in memory (see [`GroupMachine`](super::GroupMachine)), and sled is only read to rebuild it
-//! (`load`), to dump a snapshot, and before the log is purged. So `apply` returns as soon as
+//! (`load`), to dump a snapshot, before the log is purged, and by a stream's message store
+//! for blocks it knows written (by their ticket, below). So `apply` returns as soon as
 //! its batch is queued, and everything that reads the group's sled state first waits until
 //! the writer has written what was queued before ([`StateWriter::flush`]).
 //!
