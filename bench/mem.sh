@@ -41,8 +41,8 @@ start_server() { # BIN PORT DIR LOG -> pid
     echo $!
 }
 
-wait_for_stream() { # URL -> waits until stream M answers with every message (120 s)
-    local deadline=$(($(date +%s) + 120))
+wait_for_stream() { # URL WHAT -> waits until stream M answers with every message (300 s)
+    local deadline=$(($(date +%s) + 300))
     while (($(date +%s) < deadline)); do
         if "$NATS" --no-context --server "$1" stream info M --json 2>/dev/null |
             python3 -c "import json,sys; sys.exit(0 if json.load(sys.stdin)['state']['messages']==$MSGS else 1)" 2>/dev/null; then
@@ -50,7 +50,8 @@ wait_for_stream() { # URL -> waits until stream M answers with every message (12
         fi
         sleep 0.02
     done
-    echo "stream never served" >&2
+    echo "$2: stream never held $MSGS messages:" >&2
+    "$NATS" --no-context --server "$1" stream info M --json >&2 || true
     return 1
 }
 
@@ -68,15 +69,16 @@ measure() { # BIN
     pub_rate=$(timeout 900 "$NATS" --no-context --server "$url" bench js pub async js.mem --stream M --create \
         --storage file --replicas 1 --clients 1 --msgs "$MSGS" --size "$SIZE" --no-progress 2>&1 |
         grep -oE '[0-9,]+ msgs/sec' | head -1 | tr -d ', msgs/sec')
-    wait_for_stream "$url"
+    wait_for_stream "$url" "after publish" || { tail -20 "$dir/log1" >&2; return 1; }
     sleep 2 # let the write-behind and the compactor settle before reading RSS
     rss_pub=$(rss_mb "$pid")
     disk=$(du -sm "$dir/store" | cut -f1)
     kill -9 "$pid"
-    wait "$pid" 2>/dev/null || true
+    # Not this shell's child (started in a command substitution): wait for it to be gone.
+    while kill -0 "$pid" 2>/dev/null; do sleep 0.01; done
     t0=$(now)
     pid=$(start_server "$bin" "$port" "$dir/store" "$dir/log2")
-    wait_for_stream "$url"
+    wait_for_stream "$url" "after restart" || { tail -20 "$dir/log2" >&2; return 1; }
     t1=$(now)
     restart_s=$(python3 -c "print(f'{$t1-$t0:.2f}')")
     rss_restart=$(rss_mb "$pid")
@@ -85,7 +87,7 @@ measure() { # BIN
         grep -oE '[0-9,]+ msgs/sec' | head -1 | tr -d ', msgs/sec')
     rss_read=$(rss_mb "$pid")
     kill "$pid"
-    wait "$pid" 2>/dev/null || true
+    while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
     rm -rf "$dir"
     echo "| $(basename "$bin") | $MSGS x $SIZE B | $rss_pub MB | $disk MB | $restart_s s | $rss_restart MB | $rss_read MB | $pub_rate | $read_rate |"
 }
