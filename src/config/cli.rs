@@ -85,6 +85,10 @@ pub struct Cli {
     #[arg(long, value_name = "DIR")]
     pub store_dir: Option<PathBuf>,
 
+    /// Byte budget of the cache of stream message blocks, e.g. 256MB [default: 64MiB] (jetraft only)
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
+    pub js_cache_bytes: Option<usize>,
+
     /// Max payload, e.g. 512KB, 8MB [default: 1MB] (nats-server: config only)
     #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
     pub max_payload: Option<usize>,
@@ -163,6 +167,7 @@ const VALUE_LONGS: &[&str] = &[
     "config",
     "http_port",
     "store_dir",
+    "js_cache_bytes",
     "max_payload",
     "user",
     "pass",
@@ -283,6 +288,10 @@ pub fn resolve(cli: Cli, file: FileConfig) -> Result<Config, ConfigError> {
             .store_dir
             .or(file.store_dir)
             .unwrap_or(defaults.store_dir),
+        js_cache_bytes: cli
+            .js_cache_bytes
+            .or(file.js_cache_bytes)
+            .map_or(defaults.js_cache_bytes, |bytes| bytes as u64),
         max_payload: cli
             .max_payload
             .or(file.max_payload)
@@ -429,6 +438,8 @@ mod tests {
     fn nats_server_spellings() {
         let c = load_ok("-js -sd /tmp/x -DV -port 4333 -addr 127.0.0.1");
         assert!(c.jetstream && c.logging.debug && c.logging.trace);
+        assert_eq!(c.js_cache_bytes, crate::config::DEFAULT_JS_CACHE_BYTES);
+        assert_eq!(load_ok("-js_cache_bytes 2MB").js_cache_bytes, 2 << 20);
         assert_eq!(c.store_dir, PathBuf::from("/tmp/x"));
         assert_eq!(c.listen, SocketAddr::from(([127, 0, 0, 1], 4333)));
         let c = load_ok("--store_dir=/y -p 1 --net ::1 -n n1 -m 8222");

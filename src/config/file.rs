@@ -14,6 +14,7 @@
 //!
 //! jetstream {
 //!   store_dir: "/var/lib/jetraft"
+//!   cache_bytes: 256MB             # the message block cache (jetraft's; default 64MiB)
 //! }
 //! authorization {
 //!   user: alice, password: "s3cret"   # or: token: "t0k3n"
@@ -30,7 +31,8 @@
 //! `server_name`, `http_port`/`monitor_port`, `http` (`"host:port"` or a port),
 //! `max_payload`, `max_control_line`, `max_pending`/`max_pending_size`,
 //! `max_connections`/`max_conn`, `ping_interval`, `ping_max`, `debug`, `trace`,
-//! `jetstream` (`true`, `enabled`, `disabled`, or a block with `store_dir` and `enabled`),
+//! `jetstream` (`true`, `enabled`, `disabled`, or a block with `store_dir`, `enabled` and
+//! `cache_bytes`),
 //! `authorization { user/username, password/pass, token, timeout }`,
 //! `cluster { name, listen, routes }` (see [`super::cluster`]).
 //!
@@ -65,6 +67,7 @@ pub struct FileConfig {
     pub trace: Option<bool>,
     pub jetstream: Option<bool>,
     pub store_dir: Option<PathBuf>,
+    pub js_cache_bytes: Option<usize>,
     pub user: Option<String>,
     pub password: Option<String>,
     pub token: Option<String>,
@@ -192,6 +195,7 @@ fn apply(fc: &mut FileConfig, e: &Entry, path: &Path) -> Result<(), Bad> {
         "jetstream" => jetstream(fc, e, path)?,
         "jetstream.store_dir" | "jetstream.store" => fc.store_dir = Some(e.string()?.into()),
         "jetstream.enabled" | "jetstream.enable" => fc.jetstream = Some(e.boolean()?),
+        "jetstream.cache_bytes" => fc.js_cache_bytes = Some(e.size()?),
         "cluster" => e.block()?.iter().try_for_each(|sub| apply(fc, sub, path))?,
         "cluster.name" => fc.cluster_name = Some(e.string()?),
         "cluster.listen" => fc.cluster_listen = Some(e.string()?),

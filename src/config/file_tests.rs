@@ -90,11 +90,13 @@ fn listen_and_http() {
 
 #[test]
 fn blocks() {
-    let fc = ok("jetstream {\n  store_dir: \"/data/js\"\n  max_mem: 1G\n}\n\
-                 authorization: {\n user: alice\n password: 1234\n}\n");
+    let fc = ok(
+        "jetstream {\n  store_dir: \"/data/js\"\n  max_mem: 1G\n  cache_bytes: 1MiB\n}\n\
+                 authorization: {\n user: alice\n password: 1234\n}\n",
+    );
     assert_eq!(
-        (fc.jetstream, fc.store_dir),
-        (Some(true), Some("/data/js".into()))
+        (fc.jetstream, fc.store_dir, fc.js_cache_bytes),
+        (Some(true), Some("/data/js".into()), Some(1 << 20))
     );
     assert_eq!(
         (fc.user.as_deref(), fc.password.as_deref()),

@@ -51,6 +51,9 @@ pub struct Config {
     pub cluster: Option<cluster::ClusterConfig>,
     pub jetstream: bool,
     pub store_dir: PathBuf,
+    /// Byte budget of the node's cache of stream message blocks (`--js_cache_bytes`,
+    /// `jetstream { cache_bytes }`); message bodies are read through it.
+    pub js_cache_bytes: u64,
     pub max_payload: usize,
     pub max_control_line: usize,
     /// Outbound bytes a client may have queued before it is cut off as a slow consumer.
@@ -71,6 +74,8 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 64 * 1024;
 pub const DEFAULT_PING_INTERVAL: Duration = Duration::from_secs(120);
 pub const DEFAULT_PING_MAX: u32 = 2;
 pub const DEFAULT_AUTH_TIMEOUT: Duration = Duration::from_secs(2);
+/// 64 MiB.
+pub const DEFAULT_JS_CACHE_BYTES: u64 = 64 << 20;
 
 impl Default for Config {
     fn default() -> Self {
@@ -82,6 +87,7 @@ impl Default for Config {
             cluster: None,
             jetstream: false,
             store_dir: PathBuf::from("./jetraft-data"),
+            js_cache_bytes: DEFAULT_JS_CACHE_BYTES,
             max_payload: DEFAULT_MAX_PAYLOAD,
             max_control_line: DEFAULT_MAX_CONTROL_LINE,
             max_pending: DEFAULT_MAX_PENDING,

@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 
 use super::state_db::{self, StateDb, PREFIX_LEN, SPACE_DATA};
-use super::state_writer::{Write, WriteBehindError};
+use super::state_writer::{Write, WriteBehindError, WriteTicket};
 use super::types::{Command, GroupId, Response};
 
 /// A storage-level failure inside a state machine.
@@ -117,6 +117,13 @@ pub trait GroupMachine: Send + Sync + 'static {
         let _ = txn;
         Ok(())
     }
+
+    /// Called after the writes of an `apply` call (the `finish` before it included) were
+    /// queued to be written behind, with their batch's ticket: once
+    /// [`MachineView::written`] reaches it, sled holds them.
+    fn submitted(&mut self, ticket: WriteTicket) {
+        let _ = ticket;
+    }
 }
 
 /// Read access to one group's keys as they are in sled (without any pending txn): each read
@@ -147,6 +154,22 @@ impl MachineView {
             .tree()
             .get(state_db::key(self.group, SPACE_DATA, key))?;
         Ok(value.map(|v| Bytes::copy_from_slice(&v)))
+    }
+
+    /// The value of `key` as sled holds it now, without waiting for the write-behind queue:
+    /// for keys the caller knows are written (their batch's ticket is at or below
+    /// [`written`](Self::written)), on paths that must not wait for the queue.
+    pub fn get_written(&self, key: &[u8]) -> Result<Option<Bytes>, MachineError> {
+        let value = self
+            .db
+            .tree()
+            .get(state_db::key(self.group, SPACE_DATA, key))?;
+        Ok(value.map(|v| Bytes::copy_from_slice(&v)))
+    }
+
+    /// The highest write ticket in sled (see [`GroupMachine::submitted`]).
+    pub fn written(&self) -> WriteTicket {
+        self.db.writer().written()
     }
 
     /// All keys starting with `prefix`, in key order.

@@ -91,6 +91,7 @@ pub use node_storage::NodeStorage;
 pub use registry::GroupRegistry;
 pub use state_db::StateDb;
 pub use state_machine::GroupStateMachine;
+pub use state_writer::WriteTicket;
 pub use types::{
     Command, GroupId, Node, NodeId, Proposal, ProposalResponse, Response, TypeConfig,
     SINGLE_NODE_ID,

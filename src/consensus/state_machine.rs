@@ -326,10 +326,12 @@ impl GroupStateMachine {
         }
         // Written behind: the machine's in-memory state already answers, and every reader of
         // sled flushes the queue first (state_writer.rs).
-        self.db
+        let ticket = self
+            .db
             .writer()
             .submit(self.owner, writes)
             .map_err(sm_write_err)?;
+        self.machine.submitted(ticket);
         self.applied = last_applied;
         if let Some(membership) = new_membership {
             self.membership = membership;
@@ -405,7 +407,7 @@ impl RaftStateMachine<TypeConfig> for GroupStateMachine {
             Some(raft_codec::encode(&meta)),
         )];
         let prepared = match self.db.writer().submit(self.owner, mark) {
-            Ok(()) => {
+            Ok(_) => {
                 self.in_place = Some(meta.clone());
                 self.growth.snapshot_taken();
                 Ok(meta)

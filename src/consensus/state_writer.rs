@@ -7,7 +7,8 @@
 //! leader of a 3-node cluster that was more than half of the apply call, and the apply is on
 //! the path of every PubAck. Nothing needs those writes at once: a machine's working state is
 //! in memory (see [`GroupMachine`](super::GroupMachine)), and sled is only read to rebuild it
-//! (`load`), to dump a snapshot, and before the log is purged. So `apply` returns as soon as
+//! (`load`), to dump a snapshot, before the log is purged, and by a stream's message store
+//! for blocks it knows written (by their ticket, below). So `apply` returns as soon as
 //! its batch is queued, and everything that reads the group's sled state first waits until
 //! the writer has written what was queued before ([`StateWriter::flush`]).
 //!
@@ -20,6 +21,11 @@
 //! only behind a snapshot, and building one flushes first).
 //!
 //! The queue is bounded ([`MAX_QUEUED`] batches): an apply that outruns sled waits for room.
+//!
+//! Each submitted batch gets a [`WriteTicket`], increasing in queue order, and the writer
+//! publishes the highest ticket it has written ([`StateWriter::written`]): a machine that keeps
+//! something in memory only until sled has it (a stream's newest message blocks) checks its
+//! batch's ticket against it without waiting.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,6 +47,11 @@ pub type Owner = u64;
 /// A full sled key and its new value (`None`: remove).
 pub type Write = (Vec<u8>, Option<Bytes>);
 
+/// The place of a submitted batch in the queue: batches are written in ticket order, and
+/// every batch with a ticket at or below [`StateWriter::written`] is in sled (or was skipped
+/// after its owner failed).
+pub type WriteTicket = u64;
+
 /// Writing a batch failed; the owner's state in sled stops at its last written batch.
 #[derive(Clone, Debug, thiserror::Error)]
 pub enum WriteBehindError {
@@ -53,6 +64,7 @@ pub enum WriteBehindError {
 enum Job {
     Write {
         owner: Owner,
+        ticket: WriteTicket,
         writes: Vec<Write>,
     },
     /// Answered once every job before it was handled.
@@ -63,6 +75,8 @@ enum Job {
 struct Shared {
     /// Owners whose batch failed, with the error.
     failed: Mutex<HashMap<Owner, WriteBehindError>>,
+    /// Highest ticket written (or skipped).
+    written: AtomicU64,
 }
 
 /// The node's write-behind queue into sled. See the module docs.
@@ -71,6 +85,8 @@ pub struct StateWriter {
     thread: Option<JoinHandle<()>>,
     shared: Arc<Shared>,
     next_owner: AtomicU64,
+    /// The last ticket handed out; held while queueing, so tickets follow queue order.
+    last_ticket: Mutex<WriteTicket>,
 }
 
 impl std::fmt::Debug for StateWriter {
@@ -93,6 +109,7 @@ impl StateWriter {
             thread: Some(thread),
             shared,
             next_owner: AtomicU64::new(1),
+            last_ticket: Mutex::new(0),
         })
     }
 
@@ -102,14 +119,30 @@ impl StateWriter {
     }
 
     /// Queue `writes` to be written as one atomic batch after everything queued before. Waits
-    /// only while the queue is full. Fails if an earlier batch of `owner` failed.
-    pub fn submit(&self, owner: Owner, writes: Vec<Write>) -> Result<(), WriteBehindError> {
+    /// only while the queue is full. Fails if an earlier batch of `owner` failed. Returns the
+    /// batch's ticket.
+    pub fn submit(
+        &self,
+        owner: Owner,
+        writes: Vec<Write>,
+    ) -> Result<WriteTicket, WriteBehindError> {
         self.check(owner)?;
-        self.jobs
-            .as_ref()
-            .ok_or(WriteBehindError::Stopped)?
-            .send(Job::Write { owner, writes })
-            .map_err(|_| WriteBehindError::Stopped)
+        let jobs = self.jobs.as_ref().ok_or(WriteBehindError::Stopped)?;
+        let mut last = self.last_ticket.lock();
+        let ticket = *last + 1;
+        jobs.send(Job::Write {
+            owner,
+            ticket,
+            writes,
+        })
+        .map_err(|_| WriteBehindError::Stopped)?;
+        *last = ticket;
+        Ok(ticket)
+    }
+
+    /// The highest ticket whose batch is written: every batch up to it is in sled.
+    pub fn written(&self) -> WriteTicket {
+        self.shared.written.load(Ordering::Acquire)
     }
 
     /// Wait until everything queued before this call is written (or skipped after a failure).
@@ -168,15 +201,25 @@ fn run(tree: sled::Tree, jobs: mpsc::Receiver<Job>, shared: Arc<Shared>) {
             Job::Flush(done) => {
                 let _ = done.send(());
             }
-            Job::Write { owner, writes } => {
+            Job::Write {
+                owner,
+                ticket,
+                writes,
+            } => {
                 // Merge the writes queued right behind this one into the same sled batch.
                 let mut owners = vec![owner];
                 let mut merged = vec![writes];
+                let mut last_ticket = ticket;
                 while merged.len() < MAX_MERGED {
                     match jobs.try_recv() {
-                        Ok(Job::Write { owner, writes }) => {
+                        Ok(Job::Write {
+                            owner,
+                            ticket,
+                            writes,
+                        }) => {
                             owners.push(owner);
                             merged.push(writes);
+                            last_ticket = ticket;
                         }
                         Ok(flush) => {
                             next = Some(flush);
@@ -186,6 +229,7 @@ fn run(tree: sled::Tree, jobs: mpsc::Receiver<Job>, shared: Arc<Shared>) {
                     }
                 }
                 write(&tree, &shared, owners, merged);
+                shared.written.store(last_ticket, Ordering::Release);
             }
         }
     }
@@ -248,10 +292,12 @@ mod tests {
                 vec![(b"gone".to_vec(), Some(Bytes::from_static(b"x")))],
             )
             .unwrap();
-        writer
+        let last = writer
             .submit(owner, vec![(b"gone".to_vec(), None)])
             .unwrap();
+        assert_eq!(last, 502, "tickets count the batches in queue order");
         writer.flush(owner).unwrap();
+        assert_eq!(writer.written(), last);
         assert_eq!(
             tree.get(b"k").unwrap().unwrap().as_ref(),
             499u32.to_be_bytes()

@@ -87,7 +87,7 @@ impl StreamStateFixture {
     ) -> Result<Vec<Response>, MachineError> {
         self.replace_keys(records)?;
         let view = MachineView::new(self.db.clone(), FIXTURE_GROUP);
-        let (mut machine, _view) = StreamMachine::new(StreamConfig::default());
+        let (mut machine, _view) = StreamMachine::new(StreamConfig::default(), Default::default());
         machine.load(&view)?;
         let mut responses = Vec::with_capacity(commands.len());
         let mut txn = MachineTxn::new(&view);

@@ -221,7 +221,7 @@ impl StreamStateFixture {
     pub fn sample_state(&self, dir: &Path) -> Result<SampleState, MachineError> {
         self.replace_keys(&[])?;
         let view = MachineView::new(self.db.clone(), super::FIXTURE_GROUP);
-        let (mut machine, _view) = StreamMachine::new(stream_config());
+        let (mut machine, _view) = StreamMachine::new(stream_config(), Default::default());
         machine.load(&view)?;
         let mut txn = MachineTxn::new(&view);
         for (index, command) in (1u64..).zip(encoded_stream_commands()) {

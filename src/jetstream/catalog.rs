@@ -27,6 +27,7 @@ use super::meta::{MetaView, StreamAssignment};
 use super::offline::OfflineStream;
 use super::queue::Dropped;
 use super::stream::StreamHandle;
+use super::stream_machine::{BlockCache, CacheStats};
 use super::topology::Topology;
 use crate::consensus::pacer::Mode;
 use crate::consensus::{GroupRegistry, NodeId, RaftGroup};
@@ -107,6 +108,8 @@ pub struct Catalog {
     /// Notified by a leadership watcher that saw its group stopped: the supervisor wakes.
     pub(super) group_stopped: Arc<tokio::sync::Notify>,
     delivery: Arc<DeliveryRegistry>,
+    /// The node's cache of message blocks, shared by every stream group (`stream_machine`).
+    block_cache: Arc<BlockCache>,
     pub(crate) api_total: AtomicU64,
     pub(crate) api_errors: AtomicU64,
     /// API requests dropped because the API inbox was full (see `api::inbox`).
@@ -114,6 +117,21 @@ pub struct Catalog {
     /// Whether, and since when, this node knows no meta leader (see `leadership` and
     /// `api::leaderless`).
     meta_leader_clock: parking_lot::Mutex<LeaderClock>,
+}
+
+/// See [`Catalog::store_usage`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StoreUsage {
+    pub streams: u64,
+    pub messages: u64,
+    /// Bytes of memory streams, as nats-server counts them (`memory`).
+    pub memory: u64,
+    /// Bytes of file streams, as nats-server counts them (`storage`).
+    pub storage: u64,
+    pub cache: CacheStats,
+    /// Bytes of blocks kept in memory outside the cache: a memory stream's, and a file
+    /// stream's newest until sled has them.
+    pub pinned_bytes: u64,
 }
 
 impl std::fmt::Debug for Catalog {
@@ -135,6 +153,7 @@ impl Catalog {
     pub(super) fn new(shared: Arc<ServerShared>, topology: Topology, groups: Groups) -> Catalog {
         Catalog {
             delivery: DeliveryRegistry::new(shared.clone()),
+            block_cache: Arc::new(BlockCache::new(shared.config.js_cache_bytes)),
             shared,
             topology,
             registry: groups.registry,
@@ -163,6 +182,41 @@ impl Catalog {
     /// The nodes this node's groups are placed on (a cluster of one without `--cluster`).
     pub fn topology(&self) -> &Topology {
         &self.topology
+    }
+
+    /// The node's message block cache.
+    pub fn block_cache(&self) -> &Arc<BlockCache> {
+        &self.block_cache
+    }
+
+    /// What this node's stream replicas hold, by storage type, and what their bodies take
+    /// in memory (`/varz`, `/jsz`).
+    pub fn store_usage(&self) -> StoreUsage {
+        let handles: Vec<Arc<StreamHandle>> = self
+            .streams
+            .read()
+            .values()
+            .map(|s| s.handle.clone())
+            .collect();
+        let mut usage = StoreUsage {
+            streams: handles.len() as u64,
+            cache: self.block_cache.stats(),
+            ..StoreUsage::default()
+        };
+        for handle in handles {
+            let view = handle.view();
+            view.read(|group| {
+                let stream = group.stream();
+                usage.messages += stream.message_count();
+                match stream.config().storage {
+                    StorageType::Memory => usage.memory += stream.bytes(),
+                    StorageType::File => usage.storage += stream.bytes(),
+                }
+            });
+            let pinned = view.store().pinned();
+            usage.pinned_bytes += pinned.bytes;
+        }
+        usage
     }
 
     /// Consumers' delivery: pull requests, push delivery, acks.

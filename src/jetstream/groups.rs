@@ -81,7 +81,8 @@ pub(super) async fn open_stream_group(
                 message: format!("cannot update the amnesia register: {e}"),
             })?;
     }
-    let (machine, view) = StreamMachine::new(assignment.config.clone());
+    let (machine, view) =
+        StreamMachine::new(assignment.config.clone(), catalog.block_cache().clone());
     // The placement's first replica stands for election at once; placement spreads first
     // replicas, so leaders spread. (A group of one voter elects itself at once either way.)
     let bootstrap = match assignment.replicas.first() {

@@ -36,7 +36,7 @@ pub fn removable<'a>(
                 stream.get(*seq).is_some_and(|msg| {
                     !consumers
                         .clone()
-                        .any(|consumer| consumer.still_needs(*seq, &msg.subject))
+                        .any(|consumer| consumer.still_needs(*seq, msg.subject))
                 })
             })
             .collect(),
@@ -71,7 +71,7 @@ fn no_consumer_needs<'a>(
     seq: u64,
 ) -> bool {
     match stream.get(seq) {
-        Some(msg) => !consumers.any(|consumer| consumer.still_needs(seq, &msg.subject)),
+        Some(msg) => !consumers.any(|consumer| consumer.still_needs(seq, msg.subject)),
         None => false,
     }
 }

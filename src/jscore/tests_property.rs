@@ -42,7 +42,7 @@ fn check_invariants(group: &StreamGroup, context: &str) {
     );
     let bytes: u64 = (summary.first_seq..=summary.last_seq)
         .filter_map(|seq| stream.get(seq))
-        .map(|msg| msg.stored_size(StorageType::Memory))
+        .map(|msg| msg.stored_size)
         .sum();
     assert_eq!(bytes, summary.bytes, "byte accounting: {context}");
     if let Some(max) = stream.limits().max_msgs {

@@ -8,6 +8,7 @@ use axum::Json;
 use serde::Serialize;
 
 use super::MonitorState;
+use crate::jetstream::catalog::StoreUsage;
 use crate::jetstream::JetStream;
 use crate::jsapi::Timestamp;
 
@@ -55,11 +56,46 @@ pub struct JetStreamVarz {
     pub streams: u64,
     pub messages: u64,
     pub bytes: u64,
+    /// Bytes held by memory streams (nats-server's `jetstream.stats.memory`).
+    pub memory: u64,
+    /// Bytes held by file streams (nats-server's `jetstream.stats.storage`).
+    pub storage: u64,
+    /// jetraft's addition: the message block cache every body is read through.
+    pub jetraft_cache: CacheVarz,
     pub wal: WalVarz,
     /// jetraft's addition: what bounded queues dropped since start.
     pub dropped: DroppedVarz,
     /// jetraft's addition: this node's Raft groups by pacing mode.
     pub raft_groups: RaftGroupsVarz,
+}
+
+/// The node's message block cache (`stream_machine::cache`) and the blocks kept beside it.
+#[derive(Debug, Serialize)]
+pub struct CacheVarz {
+    pub max_bytes: u64,
+    pub bytes: u64,
+    pub blocks: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub evictions: u64,
+    /// Blocks kept in memory outside the cache: memory streams' bodies, and file streams'
+    /// newest blocks until sled holds them.
+    pub pinned_bytes: u64,
+}
+
+impl CacheVarz {
+    pub fn of(usage: &StoreUsage) -> CacheVarz {
+        let cache = usage.cache;
+        CacheVarz {
+            max_bytes: cache.max_bytes,
+            bytes: cache.bytes,
+            blocks: cache.blocks,
+            hits: cache.hits,
+            misses: cache.misses,
+            evictions: cache.evictions,
+            pinned_bytes: usage.pinned_bytes,
+        }
+    }
 }
 
 /// Items the JetStream front's bounded queues dropped (see ARCHITECTURE.md, Invariants).
@@ -147,21 +183,16 @@ impl RaftGroupsVarz {
 }
 
 fn jetstream_varz(js: &JetStream) -> JetStreamVarz {
-    let (mut messages, mut bytes) = (0, 0);
     let names = js.stream_names();
-    for name in &names {
-        if let Some(stream) = js.stream(name) {
-            stream.view().read(|group| {
-                messages += group.stream().message_count();
-                bytes += group.stream().bytes();
-            });
-        }
-    }
+    let usage = js.store_usage();
     let log = js.log_stats();
     JetStreamVarz {
         streams: names.len() as u64,
-        messages,
-        bytes,
+        messages: usage.messages,
+        bytes: usage.memory + usage.storage,
+        memory: usage.memory,
+        storage: usage.storage,
+        jetraft_cache: CacheVarz::of(&usage),
         wal: WalVarz {
             appends: log.appends,
             writes: log.writes,

@@ -134,10 +134,19 @@ fn sample_subject(filter: &str) -> Bytes {
 impl JsFixture {
     /// Starts the nodes of `topology` and waits until JetStream answers on every one.
     pub async fn start(topology: Topology) -> JsFixture {
+        JsFixture::start_configured(topology, |_| {}).await
+    }
+
+    /// [`start`](Self::start), with `configure` applied to every node's config.
+    pub async fn start_configured(
+        topology: Topology,
+        configure: impl Fn(&mut Config),
+    ) -> JsFixture {
         let dirs: Vec<tempfile::TempDir> = (0..topology.nodes())
             .map(|_| tempfile::tempdir().expect("a temporary store"))
             .collect();
-        let configs = node_configs(topology, &dirs);
+        let mut configs = node_configs(topology, &dirs);
+        configs.iter_mut().for_each(configure);
         let nodes = start_nodes(&configs).await;
         let fixture = JsFixture {
             topology,
@@ -352,6 +361,14 @@ impl JsFixture {
     }
 
     /// WAL fsyncs so far, summed over the nodes.
+    /// The message block caches of the running nodes.
+    pub fn block_caches(&self) -> Vec<jetraft::jetstream::stream_machine::CacheStats> {
+        self.running()
+            .filter_map(|node| node.jetstream())
+            .map(|js| js.block_cache().stats())
+            .collect()
+    }
+
     pub fn wal_fsyncs(&self) -> u64 {
         self.running()
             .filter_map(|node| node.jetstream())
@@ -408,8 +425,29 @@ impl JsFixture {
 /// workers: three nodes and a client share it on R3. After `; ignored_on_r3:` come scenarios
 /// whose R3 test is `#[ignore]`d with a reason (an R3 bug being reported, not a weaker test).
 /// (Unused in the suites without R1/R3 scenarios: `common` is compiled into every test crate.)
+/// `on_r1_and_r3!(cache_bytes: N; a, b)`: the same, every node with a message block cache of
+/// `N` bytes.
 #[allow(unused_macros)]
 macro_rules! on_r1_and_r3 {
+    (cache_bytes: $bytes:expr; $($scenario:ident),* $(,)?) => {
+        mod r1 {
+            $($crate::common::fixture::on_r1_and_r3!(@cached R1, $bytes, $scenario);)*
+        }
+        mod r3 {
+            $($crate::common::fixture::on_r1_and_r3!(@cached R3, $bytes, $scenario);)*
+        }
+    };
+    (@cached $topology:ident, $bytes:expr, $scenario:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $scenario() {
+            let fixture = $crate::common::fixture::JsFixture::start_configured(
+                $crate::common::fixture::Topology::$topology,
+                |config| config.js_cache_bytes = $bytes,
+            )
+            .await;
+            super::$scenario(fixture).await;
+        }
+    };
     ($($scenario:ident),* $(,)? $(; ignored_on_r3: $($ignored:ident = $reason:literal),* $(,)?)?) => {
         mod r1 {
             $($crate::common::fixture::on_r1_and_r3!(@test R1, $scenario);)*

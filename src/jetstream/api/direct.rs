@@ -15,9 +15,10 @@ use crate::jsapi::direct_get::{
     end_of_batch, message_headers, parse_request, DirectMsgMeta, DirectStatus, MAX_MULTI_LAST,
 };
 use crate::jsapi::msg_get::MsgGetRequest;
-use crate::jscore::stream::{StoredMsg, StreamState};
+use crate::jscore::stream::{MsgInfo, StoredMsg, StreamState};
 use crate::jscore::subject_filter::SubjectFilter;
 
+use crate::jetstream::stream_machine::StreamView;
 use crate::jetstream::JetStream;
 
 /// Bytes a batch reply stops after when the request sets no `max_bytes` (nats-server uses
@@ -36,7 +37,10 @@ pub fn get(
     body: &[u8],
 ) -> Option<Vec<DirectReply>> {
     let handle = js.stream(stream)?;
-    handle.view().read(|group| {
+    let view = handle.view();
+    // Bodies are read under the stream's read lock, as nats-server reads under its stream
+    // lock: a direct get reads a few messages, and the reply is consistent with one state.
+    view.read(|group| {
         let state = group.stream();
         if !state.config().allow_direct {
             return None;
@@ -52,8 +56,8 @@ pub fn get(
         };
         Some(match request {
             Err(status) => vec![status_reply(status)],
-            Ok(request) if !request.multi_last.is_empty() => multi_last(state, &request),
-            Ok(request) => by_position(state, &request),
+            Ok(request) if !request.multi_last.is_empty() => multi_last(&view, state, &request),
+            Ok(request) => by_position(&view, state, &request),
         })
     })
 }
@@ -100,7 +104,11 @@ fn max_bytes(request: &MsgGetRequest) -> usize {
 
 /// One message, or a batch (`batch` > 0) ending with an EOB: by sequence, next by subject
 /// from a sequence, from a start time, or the last on a subject.
-fn by_position(state: &StreamState, request: &MsgGetRequest) -> Vec<DirectReply> {
+fn by_position(
+    view: &StreamView,
+    state: &StreamState,
+    request: &MsgGetRequest,
+) -> Vec<DirectReply> {
     let all = SubjectFilter::new(Vec::<String>::new());
     let next_filter = SubjectFilter::new([request.next_by_subj.as_str()]);
     let mut seq = match request.start_time {
@@ -141,7 +149,8 @@ fn by_position(state: &StreamState, request: &MsgGetRequest) -> Vec<DirectReply>
         } else {
             state.last_by_subject(&request.last_by_subj)
         };
-        let Some((found_seq, msg)) = found else {
+        let whole = |(seq, msg): (u64, MsgInfo<'_>)| Some((seq, view.whole(seq, msg)?));
+        let Some((found_seq, msg)) = found.and_then(whole) else {
             if is_batch && i > 0 {
                 break;
             }
@@ -150,9 +159,9 @@ fn by_position(state: &StreamState, request: &MsgGetRequest) -> Vec<DirectReply>
         // In a batch each message counts what is left after it.
         pending = pending.saturating_sub(1);
         let batch = is_batch.then_some((pending, last_sent));
-        replies.push(message_reply(state, request, found_seq, msg, batch));
+        replies.push(message_reply(state, request, found_seq, &msg, batch));
         last_sent = found_seq;
-        sent_bytes += reply_size(msg);
+        sent_bytes += reply_size(&msg);
         if sent_bytes >= limit {
             break;
         }
@@ -165,7 +174,7 @@ fn by_position(state: &StreamState, request: &MsgGetRequest) -> Vec<DirectReply>
 
 /// The last message of every subject the `multi_last` filters select, at or below
 /// `up_to_seq` / `up_to_time`, from `seq` on, ending with an EOB.
-fn multi_last(state: &StreamState, request: &MsgGetRequest) -> Vec<DirectReply> {
+fn multi_last(view: &StreamView, state: &StreamState, request: &MsgGetRequest) -> Vec<DirectReply> {
     let mut up_to = request.up_to_seq;
     if let Some(time) = request.up_to_time {
         let from = state.first_seq_at_or_after(time.unix_nanos().unwrap_or(0));
@@ -198,19 +207,19 @@ fn multi_last(state: &StreamState, request: &MsgGetRequest) -> Vec<DirectReply> 
             pending = pending.saturating_sub(1);
             continue;
         }
-        let Some(msg) = state.get(seq) else {
+        let Some(msg) = state.get(seq).and_then(|msg| view.whole(seq, msg)) else {
             return vec![status_reply(DirectStatus::MessageNotFound)];
         };
         replies.push(message_reply(
             state,
             request,
             seq,
-            msg,
+            &msg,
             Some((pending, last_sent)),
         ));
         pending = pending.saturating_sub(1);
         last_sent = seq;
-        sent_bytes += reply_size(msg);
+        sent_bytes += reply_size(&msg);
         if sent_bytes >= limit {
             break;
         }

@@ -17,7 +17,8 @@ pub fn get(js: &JetStream, stream: &str, body: &[u8]) -> Result<Vec<u8>, ApiErro
     let request: MsgGetRequest = parse_body(body)?;
     let selector = request.selector()?;
     let handle = js.running_stream(stream)?;
-    let found = handle.view().read(|group| {
+    let view = handle.view();
+    let found = view.read(|group| {
         let state = group.stream();
         let found = match &selector {
             MsgSelector::Sequence(seq) => state.get(*seq).map(|msg| (*seq, msg)),
@@ -35,8 +36,10 @@ pub fn get(js: &JetStream, stream: &str, body: &[u8]) -> Result<Vec<u8>, ApiErro
                 state.next_matching(&filter, from)
             }
         };
-        found.map(|(seq, msg)| StoredMsg {
-            subject: msg.subject.clone(),
+        let (seq, info) = found?;
+        let msg = view.whole(seq, info)?;
+        Some(StoredMsg {
+            subject: msg.subject,
             seq,
             headers: msg
                 .headers

@@ -174,7 +174,7 @@ impl ConsumerTask {
         max: usize,
         now: i64,
     ) -> Result<Vec<Message>, Gone> {
-        let prefetched = self.prefetch(max, now);
+        let mut prefetched = self.prefetch(max, now);
         let exhausting = self.stream.view().read(|group| {
             group
                 .consumer(&self.name)
@@ -215,19 +215,17 @@ impl ConsumerTask {
         }
         let (stream, name) = (self.stream.name(), self.name.as_str());
         let headers_only = self.config.headers_only;
-        Ok(self.stream.view().read(|group| {
-            deliveries
-                .iter()
-                .filter_map(|delivery| {
-                    let stored = group
-                        .stream()
-                        .get(delivery.stream_seq)
-                        .or_else(|| prefetched.get(&delivery.stream_seq))?;
-                    let ack = outbox::ack_subject(stream, name, delivery, stored.ts_nanos);
-                    Some(outbox::delivered_message(stored, ack, headers_only))
-                })
-                .collect()
-        }))
+        let seqs: Vec<u64> = deliveries.iter().map(|d| d.stream_seq).collect();
+        let stored = self.stream.view().messages(&seqs);
+        Ok(deliveries
+            .iter()
+            .zip(stored)
+            .filter_map(|(delivery, stored)| {
+                let stored = stored.or_else(|| prefetched.remove(&delivery.stream_seq))?;
+                let ack = outbox::ack_subject(stream, name, delivery, stored.ts_nanos);
+                Some(outbox::delivered_message(&stored, ack, headers_only))
+            })
+            .collect())
     }
 
     /// The max-deliveries advisory for each message this delivery retired (the candidates were
@@ -259,41 +257,54 @@ impl ConsumerTask {
         if self.config.ack_policy != AckPolicy::None {
             return HashMap::new();
         }
-        self.stream.view().read(|group| {
+        let view = self.stream.view();
+        let seqs: Vec<u64> = view.read(|group| {
             let stream = group.stream();
             if stream.config().retention == RetentionPolicy::Limits {
-                return HashMap::new();
+                return Vec::new();
             }
             let Some(consumer) = group.consumer(&self.name) else {
-                return HashMap::new();
+                return Vec::new();
             };
             let mut rehearsal = consumer.clone();
             rehearsal
                 .deliver_next(stream, max, now)
                 .into_iter()
-                .filter_map(|d| stream.get(d.stream_seq).map(|m| (d.stream_seq, m.clone())))
+                .map(|d| d.stream_seq)
                 .collect()
-        })
+        });
+        let messages = view.messages(&seqs);
+        seqs.into_iter()
+            .zip(messages)
+            .filter_map(|(seq, msg)| Some((seq, msg?)))
+            .collect()
     }
 
     pub(super) fn peek(&self, now: i64) -> Next {
-        self.stream.view().read(|group| {
+        let view = self.stream.view();
+        let next = view.read(|group| {
             let Some(consumer) = group.consumer(&self.name) else {
-                return Next::Gone;
+                return Err(Next::Gone);
             };
             let Some(delivery) = consumer.next_to_deliver(group.stream(), now) else {
-                return Next::Nothing;
+                return Err(Next::Nothing);
             };
-            let Some(stored) = group.stream().get(delivery.stream_seq) else {
-                return Next::Nothing;
-            };
-            let ack =
-                outbox::ack_subject(self.stream.name(), &self.name, &delivery, stored.ts_nanos);
-            let msg = outbox::delivered_message(stored, ack, self.config.headers_only);
-            Next::Ready {
-                size: outbox::charged_size(&msg),
-            }
-        })
+            Ok(delivery)
+        });
+        let delivery = match next {
+            Ok(delivery) => delivery,
+            Err(next) => return next,
+        };
+        // The body is read without the stream's lock (the delivery that follows finds its
+        // block in the cache).
+        let Some(stored) = view.message(delivery.stream_seq) else {
+            return Next::Nothing;
+        };
+        let ack = outbox::ack_subject(self.stream.name(), &self.name, &delivery, stored.ts_nanos);
+        let msg = outbox::delivered_message(&stored, ack, self.config.headers_only);
+        Next::Ready {
+            size: outbox::charged_size(&msg),
+        }
     }
 
     /// A due redelivery that cannot go out (its message is gone or out of deliveries) is

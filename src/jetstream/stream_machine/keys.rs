@@ -278,14 +278,15 @@ struct BlockMsgRef<'a> {
     ts_nanos: i64,
 }
 
-/// One message inside a `b/` block value, as read: borrowed from the value.
-#[derive(Deserialize)]
-struct BlockMsgV1<'a> {
-    seq: u64,
-    subject: &'a str,
-    headers: Option<&'a [u8]>,
-    payload: &'a [u8],
-    ts_nanos: i64,
+/// One message inside a `b/` block value: borrowed from the value when read, from the
+/// message's parts when written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub struct BlockMsg<'a> {
+    pub seq: u64,
+    pub subject: &'a str,
+    pub headers: Option<&'a [u8]>,
+    pub payload: &'a [u8],
+    pub ts_nanos: i64,
 }
 
 /// A byte string for serde (postcard: length ++ bytes, the same encoding `Bytes` has), not
@@ -298,38 +299,54 @@ impl Serialize for RawBytes<'_> {
     }
 }
 
+/// The bytes a message takes in a block, about (to cut blocks at `BLOCK_BYTES`).
+pub fn block_msg_len(subject: usize, headers: usize, payload: usize) -> usize {
+    subject + headers + payload + 24
+}
+
 /// `b/<first seq>`: `VALUE_V1` ++ postcard of the block's messages in sequence order, each
 /// (seq, subject, headers, payload, time). Sequences are increasing but may have gaps
 /// (messages removed before the block was written).
-pub fn encode_block<'a>(messages: impl IntoIterator<Item = (u64, &'a StoredMsg)>) -> Bytes {
+pub fn encode_block<'a>(messages: impl IntoIterator<Item = BlockMsg<'a>>) -> Bytes {
     let messages: Vec<BlockMsgRef<'a>> = messages
         .into_iter()
-        .map(|(seq, msg)| BlockMsgRef {
-            seq,
-            subject: &msg.subject,
-            headers: msg.headers.as_deref().map(RawBytes),
-            payload: RawBytes(&msg.payload),
+        .map(|msg| BlockMsgRef {
+            seq: msg.seq,
+            subject: msg.subject,
+            headers: msg.headers.map(RawBytes),
+            payload: RawBytes(msg.payload),
             ts_nanos: msg.ts_nanos,
         })
         .collect();
     let capacity: usize = messages
         .iter()
         .map(|m| {
-            m.subject.len() + m.payload.0.len() + m.headers.as_ref().map_or(0, |h| h.0.len()) + 24
+            block_msg_len(
+                m.subject.len(),
+                m.headers.as_ref().map_or(0, |h| h.0.len()),
+                m.payload.0.len(),
+            )
         })
         .sum();
     encode_with_capacity(&messages, capacity + 8)
 }
 
-/// The messages of a `b/` value, in sequence order.
-pub fn decode_block(value: &[u8]) -> Result<Vec<(u64, StoredMsg)>, MachineError> {
+/// The messages of a `b/` value, in sequence order, borrowed from it (nothing is copied:
+/// `load` reads the metadata of every message this way, the block cache the bodies'
+/// places).
+pub fn parse_block(value: &[u8]) -> Result<Vec<BlockMsg<'_>>, MachineError> {
     let corrupt = |e: &dyn std::fmt::Display| MachineError::Corrupt(format!("message block: {e}"));
     let body = match value.split_first() {
         Some((&VALUE_V1, body)) => body,
         _ => return Err(corrupt(&"unknown value version")),
     };
-    let messages: Vec<BlockMsgV1<'_>> = postcard::from_bytes(body).map_err(|e| corrupt(&e))?;
-    Ok(messages
+    postcard::from_bytes(body).map_err(|e| corrupt(&e))
+}
+
+/// The messages of a `b/` value as whole messages, in sequence order (tests).
+#[cfg(test)]
+pub fn decode_block(value: &[u8]) -> Result<Vec<(u64, StoredMsg)>, MachineError> {
+    Ok(parse_block(value)?
         .into_iter()
         .map(|msg| {
             let stored = StoredMsg {
@@ -341,6 +358,18 @@ pub fn decode_block(value: &[u8]) -> Result<Vec<(u64, StoredMsg)>, MachineError>
             (msg.seq, stored)
         })
         .collect())
+}
+
+/// A whole message as a block entry (tests).
+#[cfg(test)]
+pub fn block_msg(seq: u64, msg: &StoredMsg) -> BlockMsg<'_> {
+    BlockMsg {
+        seq,
+        subject: &msg.subject,
+        headers: msg.headers.as_deref(),
+        payload: &msg.payload,
+        ts_nanos: msg.ts_nanos,
+    }
 }
 
 /// `c/<name>c`: the consumer's config and creation time, as JSON inside the record.
@@ -500,11 +529,11 @@ mod tests {
                 },
             ),
         ];
-        let value = encode_block(msgs.iter().map(|(seq, msg)| (*seq, msg)));
+        let value = encode_block(msgs.iter().map(|(seq, msg)| block_msg(*seq, msg)));
         assert_eq!(value[0], VALUE_V1);
         assert_eq!(decode_block(&value).unwrap(), msgs.to_vec());
         // A message in a block is encoded as a `StoredMsgV1` after its sequence.
-        let single = encode_block([(3, &msgs[0].1)]);
+        let single = encode_block([block_msg(3, &msgs[0].1)]);
         let alone = encode(&StoredMsgV1::from(&msgs[0].1));
         assert_eq!(&single[3..], &alone[1..]);
         assert!(decode_block(&value[..value.len() - 1]).is_err());

@@ -1,17 +1,26 @@
 //! `StreamMachine`: the `GroupMachine` of a stream group. `apply` decodes a command, runs
 //! it through the in-memory `StreamGroup` (jscore) and stages the sled writes it caused
-//! (`stage.rs`); `load` rebuilds the `StreamGroup` from the group's keys (`keys.rs`).
+//! (`stage.rs`); `load` rebuilds the `StreamGroup` from the group's keys (`keys.rs`): the
+//! messages' metadata only, read from the blocks without copying a body. The bodies are the
+//! `MessageStore`'s (`bodies.rs`), which `finish` hands each new block and `submitted` tells
+//! when sled will have it.
 //! One per stream group on every replica, owned by the group's state-machine task.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use crate::consensus::machine::ApplyPosition;
-use crate::consensus::{Command, GroupMachine, MachineError, MachineTxn, MachineView, Response};
+use crate::consensus::{
+    Command, GroupMachine, MachineError, MachineTxn, MachineView, Response, WriteTicket,
+};
 use crate::jsapi::stream_config::StreamConfig;
 use crate::jscore::consumer::{ConsumerState, PendingEntry};
 use crate::jscore::group::{StreamCommand, StreamGroup};
-use crate::jscore::stream::{AppendRequest, DedupRecord, StoredMsg, StreamState};
+use crate::jscore::stream::{stored_size, AppendRequest, DedupRecord, MsgInfo, StreamState};
 
+use super::block::Body;
+use super::bodies::MessageStore;
+use super::cache::BlockCache;
 use super::entry;
 use super::keys::{self, ConsumerConfigV1, ConsumerKey, ConsumerStateV1, DedupEntryV1};
 use super::response::encode_response;
@@ -23,6 +32,7 @@ pub struct StreamMachine {
     /// with keys takes its config from them.
     initial_config: StreamConfig,
     writer: StreamViewWriter,
+    store: Arc<MessageStore>,
     persisted: Persisted,
     /// Raft index of the last command applied, signalled to readers by `finish`.
     last_applied: u64,
@@ -37,13 +47,16 @@ impl std::fmt::Debug for StreamMachine {
 }
 
 impl StreamMachine {
-    /// A machine for the stream `config` describes, and the view the front reads it with.
-    /// The state stays empty until consensus calls `load`.
-    pub fn new(config: StreamConfig) -> (StreamMachine, StreamView) {
-        let (writer, view) = StreamView::new(StreamGroup::new(config.clone()));
+    /// A machine for the stream `config` describes, reading bodies through the node's
+    /// `cache`, and the view the front reads it with. The state stays empty until consensus
+    /// calls `load`.
+    pub fn new(config: StreamConfig, cache: Arc<BlockCache>) -> (StreamMachine, StreamView) {
+        let store = Arc::new(MessageStore::new(config.storage, cache));
+        let (writer, view) = StreamView::new(StreamGroup::new(config.clone()), store.clone());
         let machine = StreamMachine {
             initial_config: config,
             writer,
+            store,
             persisted: Persisted::default(),
             last_applied: 0,
         };
@@ -76,6 +89,13 @@ impl GroupMachine for StreamMachine {
                 )))
             }
         };
+        self.store.reset(
+            view.clone(),
+            persisted
+                .blocks
+                .iter()
+                .map(|(first, block)| (*first, block.last_seq)),
+        );
         self.writer.replace(group);
         self.persisted = persisted;
         Ok(())
@@ -92,21 +112,26 @@ impl GroupMachine for StreamMachine {
         let outcome = self.writer.write(|group| {
             let before = Before::capture(group, &command);
             // Staging reads no field of an append (its outcome says what it stored), so an
-            // append is not cloned for it: the hot path keeps one copy of each message.
-            let (applied, staged) = match command {
+            // append is not cloned for it; its body (shared, not copied) goes to the block
+            // `finish` writes, since the stream state keeps none.
+            let (applied, staged, body) = match command {
                 StreamCommand::Append(request) => {
+                    let body = Body {
+                        headers: request.headers.clone(),
+                        payload: request.payload.clone(),
+                    };
                     let stand_in = StreamCommand::Append(AppendRequest {
                         subject: String::new(),
                         headers: None,
                         payload: bytes::Bytes::new(),
                         now_nanos: request.now_nanos,
                     });
-                    (StreamCommand::Append(request), stand_in)
+                    (StreamCommand::Append(request), stand_in, Some(body))
                 }
-                other => (other.clone(), other),
+                other => (other.clone(), other, None),
             };
             let outcome = group.apply(applied);
-            stage::stage(persisted, group, &before, &staged, &outcome, txn)?;
+            stage::stage(persisted, group, &before, &staged, body, &outcome, txn)?;
             Ok::<_, MachineError>(outcome)
         })?;
         self.last_applied = at.index;
@@ -114,12 +139,17 @@ impl GroupMachine for StreamMachine {
     }
 
     fn finish(&mut self, txn: &mut MachineTxn<'_>) -> Result<(), MachineError> {
-        let persisted = &mut self.persisted;
+        let (persisted, store) = (&mut self.persisted, &self.store);
         self.writer
-            .read(|group| stage::finish(persisted, group, txn))?;
+            .read(|group| stage::finish(persisted, group, store, txn))?;
+        store.release_written();
         // Readers waiting for new state wake once per apply call, not once per command.
         self.writer.mark_applied(self.last_applied);
         Ok(())
+    }
+
+    fn submitted(&mut self, ticket: WriteTicket) {
+        self.store.submitted(ticket);
     }
 }
 
@@ -154,13 +184,14 @@ fn load_keys(view: &MachineView, layout: u8) -> Result<(StreamGroup, Persisted),
         dedup.push(keys::decode::<DedupEntryV1>("dedup entry", &value)?.into());
     }
 
-    let mut messages: Vec<(u64, StoredMsg)> = Vec::new();
+    // Metadata only: subjects and times are read in place, bodies never copied.
+    let storage = config.storage;
+    let mut legacy_msgs: Vec<(u64, keys::StoredMsgV1)> = Vec::new();
     let mut legacy = BTreeSet::new();
     for item in view.scan_prefix(keys::MESSAGE_PREFIX) {
         let (key, value) = item?;
         let seq = keys::parse_u64_key(keys::MESSAGE_PREFIX, &key)?;
-        let msg: keys::StoredMsgV1 = keys::decode("message", &value)?;
-        messages.push((seq, msg.into()));
+        legacy_msgs.push((seq, keys::decode("message", &value)?));
         legacy.insert(seq);
     }
     let mut tombstones = BTreeSet::new();
@@ -168,37 +199,55 @@ fn load_keys(view: &MachineView, layout: u8) -> Result<(StreamGroup, Persisted),
         let (key, _) = item?;
         tombstones.insert(keys::parse_u64_key(keys::TOMBSTONE_PREFIX, &key)?);
     }
+    let mut restoring = StreamState::restoring();
+    for (seq, msg) in &legacy_msgs {
+        let headers_len = msg.headers.as_ref().map_or(0, |h| h.len());
+        let info = MsgInfo {
+            subject: &msg.subject,
+            ts_nanos: msg.ts_nanos,
+            stored_size: stored_size(storage, msg.subject.len(), headers_len, msg.payload.len()),
+        };
+        restoring.push(*seq, info);
+    }
+    drop(legacy_msgs);
     // Block messages below the first sequence, or tombstoned, were removed (see
     // `stage::settle_removed`).
     let mut blocks = BTreeMap::new();
     for item in view.scan_prefix(keys::BLOCK_PREFIX) {
         let (key, value) = item?;
         let first = keys::parse_u64_key(keys::BLOCK_PREFIX, &key)?;
-        let block = keys::decode_block(&value)?;
-        let last_seq = block.last().map_or(first, |(seq, _)| *seq);
-        if block.first().map(|(seq, _)| *seq) != Some(first) {
+        let block = keys::parse_block(&value)?;
+        let last_seq = block.last().map_or(first, |msg| msg.seq);
+        if block.first().map(|msg| msg.seq) != Some(first) {
             return Err(MachineError::Corrupt(format!(
                 "message block {first} does not start at its key"
             )));
         }
-        let before = messages.len();
-        messages.extend(
-            block
-                .into_iter()
-                .filter(|(seq, _)| *seq >= record.first_seq && !tombstones.contains(seq)),
-        );
-        let live = (messages.len() - before) as u64;
+        let mut live = 0;
+        for msg in block
+            .iter()
+            .filter(|msg| msg.seq >= record.first_seq && !tombstones.contains(&msg.seq))
+        {
+            let headers_len = msg.headers.map_or(0, <[u8]>::len);
+            let info = MsgInfo {
+                subject: msg.subject,
+                ts_nanos: msg.ts_nanos,
+                stored_size: stored_size(
+                    storage,
+                    msg.subject.len(),
+                    headers_len,
+                    msg.payload.len(),
+                ),
+            };
+            restoring.push(msg.seq, info);
+            live += 1;
+        }
         blocks.insert(first, BlockInfo { last_seq, live });
-    }
-    // Layout-1 keys sort before the blocks, which came later: the list is in order, but
-    // sort anyway rather than trust the interleaving.
-    if !legacy.is_empty() {
-        messages.sort_by_key(|(seq, _)| *seq);
     }
 
     let persisted_config = config.clone();
     let dedup_first = record.dedup_first;
-    let stream = StreamState::restore(config, record.clone().scalars(), messages, dedup);
+    let stream = StreamState::restore_from(config, record.clone().scalars(), restoring, dedup);
     let loaded = load_consumers(view)?;
     let persisted = Persisted {
         config: Some(persisted_config),

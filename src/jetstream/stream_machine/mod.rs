@@ -13,11 +13,16 @@
 //!   `finish`.
 //! - `keys.rs`: the key layout and the records stored under it.
 //! - `view.rs`: [`StreamView`], the in-memory state the front reads.
+//! - `bodies.rs`, `cache.rs`, `block.rs`: message bodies (ADR 0016). The state keeps each
+//!   message's metadata only; the front reads headers and payloads through the group's
+//!   [`MessageStore`]: blocks written by `finish` stay pinned until sled holds them, then
+//!   live in the node's [`BlockCache`] (a byte budget) or only in sled.
 //!
 //! ## Persistence
 //!
-//! The in-memory `StreamGroup` is the working state; sled holds enough to rebuild it
-//! exactly (`load`), and each apply call (one or more Raft entries, many commands) rewrites
+//! The in-memory `StreamGroup` (metadata, consumers) is the working state; sled holds
+//! enough to rebuild it exactly (`load`, which reads the blocks' metadata in place and copies
+//! no body), and each apply call (one or more Raft entries, many commands) rewrites
 //! only the keys it changed, so a large stream is never rewritten and sled sees a few keys per
 //! call rather than per message. Keys (consensus strips the group prefix):
 //!
@@ -70,6 +75,9 @@
 //! Restoring replays the entries in order, which is exact because `DedupWindow` records an id
 //! only when it is not already in the window.
 
+mod block;
+mod bodies;
+pub mod cache;
 pub mod entry;
 mod keys;
 mod machine;
@@ -86,6 +94,9 @@ mod tests_layouts;
 #[cfg(test)]
 mod tests_load;
 
+pub use block::Body;
+pub use bodies::{MessageStore, PinnedStats};
+pub use cache::{BlockCache, CacheStats, DEFAULT_CACHE_BYTES};
 pub use entry::StreamCommandWire;
 pub use machine::StreamMachine;
 pub use view::{StreamView, StreamViewWriter};

@@ -21,6 +21,8 @@ use crate::jscore::consumer::{AckOutcome, ConsumerCommand, ConsumerOutcome, Cons
 use crate::jscore::group::{StreamCommand, StreamGroup, StreamOutcome};
 use crate::jscore::stream::AppendOutcome;
 
+use super::block::{Block, Body};
+use super::bodies::MessageStore;
 use super::keys::{self, ConsumerConfigV1, ConsumerStateV1, DedupEntryV1};
 
 /// What sled holds (with the writes staged so far), as far as staging needs to know without
@@ -46,8 +48,8 @@ pub struct Persisted {
     pub tombstones: BTreeSet<u64>,
     /// Sequences still in `m/` keys of layout 1.
     pub legacy: BTreeSet<u64>,
-    /// Stored by this apply call, not yet in a block: `finish` writes them.
-    pub unflushed: Vec<u64>,
+    /// Stored by this apply call, not yet in a block, with their bodies: `finish` writes them.
+    pub unflushed: Vec<(u64, Body)>,
     /// Removed by this apply call from a block written before it: `finish` settles them.
     pub removed: Vec<u64>,
     /// The `c/<name>q<chunk>` keys in sled, per consumer.
@@ -128,54 +130,68 @@ fn pending_seqs(consumer: &ConsumerState) -> Vec<u64> {
 }
 
 /// Stages in `txn` every key `command` changed. Runs whatever the outcome: a refused
-/// publish may still have aged out duplicate-window entries.
+/// publish may still have aged out duplicate-window entries. `appended` is the body of an
+/// Append command (the stream state keeps none).
+#[allow(clippy::too_many_arguments)]
 pub fn stage(
     persisted: &mut Persisted,
     group: &StreamGroup,
     before: &Before,
     command: &StreamCommand,
+    appended: Option<Body>,
     outcome: &Result<StreamOutcome, ApiError>,
     txn: &mut MachineTxn<'_>,
 ) -> Result<(), MachineError> {
-    let removed = stage_messages(persisted, group, before, outcome, txn);
+    let removed = stage_messages(persisted, group, before, appended, outcome, txn);
     stage_dedup(persisted, group, before, txn)?;
     stage_consumers(persisted, group, before, command, outcome, &removed, txn)
 }
 
-/// Once per apply call, after its last command: the messages it stored as new blocks, the
-/// blocks and tombstones its removals settled, and the stream record.
+/// Once per apply call, after its last command: the messages it stored as new blocks (also
+/// handed to the message store, which serves them until sled has them), the blocks and
+/// tombstones its removals settled, and the stream record.
 pub fn finish(
     persisted: &mut Persisted,
     group: &StreamGroup,
+    store: &MessageStore,
     txn: &mut MachineTxn<'_>,
 ) -> Result<(), MachineError> {
     let stream = group.stream();
-    settle_removed(persisted, stream.first_seq(), txn);
-    let stored: Vec<u64> = std::mem::take(&mut persisted.unflushed)
-        .into_iter()
-        .filter(|seq| stream.contains(*seq))
+    settle_removed(persisted, stream.first_seq(), store, txn);
+    let stored: Vec<keys::BlockMsg<'_>> = persisted
+        .unflushed
+        .iter()
+        .filter_map(|(seq, body)| {
+            let msg = stream.get(*seq)?;
+            Some(keys::BlockMsg {
+                seq: *seq,
+                subject: msg.subject,
+                headers: body.headers.as_deref(),
+                payload: &body.payload,
+                ts_nanos: msg.ts_nanos,
+            })
+        })
         .collect();
     let mut rest = stored.as_slice();
     while !rest.is_empty() {
         let mut bytes = 0;
         let take = rest
             .iter()
-            .take_while(|seq| {
+            .take_while(|msg| {
                 let fits = bytes < BLOCK_BYTES;
-                bytes += stream.get(**seq).map_or(0, |msg| {
-                    msg.subject.len() + msg.headers_len() + msg.payload.len() + 24
-                });
+                bytes += keys::block_msg_len(
+                    msg.subject.len(),
+                    msg.headers.map_or(0, <[u8]>::len),
+                    msg.payload.len(),
+                );
                 fits
             })
             .count();
         let (block, after) = rest.split_at(take);
         rest = after;
-        let value = keys::encode_block(
-            block
-                .iter()
-                .filter_map(|seq| stream.get(*seq).map(|msg| (*seq, msg))),
-        );
-        let (first, last) = (block[0], block[block.len() - 1]);
+        let value = keys::encode_block(block.iter().copied());
+        let (first, last) = (block[0].seq, block[block.len() - 1].seq);
+        store.stored(first, last, Block::decode(value.clone())?);
         txn.insert(keys::block(first), value);
         persisted.blocks.insert(
             first,
@@ -185,6 +201,8 @@ pub fn finish(
             },
         );
     }
+    drop(stored);
+    persisted.unflushed.clear();
     stage_stream_record(persisted, group, txn);
     finish_consumers(persisted, group, txn);
     Ok(())
@@ -193,7 +211,12 @@ pub fn finish(
 /// Messages removed from written blocks: a block none of whose messages is left goes (with
 /// its tombstones); otherwise a removed message at or above the stream's first sequence
 /// gets a tombstone (below it, `load` skips it anyway: the first sequence never goes back).
-fn settle_removed(persisted: &mut Persisted, first_seq: u64, txn: &mut MachineTxn<'_>) {
+fn settle_removed(
+    persisted: &mut Persisted,
+    first_seq: u64,
+    store: &MessageStore,
+    txn: &mut MachineTxn<'_>,
+) {
     let mut emptied = Vec::new();
     for seq in std::mem::take(&mut persisted.removed) {
         let Some((&first, block)) = persisted.blocks.range_mut(..=seq).next_back() else {
@@ -216,6 +239,7 @@ fn settle_removed(persisted: &mut Persisted, first_seq: u64, txn: &mut MachineTx
             continue;
         };
         txn.remove(keys::block(first));
+        store.removed(first);
         let inside: Vec<u64> = persisted
             .tombstones
             .range(first..=block.last_seq)
@@ -235,6 +259,7 @@ fn stage_messages(
     persisted: &mut Persisted,
     group: &StreamGroup,
     before: &Before,
+    appended: Option<Body>,
     outcome: &Result<StreamOutcome, ApiError>,
     txn: &mut MachineTxn<'_>,
 ) -> Vec<u64> {
@@ -246,14 +271,19 @@ fn stage_messages(
             .filter(|s| !stream.contains(*s))
             .collect(),
         (Ok(StreamOutcome::Appended(AppendOutcome::Stored { seq, removed })), None) => {
-            persisted.unflushed.push(*seq);
+            if let Some(body) = appended {
+                persisted.unflushed.push((*seq, body));
+            }
             removed.clone()
         }
         (Ok(StreamOutcome::Removed { seqs }), None) => seqs.clone(),
         (Ok(StreamOutcome::Consumer { removed, .. }), None) => removed.clone(),
         _ => Vec::new(),
     };
-    let unflushed_from = persisted.unflushed.first().copied().unwrap_or(u64::MAX);
+    let unflushed_from = persisted
+        .unflushed
+        .first()
+        .map_or(u64::MAX, |(seq, _)| *seq);
     for &seq in &removed {
         if seq >= unflushed_from {
             continue;

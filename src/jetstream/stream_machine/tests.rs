@@ -26,7 +26,7 @@ fn config() -> StreamConfig {
 }
 
 async fn start(storage: &NodeStorage) -> StreamHandle {
-    let (machine, view) = StreamMachine::new(config());
+    let (machine, view) = StreamMachine::new(config(), Default::default());
     let group = RaftGroup::start(GroupStart {
         group: GROUP,
         node: 1,
@@ -191,7 +191,7 @@ async fn outcomes_come_back_and_a_restart_restores_the_state() {
     let stream = start(&storage).await;
     let after = stream.view().read(StreamGroup::clone);
     assert_eq!(after, before, "the restarted group holds the same state");
-    let msg = after.stream().get(2).unwrap();
+    let msg = stream.view().message(2).unwrap();
     assert_eq!(
         (msg.subject.as_str(), &msg.payload[..]),
         ("orders.new", &b"order 2"[..])

@@ -18,13 +18,12 @@ fn layout_1_message_keys_still_load_and_go_when_deleted() {
     let mut harness = Harness::new(StreamConfig::new("S", &["s.>"]));
     harness.apply(&[append_cmd("s.a", 1), append_cmd("s.b", 2)]);
     // Rewrite the stream as layout 1 wrote it: `m/` keys instead of the block.
-    let state = harness.state();
     let mut batch = sled::Batch::default();
     let full = |key: &[u8]| {
         crate::consensus::state_db::key(9, crate::consensus::state_db::SPACE_DATA, key)
     };
     for seq in [1, 2] {
-        let msg = keys::StoredMsgV1::from(state.stream().get(seq).unwrap());
+        let msg = keys::StoredMsgV1::from(&harness.stream.message(seq).unwrap());
         batch.insert(full(&keys::message(seq)), keys::encode(&msg).as_ref());
     }
     batch.remove(full(&keys::block(1)));
@@ -32,7 +31,8 @@ fn layout_1_message_keys_still_load_and_go_when_deleted() {
     harness.tree().apply_batch(batch).unwrap();
     harness.check_reload("layout 1");
 
-    let (machine, stream) = StreamMachine::new(StreamConfig::new("S", &["s.>"]));
+    let (machine, stream) =
+        StreamMachine::new(StreamConfig::new("S", &["s.>"]), Default::default());
     harness.machine = machine;
     harness.stream = stream;
     harness.machine.load(&harness.view).unwrap();
@@ -49,6 +49,11 @@ fn layout_1_message_keys_still_load_and_go_when_deleted() {
         harness.view.get(keys::LAYOUT).unwrap().unwrap().as_ref(),
         [keys::LAYOUT_V2]
     );
+    // Bodies come from the `m/` key and from the new block.
+    let old = harness.stream.message(2).unwrap();
+    assert_eq!((old.subject.as_str(), old.ts_nanos), ("s.b", 2));
+    assert_eq!(harness.stream.message(3).unwrap().subject, "s.c");
+    assert!(harness.stream.message(1).is_none());
     harness.check_reload("layout 1 keys beside layout 2 blocks");
 }
 
@@ -102,7 +107,8 @@ fn layout_1_pending_keys_still_load_and_move_into_chunks() {
     harness.tree().apply_batch(batch).unwrap();
     harness.check_reload("layout 1 pending keys");
 
-    let (machine, stream) = StreamMachine::new(StreamConfig::new("S", &["s.>"]));
+    let (machine, stream) =
+        StreamMachine::new(StreamConfig::new("S", &["s.>"]), Default::default());
     harness.machine = machine;
     harness.stream = stream;
     harness.machine.load(&harness.view).unwrap();
@@ -137,7 +143,7 @@ fn keys_without_a_known_layout_do_not_load() {
     let harness = Harness::new(StreamConfig::new("S", &["s.>"]));
     let key = crate::consensus::state_db::key(9, crate::consensus::state_db::SPACE_DATA, b"v");
     harness.tree().insert(key, &[9u8][..]).unwrap();
-    let (mut machine, _) = StreamMachine::new(StreamConfig::new("S", &["s.>"]));
+    let (mut machine, _) = StreamMachine::new(StreamConfig::new("S", &["s.>"]), Default::default());
     assert!(matches!(
         machine.load(&harness.view),
         Err(MachineError::Corrupt(_))

@@ -17,7 +17,8 @@ use crate::jscore::group::{StreamCommand, StreamGroup, StreamOutcome};
 use crate::jscore::stream::{AppendRequest, PurgeRequest};
 
 use super::keys;
-use super::{StreamMachine, StreamView};
+use super::{BlockCache, StreamMachine, StreamView};
+use std::sync::Arc;
 
 struct XorShift(u64);
 
@@ -43,12 +44,17 @@ pub(super) struct Harness {
     _dir: tempfile::TempDir,
 }
 
+/// Bytes of the harness's block caches: a few small blocks.
+const TINY_CACHE: u64 = 4096;
+
 impl Harness {
     pub fn new(config: StreamConfig) -> Harness {
         let dir = tempfile::tempdir().unwrap();
         let db = StateDb::open(dir.path()).unwrap();
         let view = MachineView::new(db.clone(), 9);
-        let (mut machine, stream) = StreamMachine::new(config);
+        // A cache of a few blocks: reads go to sled, evictions happen.
+        let cache = Arc::new(BlockCache::new(TINY_CACHE));
+        let (mut machine, stream) = StreamMachine::new(config, cache);
         machine.load(&view).unwrap();
         Harness {
             db,
@@ -82,7 +88,8 @@ impl Harness {
         self.machine.finish(&mut txn).unwrap();
         let writer = self.db.writer();
         let owner = writer.new_owner();
-        writer.submit(owner, txn.into_writes()).unwrap();
+        let ticket = writer.submit(owner, txn.into_writes()).unwrap();
+        self.machine.submitted(ticket);
         responses
     }
 
@@ -94,9 +101,14 @@ impl Harness {
 
     /// A fresh machine loaded from the committed keys (its config argument must not matter).
     pub fn reloaded(&self) -> StreamGroup {
-        let (mut machine, view) = StreamMachine::new(StreamConfig::new("OTHER", &["o"]));
+        self.reloaded_view().read(StreamGroup::clone)
+    }
+
+    fn reloaded_view(&self) -> StreamView {
+        let cache = Arc::new(BlockCache::new(TINY_CACHE));
+        let (mut machine, view) = StreamMachine::new(StreamConfig::new("OTHER", &["o"]), cache);
         machine.load(&self.view).unwrap();
-        view.read(StreamGroup::clone)
+        view
     }
 
     pub fn state(&self) -> StreamGroup {
@@ -293,7 +305,22 @@ impl Harness {
     }
 
     pub fn check_reload(&self, what: &str) {
-        assert_eq!(self.reloaded(), self.state(), "{what}: load restores it");
+        let reloaded = self.reloaded_view();
+        let state = self.state();
+        assert_eq!(
+            reloaded.read(StreamGroup::clone),
+            state,
+            "{what}: load restores it"
+        );
+        // Every message's body, as served now (pinned blocks, the cache, sled) and as a
+        // reloaded machine reads it from sled.
+        let seqs: Vec<u64> = state.stream().seqs().collect();
+        let served = self.stream.messages(&seqs);
+        assert!(
+            served.iter().all(Option::is_some),
+            "{what}: every body is served"
+        );
+        assert_eq!(served, reloaded.messages(&seqs), "{what}: bodies in sled");
     }
 }
 

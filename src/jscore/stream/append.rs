@@ -13,7 +13,7 @@ use crate::jsapi::stream_config::RetentionPolicy;
 
 use super::error::AppendError;
 use super::limits::MAX_HEADERS_LEN;
-use super::message::{stored_size, StoredMsg};
+use super::message::stored_size;
 use super::publish_headers::{PublishHeaders, Rollup};
 use super::state::StreamState;
 
@@ -103,12 +103,13 @@ impl StreamState {
         self.check_discard_new(&request.subject, headers_len, request.payload.len())?;
 
         let subject = request.subject;
-        let seq = self.insert_next(StoredMsg {
-            subject: subject.clone(),
-            headers: request.headers,
-            payload: request.payload,
-            ts_nanos: request.now_nanos,
-        });
+        let size = stored_size(
+            self.limits.storage,
+            subject.len(),
+            headers_len,
+            request.payload.len(),
+        );
+        let seq = self.insert_next(&subject, request.now_nanos, size);
         self.record_msg_id(msg_id, seq, request.now_nanos);
 
         let mut removed = self.enforce_limits_after_store(&subject);
@@ -204,7 +205,7 @@ impl StreamState {
                 (true, Some(oldest)) => self
                     .messages
                     .get(oldest)
-                    .map_or(0, |msg| msg.stored_size(self.limits.storage)),
+                    .map_or(0, |msg| u64::from(msg.size)),
                 _ => 0,
             };
             // nats-server refuses when the stream would *reach* max_bytes (`>=`); we refuse

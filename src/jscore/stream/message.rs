@@ -1,14 +1,42 @@
-//! One stored stream message and the byte size a stream accounts for it.
+//! A stream message: what the stream keeps of it in memory ([`MsgMeta`], 16 bytes), what
+//! its queries return of it ([`MsgInfo`]), the whole message as the front reads it from the
+//! message store ([`StoredMsg`]), and the byte size a stream accounts for it.
 //!
-//! Replicated: every replica stores the same `StoredMsg` for the same sequence (the
-//! timestamp comes from the Append command, never from a local clock).
+//! Replicated: every replica keeps the same metadata for the same sequence (the timestamp
+//! comes from the Append command, never from a local clock). The headers and payload are not
+//! kept here: the stream group's state machine writes them to its message blocks and the
+//! front reads them back through the node's block cache (`jetstream::stream_machine`).
 
 use bytes::Bytes;
 
 use crate::jsapi::stream_config::StorageType;
 
-/// A message as stored in a stream: what the publisher sent (minus the reply subject,
-/// which is only used for the PubAck) plus the receive time assigned by the leader.
+use super::subject_index::SubjectId;
+
+/// What a stream keeps in memory per message: its time, the size it accounts for it and
+/// its interned subject. 16 bytes, and an `Option` of it too (the subject id is non-zero).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct MsgMeta {
+    pub ts_nanos: i64,
+    /// `stored_size` for the stream's storage type (a message is below 4 GiB: max_payload).
+    pub size: u32,
+    pub subject: SubjectId,
+}
+
+/// A stored message as the stream's queries return it: everything but its body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MsgInfo<'a> {
+    pub subject: &'a str,
+    /// Receive time in nanoseconds since the Unix epoch, chosen by the leader.
+    pub ts_nanos: i64,
+    /// The size the stream accounts for it (`stored_size`).
+    pub stored_size: u64,
+}
+
+/// A whole message as stored in a stream: what the publisher sent (minus the reply subject,
+/// which is only used for the PubAck) plus the receive time assigned by the leader. The
+/// stream state does not hold these; the front assembles one from a [`MsgInfo`] and the
+/// body it reads from the message store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredMsg {
     pub subject: String,

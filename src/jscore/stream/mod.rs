@@ -2,7 +2,7 @@
 //! removing them. `StreamState` (state.rs) holds the data and answers queries; each command
 //! has its own file: `append.rs` (publish with its checks), `remove.rs` (purge, delete,
 //! limits, max_age expiry, retention removal), `update.rs` (config changes). Helpers:
-//! `message.rs` (stored message and its byte size), `subject_index.rs`, `dedup.rs`
+//! `message.rs` (a message's in-memory metadata, the whole message, its byte size), `subject_index.rs`, `dedup.rs`
 //! (duplicate window), `publish_headers.rs` (`Nats-*` headers), `unsupported_headers.rs` (the
 //! headers of features jetraft refuses), `limits.rs`, `error.rs`,
 //! `persist.rs` (export and restore, for the state machine that keeps a stream in sled).
@@ -35,8 +35,8 @@ mod tests_seq_map;
 pub use append::{AppendOutcome, AppendRequest};
 pub use error::{AppendError, RemoveError};
 pub use limits::{StreamLimits, DEFAULT_DUPLICATE_WINDOW_NANOS, MAX_HEADERS_LEN};
-pub use message::{stored_size, StoredMsg};
-pub use persist::{DedupRecord, StreamScalars};
+pub use message::{stored_size, MsgInfo, StoredMsg};
+pub use persist::{DedupRecord, Restoring, StreamScalars};
 pub use publish_headers::{PublishHeaders, Rollup};
 pub use remove::{PurgeRequest, Purged};
 pub use state::{StreamState, StreamSummary};

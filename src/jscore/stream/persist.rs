@@ -2,7 +2,7 @@
 //! keeps it in sled (`jetstream::stream_machine`): the few numbers that are not derivable
 //! from the stored messages (`StreamScalars`), the duplicate window's entries, and
 //! `StreamState::restore`, which rebuilds the derived parts (limits, subject index) from the
-//! config and the messages.
+//! config and the messages' metadata (their bodies are not needed).
 //!
 //! No behaviour of the stream depends on this file: `restore(export(s)) == s`.
 
@@ -10,7 +10,8 @@ use crate::jsapi::stream_config::StreamConfig;
 
 use super::dedup::DedupWindow;
 use super::limits::StreamLimits;
-use super::message::StoredMsg;
+use super::message::{MsgInfo, MsgMeta};
+use super::seq_map::SeqMap;
 use super::state::StreamState;
 use super::subject_index::SubjectIndex;
 
@@ -58,20 +59,35 @@ impl StreamState {
         self.dedup.entry_count()
     }
 
-    /// Rebuilds a stream from its config, its scalars, its messages and its duplicate-window
-    /// entries (in recording order), as exported by the accessors above.
-    pub fn restore(
+    /// Rebuilds a stream from its config, its scalars, its messages (metadata) and its
+    /// duplicate-window entries (in recording order), as exported by the accessors above.
+    pub fn restore<'a>(
         config: StreamConfig,
         scalars: StreamScalars,
-        messages: impl IntoIterator<Item = (u64, StoredMsg)>,
+        messages: impl IntoIterator<Item = (u64, MsgInfo<'a>)>,
+        dedup: impl IntoIterator<Item = DedupRecord>,
+    ) -> Self {
+        let mut restoring = StreamState::restoring();
+        for (seq, msg) in messages {
+            restoring.push(seq, msg);
+        }
+        StreamState::restore_from(config, scalars, restoring, dedup)
+    }
+
+    /// Starts a restore that takes the messages one at a time (a caller reading them in
+    /// place from stored blocks, which cannot lend them all at once).
+    pub fn restoring() -> Restoring {
+        Restoring::default()
+    }
+
+    /// [`restore`](Self::restore) with the messages gathered in `restoring`.
+    pub fn restore_from(
+        config: StreamConfig,
+        scalars: StreamScalars,
+        restoring: Restoring,
         dedup: impl IntoIterator<Item = DedupRecord>,
     ) -> Self {
         let limits = StreamLimits::from_config(&config);
-        let mut subjects = SubjectIndex::default();
-        let messages = messages
-            .into_iter()
-            .inspect(|(seq, msg)| subjects.insert(&msg.subject, *seq))
-            .collect();
         let mut window = DedupWindow::default();
         for record in dedup {
             window.restore_entry(record.ts_nanos, &record.msg_id, record.seq);
@@ -79,8 +95,8 @@ impl StreamState {
         Self {
             config,
             limits,
-            messages,
-            subjects,
+            messages: restoring.messages,
+            subjects: restoring.subjects,
             first_seq: scalars.first_seq,
             last_seq: scalars.last_seq,
             last_ts_nanos: scalars.last_ts_nanos,
@@ -88,6 +104,25 @@ impl StreamState {
             dedup: window,
             last_msg_id: scalars.last_msg_id,
         }
+    }
+}
+
+/// The messages of a stream being restored (see [`StreamState::restoring`]).
+#[derive(Debug, Default)]
+pub struct Restoring {
+    messages: SeqMap<MsgMeta>,
+    subjects: SubjectIndex,
+}
+
+impl Restoring {
+    /// Adds stored message `seq` (in any order).
+    pub fn push(&mut self, seq: u64, msg: MsgInfo<'_>) {
+        let meta = MsgMeta {
+            ts_nanos: msg.ts_nanos,
+            size: u32::try_from(msg.stored_size).unwrap_or(u32::MAX),
+            subject: self.subjects.insert(msg.subject, seq),
+        };
+        self.messages.insert(seq, meta);
     }
 }
 
@@ -111,9 +146,9 @@ mod tests {
     }
 
     fn round_trip(stream: &StreamState) -> StreamState {
-        let messages: Vec<(u64, StoredMsg)> = stream
+        let messages: Vec<(u64, MsgInfo<'_>)> = stream
             .seqs()
-            .map(|seq| (seq, stream.get(seq).unwrap().clone()))
+            .map(|seq| (seq, stream.get(seq).unwrap()))
             .collect();
         let dedup: Vec<DedupRecord> = stream
             .dedup_entries()

@@ -1,4 +1,6 @@
-//! `StreamState`: the messages of one stream by sequence, with the bookkeeping StreamInfo
+//! `StreamState`: the messages of one stream by sequence (their metadata: time, size,
+//! interned subject; bodies live in the message store, see `message.rs`), with the
+//! bookkeeping StreamInfo
 //! reports (first/last sequence and time, bytes, subjects, interior deletes), and the
 //! read-only queries the API and consumers use. The commands that change it live next door:
 //! `append.rs`, `remove.rs` (purge, delete, limits, expiry) and `update.rs`.
@@ -13,7 +15,7 @@ use crate::jscore::subject_filter::SubjectFilter;
 
 use super::dedup::DedupWindow;
 use super::limits::StreamLimits;
-use super::message::StoredMsg;
+use super::message::{MsgInfo, MsgMeta};
 use super::seq_map::SeqMap;
 use super::subject_index::SubjectIndex;
 
@@ -36,11 +38,11 @@ pub struct StreamSummary {
     pub num_deleted: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct StreamState {
     pub(super) config: StreamConfig,
     pub(super) limits: StreamLimits,
-    pub(super) messages: SeqMap<StoredMsg>,
+    pub(super) messages: SeqMap<MsgMeta>,
     pub(super) subjects: SubjectIndex,
     pub(super) first_seq: u64,
     pub(super) last_seq: u64,
@@ -113,8 +115,17 @@ impl StreamState {
         self.messages.contains(seq)
     }
 
-    pub fn get(&self, seq: u64) -> Option<&StoredMsg> {
-        self.messages.get(seq)
+    /// The stored message `seq` (without its body).
+    pub fn get(&self, seq: u64) -> Option<MsgInfo<'_>> {
+        self.messages.get(seq).map(|meta| self.info(meta))
+    }
+
+    pub(super) fn info(&self, meta: &MsgMeta) -> MsgInfo<'_> {
+        MsgInfo {
+            subject: self.subjects.name(meta.subject),
+            ts_nanos: meta.ts_nanos,
+            stored_size: u64::from(meta.size),
+        }
     }
 
     /// Number of `Nats-Msg-Id`s currently inside the duplicate window.
@@ -123,9 +134,9 @@ impl StreamState {
     }
 
     /// The newest message on a subject, which may contain wildcards (`last_by_subj`).
-    pub fn last_by_subject(&self, subject: &str) -> Option<(u64, &StoredMsg)> {
+    pub fn last_by_subject(&self, subject: &str) -> Option<(u64, MsgInfo<'_>)> {
         let seq = self.last_seq_for_subject(subject)?;
-        self.messages.get(seq).map(|msg| (seq, msg))
+        self.get(seq).map(|msg| (seq, msg))
     }
 
     /// The first message at or after `from_seq` whose subject the filter selects
@@ -134,13 +145,18 @@ impl StreamState {
         &self,
         filter: &SubjectFilter,
         from_seq: u64,
-    ) -> Option<(u64, &StoredMsg)> {
+    ) -> Option<(u64, MsgInfo<'_>)> {
         if filter.is_all() {
-            return self.messages.range(from_seq..).next();
+            return self
+                .messages
+                .range(from_seq..)
+                .next()
+                .map(|(seq, meta)| (seq, self.info(meta)));
         }
         self.messages
             .range(from_seq..)
-            .find(|(_, msg)| filter.matches(&msg.subject))
+            .map(|(seq, meta)| (seq, self.info(meta)))
+            .find(|(_, msg)| filter.matches(msg.subject))
     }
 
     /// The sequences at or after `from_seq` whose subject the filter selects, in order: one
@@ -165,7 +181,7 @@ impl StreamState {
         let walk = dense.is_none().then(|| {
             self.messages
                 .range(from_seq..)
-                .filter(move |(_, msg)| all || filter.matches(&msg.subject))
+                .filter(move |(_, meta)| all || filter.matches(self.subjects.name(meta.subject)))
                 .map(|(seq, _)| seq)
         });
         dense
@@ -258,17 +274,24 @@ impl StreamState {
         }
     }
 
-    /// Stores a message at the next sequence. Limits are the caller's business.
-    pub(super) fn insert_next(&mut self, msg: StoredMsg) -> u64 {
+    /// Stores a message at the next sequence (its metadata: the body is the message
+    /// store's). `size` is its `stored_size`. Limits are the caller's business.
+    pub(super) fn insert_next(&mut self, subject: &str, ts_nanos: i64, size: u64) -> u64 {
         let seq = self.last_seq + 1;
         if self.messages.is_empty() {
             self.first_seq = seq;
         }
         self.last_seq = seq;
-        self.last_ts_nanos = msg.ts_nanos;
-        self.bytes += msg.stored_size(self.limits.storage);
-        self.subjects.insert(&msg.subject, seq);
-        self.messages.insert(seq, msg);
+        self.last_ts_nanos = ts_nanos;
+        self.bytes += size;
+        let subject = self.subjects.insert(subject, seq);
+        let size = u32::try_from(size).unwrap_or(u32::MAX);
+        let meta = MsgMeta {
+            ts_nanos,
+            size,
+            subject,
+        };
+        self.messages.insert(seq, meta);
         seq
     }
 
@@ -284,12 +307,10 @@ impl StreamState {
     }
 
     /// Removes one message, keeping bytes, the subject index and `first_seq` right.
-    pub(super) fn remove_seq(&mut self, seq: u64) -> Option<StoredMsg> {
+    pub(super) fn remove_seq(&mut self, seq: u64) -> Option<MsgMeta> {
         let msg = self.messages.remove(seq)?;
-        self.bytes = self
-            .bytes
-            .saturating_sub(msg.stored_size(self.limits.storage));
-        self.subjects.remove(&msg.subject, seq);
+        self.bytes = self.bytes.saturating_sub(u64::from(msg.size));
+        self.subjects.remove(msg.subject, seq);
         if seq == self.first_seq || self.messages.is_empty() {
             self.first_seq = self
                 .messages
@@ -299,6 +320,32 @@ impl StreamState {
         Some(msg)
     }
 }
+
+/// Equal when the same messages (sequence, subject, time, size) and bookkeeping: subject
+/// ids are local numbering and do not count.
+impl PartialEq for StreamState {
+    fn eq(&self, other: &Self) -> bool {
+        fn messages(state: &StreamState) -> Vec<(u64, MsgInfo<'_>)> {
+            state
+                .messages
+                .iter()
+                .map(|(seq, meta)| (seq, state.info(meta)))
+                .collect()
+        }
+        self.config == other.config
+            && self.limits == other.limits
+            && self.subjects == other.subjects
+            && self.first_seq == other.first_seq
+            && self.last_seq == other.last_seq
+            && self.last_ts_nanos == other.last_ts_nanos
+            && self.bytes == other.bytes
+            && self.dedup == other.dedup
+            && self.last_msg_id == other.last_msg_id
+            && messages(self) == messages(other)
+    }
+}
+
+impl Eq for StreamState {}
 
 fn is_literal(subject: &str) -> bool {
     !subject.split('.').any(|token| token == "*" || token == ">")

@@ -1,68 +1,157 @@
-//! Per-subject index of a stream: which sequences hold each literal subject. It answers
-//! `max_msgs_per_subject` (count and oldest), last-by-subject gets, `num_subjects`, and the
-//! expected-last-subject-sequence check without scanning the stream.
+//! Per-subject index of a stream, which is also its subject interner: each distinct subject
+//! is stored once and gets a [`SubjectId`] that the per-message metadata carries instead of
+//! the subject itself. It answers `max_msgs_per_subject` (count and oldest), last-by-subject
+//! gets, `num_subjects`, the expected-last-subject-sequence check and every filtered scan
+//! (a message's subject is its id's name) without reading a message body.
 //!
 //! Replicated implicitly: it is derived from the stored messages and changes with them, so
-//! every replica has the same index (a snapshot may omit it and rebuild it).
+//! every replica has the same subjects and sequences. The ids themselves are local (a
+//! restart may number subjects differently): they are never stored nor sent, and equality
+//! compares names, not ids.
 
 use std::collections::BTreeMap;
+use std::num::NonZeroU32;
+use std::sync::Arc;
 
 use crate::jscore::subject_filter::SubjectFilter;
 
 use super::seq_map::SeqMap;
 
-/// Sequences by subject. Sets rather than counters because removing the oldest or newest
-/// message of a subject must find the next one without a scan; `SeqMap`s because a subject
-/// that takes most of a stream's messages (or a KV key with one value) is dense.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SubjectIndex {
-    by_subject: BTreeMap<String, SeqMap<()>>,
+/// A subject interned by the stream's [`SubjectIndex`]; valid while the subject has a
+/// message. Non-zero so an `Option` of a message's metadata costs no extra word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SubjectId(NonZeroU32);
+
+impl SubjectId {
+    fn slot(self) -> usize {
+        self.0.get() as usize - 1
+    }
+
+    fn of_slot(slot: usize) -> SubjectId {
+        let id = u32::try_from(slot + 1).expect("fewer than 2^32 subjects");
+        SubjectId(NonZeroU32::new(id).expect("slot + 1 is not zero"))
+    }
 }
 
+#[derive(Debug, Clone)]
+struct Entry {
+    name: Arc<str>,
+    /// Sets rather than counters because removing the oldest or newest message of a subject
+    /// must find the next one without a scan; `SeqMap`s because a subject that takes most of
+    /// a stream's messages (or a KV key with one value) is dense.
+    seqs: SeqMap<()>,
+}
+
+/// Sequences by subject, each subject stored once.
+#[derive(Debug, Clone, Default)]
+pub struct SubjectIndex {
+    by_name: BTreeMap<Arc<str>, SubjectId>,
+    /// Indexed by `SubjectId::slot`; `None` slots are free (listed in `free`).
+    entries: Vec<Option<Entry>>,
+    free: Vec<usize>,
+}
+
+impl PartialEq for SubjectIndex {
+    fn eq(&self, other: &Self) -> bool {
+        self.by_name.len() == other.by_name.len()
+            && self
+                .by_name
+                .iter()
+                .zip(other.by_name.iter())
+                .all(|((a, ia), (b, ib))| a == b && self.seqs(*ia) == other.seqs(*ib))
+    }
+}
+
+impl Eq for SubjectIndex {}
+
 impl SubjectIndex {
-    pub fn insert(&mut self, subject: &str, seq: u64) {
-        match self.by_subject.get_mut(subject) {
-            Some(seqs) => {
-                seqs.insert(seq, ());
+    /// Records `seq` on `subject`, interning the subject if it is new.
+    pub fn insert(&mut self, subject: &str, seq: u64) -> SubjectId {
+        if let Some(&id) = self.by_name.get(subject) {
+            if let Some(entry) = self.entries[id.slot()].as_mut() {
+                entry.seqs.insert(seq, ());
+            }
+            return id;
+        }
+        let name: Arc<str> = Arc::from(subject);
+        let entry = Entry {
+            name: name.clone(),
+            seqs: SeqMap::from_iter([(seq, ())]),
+        };
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.entries[slot] = Some(entry);
+                slot
             }
             None => {
-                self.by_subject
-                    .insert(subject.to_string(), SeqMap::from_iter([(seq, ())]));
+                self.entries.push(Some(entry));
+                self.entries.len() - 1
             }
+        };
+        let id = SubjectId::of_slot(slot);
+        self.by_name.insert(name, id);
+        id
+    }
+
+    /// Forgets `seq` on the subject `id`; the subject goes with its last message.
+    pub fn remove(&mut self, id: SubjectId, seq: u64) {
+        let slot = id.slot();
+        let Some(entry) = self.entries.get_mut(slot).and_then(Option::as_mut) else {
+            return;
+        };
+        entry.seqs.remove(seq);
+        if entry.seqs.is_empty() {
+            if let Some(entry) = self.entries[slot].take() {
+                self.by_name.remove(&entry.name);
+            }
+            self.free.push(slot);
         }
     }
 
-    pub fn remove(&mut self, subject: &str, seq: u64) {
-        if let Some(seqs) = self.by_subject.get_mut(subject) {
-            seqs.remove(seq);
-            if seqs.is_empty() {
-                self.by_subject.remove(subject);
-            }
-        }
+    /// The subject `id` stands for ("" for an id not in use, which a caller holding a
+    /// message's metadata never has).
+    pub fn name(&self, id: SubjectId) -> &str {
+        self.entries
+            .get(id.slot())
+            .and_then(Option::as_ref)
+            .map_or("", |entry| &entry.name)
     }
 
     pub fn clear(&mut self) {
-        self.by_subject.clear();
+        self.by_name.clear();
+        self.entries.clear();
+        self.free.clear();
+    }
+
+    fn seqs(&self, id: SubjectId) -> Option<&SeqMap<()>> {
+        self.entries
+            .get(id.slot())
+            .and_then(Option::as_ref)
+            .map(|entry| &entry.seqs)
+    }
+
+    fn by_subject(&self, subject: &str) -> Option<&SeqMap<()>> {
+        self.seqs(*self.by_name.get(subject)?)
     }
 
     /// Number of distinct subjects with at least one message (`state.num_subjects`).
     pub fn num_subjects(&self) -> usize {
-        self.by_subject.len()
+        self.by_name.len()
     }
 
     /// Messages currently stored on this literal subject.
     pub fn count(&self, subject: &str) -> u64 {
-        self.by_subject.get(subject).map_or(0, |s| s.len() as u64)
+        self.by_subject(subject).map_or(0, |s| s.len() as u64)
     }
 
     /// Oldest sequence on this literal subject.
     pub fn first_seq(&self, subject: &str) -> Option<u64> {
-        self.by_subject.get(subject)?.first().map(|(seq, _)| seq)
+        self.by_subject(subject)?.first().map(|(seq, _)| seq)
     }
 
     /// Newest sequence on this literal subject.
     pub fn last_seq(&self, subject: &str) -> Option<u64> {
-        self.by_subject.get(subject)?.last().map(|(seq, _)| seq)
+        self.by_subject(subject)?.last().map(|(seq, _)| seq)
     }
 
     /// Newest sequence among all subjects the filter selects (wildcards allowed), as
@@ -105,7 +194,7 @@ impl SubjectIndex {
     /// Per-subject message counts for subjects the filter selects (`subjects_filter`).
     pub fn counts_matching(&self, filter: &SubjectFilter) -> BTreeMap<String, u64> {
         self.matching(filter)
-            .map(|(subject, seqs)| (subject.clone(), seqs.len() as u64))
+            .map(|(subject, seqs)| (subject.to_string(), seqs.len() as u64))
             .collect()
     }
 
@@ -113,8 +202,10 @@ impl SubjectIndex {
     /// beyond the limit, ascending.
     pub fn oldest_beyond(&self, max_per_subject: u64) -> Vec<u64> {
         let mut seqs: Vec<u64> = self
-            .by_subject
-            .values()
+            .entries
+            .iter()
+            .flatten()
+            .map(|entry| &entry.seqs)
             .flat_map(|seqs| {
                 let excess = (seqs.len() as u64).saturating_sub(max_per_subject) as usize;
                 seqs.keys().take(excess)
@@ -137,10 +228,11 @@ impl SubjectIndex {
     fn matching<'a>(
         &'a self,
         filter: &'a SubjectFilter,
-    ) -> impl Iterator<Item = (&'a String, &'a SeqMap<()>)> + 'a {
-        self.by_subject
+    ) -> impl Iterator<Item = (&'a str, &'a SeqMap<()>)> + 'a {
+        self.by_name
             .iter()
             .filter(move |(subject, _)| filter.matches(subject))
+            .filter_map(|(subject, id)| Some((&**subject, self.seqs(*id)?)))
     }
 }
 
@@ -169,10 +261,18 @@ mod tests {
             index.last_seqs_up_to(&SubjectFilter::new(["a.2"]), 1),
             Vec::<u64>::new()
         );
-        index.remove("a.1", 1);
+        let a1 = index.insert("a.1", 4);
+        assert_eq!(index.name(a1), "a.1");
+        index.remove(a1, 1);
+        index.remove(a1, 4);
         assert_eq!(index.first_seq("a.1"), Some(3));
-        index.remove("a.2", 2);
+        let a2 = index.insert("a.2", 5);
+        index.remove(a2, 2);
+        index.remove(a2, 5);
         assert_eq!(index.num_subjects(), 1);
         assert_eq!(index.count("a.2"), 0);
+        // The freed id is reused for the next new subject.
+        assert_eq!(index.insert("b", 6), a2);
+        assert_eq!(index.name(a2), "b");
     }
 }

@@ -1,0 +1,299 @@
+//! [`MessageStore`]: where the front reads a stream message's headers and payload. The
+//! stream state (`jscore`) keeps only each message's metadata; bodies live in the group's
+//! `b/` blocks in sled, read through the node's [`BlockCache`].
+//!
+//! Three places, looked up in this order:
+//! - **pinned blocks**: a block the machine wrote in an apply call is kept here until the
+//!   write-behind queue has put its batch in sled (its [`WriteTicket`] is written), since a
+//!   reader must not wait for that queue; then it moves to the cache. Blocks of a memory
+//!   stream stay pinned (a memory stream keeps its messages in memory by definition;
+//!   `max_bytes` bounds them) until their last message goes.
+//! - **the cache**, by (epoch, first sequence of the block);
+//! - **sled**, read without waiting for the queue (the block is known written), then cached.
+//!
+//! Layout-1 `m/` keys (one key per message) are read from sled directly.
+//!
+//! One per stream group instance, shared by its machine (the only writer: `stored`,
+//! `submitted`, `removed`, `reset`) and its `StreamView` readers. Lock order: the stream
+//! view, then this store's lock, then the cache's; a reader holds no view lock when it
+//! reads sled on the delivery path (`StreamView::message`).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::block::{Block, Body};
+use super::cache::{BlockCache, BlockKey};
+use super::keys;
+use crate::consensus::{MachineView, WriteTicket};
+use crate::jsapi::stream_config::StorageType;
+
+/// A fresh key space in the cache for every load of every stream.
+static NEXT_EPOCH: AtomicU64 = AtomicU64::new(1);
+
+#[derive(Debug)]
+pub struct MessageStore {
+    storage: StorageType,
+    cache: Arc<BlockCache>,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// Set by the machine's `load`; `None` before (nothing to read yet).
+    view: Option<MachineView>,
+    epoch: u64,
+    /// Every `b/` block by first sequence.
+    blocks: BTreeMap<u64, Slot>,
+    /// First sequences of pinned blocks, in the order they were written.
+    pinned: VecDeque<u64>,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inner")
+            .field("epoch", &self.epoch)
+            .field("blocks", &self.blocks.len())
+            .field("pinned", &self.pinned.len())
+            .finish()
+    }
+}
+
+#[derive(Debug)]
+struct Slot {
+    last_seq: u64,
+    pin: Option<Pin>,
+}
+
+#[derive(Debug)]
+struct Pin {
+    block: Arc<Block>,
+    /// The write-behind batch holding the block; `None` until the machine is told.
+    ticket: Option<WriteTicket>,
+}
+
+/// Pinned bytes and blocks (`/jsz`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PinnedStats {
+    pub blocks: u64,
+    pub bytes: u64,
+}
+
+impl MessageStore {
+    pub fn new(storage: StorageType, cache: Arc<BlockCache>) -> MessageStore {
+        MessageStore {
+            storage,
+            cache,
+            inner: Mutex::new(Inner::default()),
+        }
+    }
+
+    /// After `load`: the group's keys are `view`'s, its blocks these (first, last sequence).
+    pub fn reset(&self, view: MachineView, blocks: impl IntoIterator<Item = (u64, u64)>) {
+        let mut inner = self.inner.lock();
+        inner.view = Some(view);
+        inner.epoch = NEXT_EPOCH.fetch_add(1, Ordering::Relaxed);
+        inner.blocks = blocks
+            .into_iter()
+            .map(|(first, last_seq)| {
+                let slot = Slot {
+                    last_seq,
+                    pin: None,
+                };
+                (first, slot)
+            })
+            .collect();
+        inner.pinned.clear();
+    }
+
+    /// A block the machine is writing now (`b/<first>`), pinned until its batch is written.
+    pub fn stored(&self, first: u64, last_seq: u64, block: Block) {
+        let mut inner = self.inner.lock();
+        let pin = Pin {
+            block: Arc::new(block),
+            ticket: None,
+        };
+        inner.blocks.insert(
+            first,
+            Slot {
+                last_seq,
+                pin: Some(pin),
+            },
+        );
+        // A memory stream's blocks are never released: no need to queue them.
+        if self.storage == StorageType::File {
+            inner.pinned.push_back(first);
+        }
+    }
+
+    /// The blocks stored since the last call went into write-behind batch `ticket`.
+    pub fn submitted(&self, ticket: WriteTicket) {
+        let mut inner = self.inner.lock();
+        let Inner { blocks, pinned, .. } = &mut *inner;
+        for first in pinned.iter().rev() {
+            match blocks.get_mut(first).and_then(|slot| slot.pin.as_mut()) {
+                Some(pin) if pin.ticket.is_none() => pin.ticket = Some(ticket),
+                Some(_) => break,
+                None => {}
+            }
+        }
+    }
+
+    /// Unpins the blocks sled now holds, handing them to the cache (file streams).
+    pub fn release_written(&self) {
+        if self.storage == StorageType::Memory {
+            return;
+        }
+        let mut inner = self.inner.lock();
+        let Some(written) = inner.view.as_ref().map(MachineView::written) else {
+            return;
+        };
+        let Inner {
+            epoch,
+            blocks,
+            pinned,
+            ..
+        } = &mut *inner;
+        while let Some(&first) = pinned.front() {
+            let Some(slot) = blocks.get_mut(&first) else {
+                pinned.pop_front();
+                continue;
+            };
+            match &slot.pin {
+                Some(Pin {
+                    ticket: Some(ticket),
+                    ..
+                }) if *ticket <= written => {}
+                Some(_) => break,
+                None => {
+                    pinned.pop_front();
+                    continue;
+                }
+            }
+            pinned.pop_front();
+            if let Some(pin) = slot.pin.take() {
+                self.cache.insert((*epoch, first), pin.block);
+            }
+        }
+    }
+
+    /// Block `b/<first>` is deleted (its last message went).
+    pub fn removed(&self, first: u64) {
+        let mut inner = self.inner.lock();
+        if inner.blocks.remove(&first).is_some() {
+            self.cache.forget((inner.epoch, first));
+        }
+    }
+
+    /// The body of message `seq`, or `None` if no block holds it (removed meanwhile). A
+    /// failed sled read is logged and answers `None`.
+    pub fn body(&self, seq: u64) -> Option<Body> {
+        match self.locate(seq)? {
+            Found::Block { block, .. } => block.body(seq),
+            Found::Legacy(body) => Some(body),
+        }
+    }
+
+    /// The bodies of `seqs` (ascending is fastest: a block is looked up once for a run of
+    /// its messages).
+    pub fn bodies(&self, seqs: impl IntoIterator<Item = u64>) -> Vec<Option<Body>> {
+        let mut current: Option<(u64, u64, Arc<Block>)> = None;
+        seqs.into_iter()
+            .map(|seq| {
+                if let Some((first, last, block)) = &current {
+                    if (*first..=*last).contains(&seq) {
+                        return block.body(seq);
+                    }
+                }
+                match self.locate(seq)? {
+                    Found::Block { first, last, block } => {
+                        let body = block.body(seq);
+                        current = Some((first, last, block));
+                        body
+                    }
+                    Found::Legacy(body) => Some(body),
+                }
+            })
+            .collect()
+    }
+
+    fn locate(&self, seq: u64) -> Option<Found> {
+        let (key, last, view) = {
+            let inner = self.inner.lock();
+            let view = inner.view.clone()?;
+            match inner.blocks.range(..=seq).next_back() {
+                Some((&first, slot)) if seq <= slot.last_seq => {
+                    if let Some(pin) = &slot.pin {
+                        return Some(Found::Block {
+                            first,
+                            last: slot.last_seq,
+                            block: pin.block.clone(),
+                        });
+                    }
+                    ((inner.epoch, first), slot.last_seq, view)
+                }
+                _ => return legacy_body(&view, seq).map(Found::Legacy),
+            }
+        };
+        let block = match self.cache.get(key) {
+            Some(block) => block,
+            None => {
+                let block = match read_block(&view, key) {
+                    Ok(block) => Arc::new(block?),
+                    Err(error) => {
+                        tracing::error!(group = view.group(), seq, %error, "reading a message block");
+                        return None;
+                    }
+                };
+                self.cache.insert(key, block.clone());
+                block
+            }
+        };
+        Some(Found::Block {
+            first: key.1,
+            last,
+            block,
+        })
+    }
+
+    pub fn pinned(&self) -> PinnedStats {
+        let inner = self.inner.lock();
+        let mut stats = PinnedStats::default();
+        for pin in inner.blocks.values().filter_map(|slot| slot.pin.as_ref()) {
+            stats.blocks += 1;
+            stats.bytes += pin.block.cost();
+        }
+        stats
+    }
+}
+
+enum Found {
+    Block {
+        first: u64,
+        last: u64,
+        block: Arc<Block>,
+    },
+    Legacy(Body),
+}
+
+fn read_block(
+    view: &MachineView,
+    (_, first): BlockKey,
+) -> Result<Option<Block>, crate::consensus::MachineError> {
+    match view.get_written(&keys::block(first))? {
+        Some(value) => Block::decode(value).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// A message of layout 1 (`m/<seq>`).
+fn legacy_body(view: &MachineView, seq: u64) -> Option<Body> {
+    let value = view.get_written(&keys::message(seq)).ok()??;
+    let msg: keys::StoredMsgV1 = keys::decode("message", &value).ok()?;
+    Some(Body {
+        headers: msg.headers,
+        payload: msg.payload,
+    })
+}
