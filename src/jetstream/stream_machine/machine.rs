@@ -213,7 +213,13 @@ fn load_keys(view: &MachineView, layout: u8) -> Result<(StreamGroup, Persisted),
         legacy_pending: loaded.legacy_pending,
         ..Persisted::default()
     };
-    Ok((StreamGroup::from_parts(stream, loaded.consumers), persisted))
+    let sources = super::sources::load_sources(view)?;
+    let persisted = Persisted {
+        sources: sources.iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+        ..persisted
+    };
+    let group = StreamGroup::from_parts(stream, loaded.consumers).with_source_positions(sources);
+    Ok((group, persisted))
 }
 
 #[derive(Default)]
