@@ -87,6 +87,8 @@ mod tests_formats;
 mod tests_layouts;
 #[cfg(test)]
 mod tests_load;
+#[cfg(test)]
+mod tests_sources;
 
 pub use entry::StreamCommandWire;
 pub use machine::StreamMachine;
