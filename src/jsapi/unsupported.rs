@@ -27,7 +27,10 @@
 //! `num_replicas` below the stream's (consumer state always lives in the stream's group).
 //!
 //! Consumer `pause_until` and the priority-group settings were refused here until they were
-//! implemented (`jscore::consumer::pause`, `jetstream::delivery::{pause, priority}`).
+//! implemented (`jscore::consumer::pause`, `jetstream::delivery::{pause, priority}`); so were
+//! a stream's `subject_transform`, `republish`, `mirror` and `sources` (`jetstream::republish`,
+//! `jetstream::sourcing`). Of mirrors and sources, an `external` origin (another account or
+//! domain) and a durable sourcing `consumer` (2.14) are still refused.
 
 use super::consumer_config::{AckPolicy, ConsumerConfig, ReplayPolicy};
 use super::error::{ApiError, ErrorKind};
