@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# bench/mirror.sh: copy time of a mirror of N messages: origin filled first, then the mirror created; time
-# Usage: N=10000 JETRAFT_BIN=target/release/jetraft bench/mirror.sh (run from the repo root;
+# bench/mirror.sh: how long a new mirror takes to copy N messages (one node): the origin is
+# filled first, then the mirror created; timed from the create until the mirror's info shows
+# N messages. nats-server runs the same steps first. Every wait is bounded.
+# Usage: N=10000 JETRAFT_BIN=target/release/jetraft bench/mirror.sh (from the repo root;
 # needs nats-server and the nats CLI). Fixed ports 14732/14733.
-# from the create until the mirror's info shows N messages. Bounded: 120 s per server.
 set -u
 N=${N:-10000}
 bench() {
