@@ -101,7 +101,18 @@ async fn a_mirror_copies_everything_with_the_origins_sequences(fx: JsFixture) {
     let mirror = fx
         .create_stream(&js, mirror_of("MIR", source("ORDERS")))
         .await;
-    let info = wait_for_state(&client, "MIR", 9, 10).await;
+    wait_for_state(&client, "MIR", 9, 10).await;
+    // The leader notes its progress just after the copies are applied.
+    let info = within("the mirror block to report no lag", async {
+        loop {
+            let info = info_json(&client, "MIR").await;
+            if info["mirror"]["lag"] == 0 && info["mirror"]["active"].as_i64() >= Some(0) {
+                return info;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
     for seq in [1, 7, 10] {
         let copy = get(&js, "MIR", seq).await.expect("copied");
         let original = get(&js, "ORDERS", seq).await.unwrap();
@@ -318,7 +329,21 @@ async fn a_stream_sources_two_streams(fx: JsFixture) {
         .collect();
     assert_eq!(names, ["A", "B"], "{info}");
     assert_eq!(sources[1]["filter_subject"], "b.x", "{info}");
-    assert!(sources.iter().all(|s| s["lag"] == 0), "{info}");
+    let info = within("the sources blocks to report no lag", async {
+        loop {
+            let info = info_json(&client, "ALL").await;
+            let caught_up = info["sources"].as_array().is_some_and(|all| {
+                all.iter()
+                    .all(|s| s["lag"] == 0 && s["active"].as_i64() >= Some(0))
+            });
+            if caught_up {
+                return info;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert_eq!(info["sources"].as_array().unwrap().len(), 2, "{info}");
     // More on A arrives too.
     publish_acked(&js, "a.x", "a6").await;
     wait_for_state(&client, "ALL", 9, 9).await;
