@@ -62,14 +62,16 @@ async fn unsupported_stream_settings_are_refused_and_not_stored(fx: JsFixture) {
     let client = fx.client().await;
     let replicas = fx.stream_replicas();
     let cases = [
-        ("mirror", json!({"name":"ORIGIN"}), 10052),
-        ("sources", json!([{"name":"ORIGIN"}]), 10052),
         (
-            "subject_transform",
-            json!({"src":"x.*","dest":"y.{{wildcard(1)}}"}),
+            "mirror",
+            json!({"name":"ORIGIN","external":{"api":"$JS.hub.API"}}),
             10052,
         ),
-        ("republish", json!({"src":">","dest":"copy.>"}), 10052),
+        (
+            "sources",
+            json!([{"name":"ORIGIN","external":{"api":"$JS.hub.API"}}]),
+            10052,
+        ),
         ("subject_delete_marker_ttl", json!(5_000_000_000i64), 10052),
         ("allow_msg_counter", json!(true), 10052),
         ("allow_msg_schedules", json!(true), 10052),
@@ -87,7 +89,12 @@ async fn unsupported_stream_settings_are_refused_and_not_stored(fx: JsFixture) {
         assert_eq!(err_code(&reply), code, "{field}: {reply}");
         if code == 10052 {
             let description = reply["error"]["description"].as_str().unwrap_or("");
-            assert!(description.contains(field), "{field}: {description}");
+            let named = if field == "mirror" || field == "sources" {
+                "external"
+            } else {
+                field
+            };
+            assert!(description.contains(named), "{field}: {description}");
         }
         let info = api(&client, "$JS.API.STREAM.INFO.REFUSED".into(), json!({})).await;
         assert_eq!(
@@ -126,17 +133,21 @@ async fn unsupported_stream_settings_are_refused_and_not_stored(fx: JsFixture) {
     )
     .await;
     let body = json!({"name":"KEPT","subjects":["kept.*"],"num_replicas":replicas,
-        "republish":{"src":">","dest":"copy.>"}});
+        "allow_msg_counter":true});
     let reply = api(&client, "$JS.API.STREAM.UPDATE.KEPT".into(), body).await;
     assert_eq!(err_code(&reply), 10052, "{reply}");
     let info = api(&client, "$JS.API.STREAM.INFO.KEPT".into(), json!({})).await;
-    assert!(info["config"].get("republish").is_none(), "{info}");
+    assert!(info["config"].get("allow_msg_counter").is_none(), "{info}");
 
     // The typed client sees the same refusal.
     let mirror = stream::Config {
         name: "MIRROR".into(),
         mirror: Some(stream::Source {
             name: "KEPT".into(),
+            external: Some(stream::External {
+                api_prefix: "$JS.hub.API".into(),
+                delivery_prefix: None,
+            }),
             ..Default::default()
         }),
         num_replicas: replicas,

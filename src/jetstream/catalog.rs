@@ -32,15 +32,26 @@ use super::topology::Topology;
 use crate::consensus::pacer::Mode;
 use crate::consensus::{GroupRegistry, NodeId, RaftGroup};
 use crate::jsapi::requests::StreamInfoRequest;
+use crate::jsapi::stream_config::StreamSource;
 use crate::jsapi::{ApiError, ErrorKind, StorageType, StreamInfo};
 use crate::server::router::Router;
 use crate::server::subscription::Subscription;
 use crate::server::ServerShared;
 
+/// A stream's mirror (if any) and sources, as its config has them.
+pub(super) type Origins = (Option<StreamSource>, Vec<StreamSource>);
+
+/// The origins of `config`.
+pub(super) fn origins_of(config: &crate::jsapi::stream_config::StreamConfig) -> Origins {
+    (config.mirror.clone(), config.sources.clone())
+}
+
 /// A stream group running on this node (one of its replicas).
 pub(super) struct RunningStream {
     pub(super) handle: Arc<StreamHandle>,
     pub(super) subjects: Vec<String>,
+    /// The stream's mirror and sources: what its leader copies from (`sourcing/`).
+    pub(super) origins: Origins,
     /// Stops the stream's leadership watcher (when removed, or its group is replaced).
     pub(super) stop: CancellationToken,
     /// Set while this replica leads the stream: what it serves (see `leadership`).
@@ -55,11 +66,13 @@ impl RunningStream {
     pub(super) fn started(
         handle: Arc<StreamHandle>,
         subjects: Vec<String>,
+        origins: Origins,
         stop: CancellationToken,
     ) -> RunningStream {
         RunningStream {
             handle,
             subjects,
+            origins,
             stop,
             leading: None,
             leader_clock: LeaderClock::started(),

@@ -118,7 +118,18 @@ pub fn stream_info(
     });
     let mut config = assignment.config;
     add_server_metadata(&mut config.metadata);
+    let mirror = config
+        .mirror
+        .as_ref()
+        .map(|mirror| handle.sources().mirror_info(mirror));
+    let sources = config
+        .sources
+        .iter()
+        .map(|source| handle.sources().source_info(source))
+        .collect();
     StreamInfo {
+        mirror,
+        sources,
         config,
         created: Timestamp::from_unix_nanos(assignment.created_nanos),
         state,

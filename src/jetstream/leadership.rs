@@ -158,14 +158,18 @@ pub(super) fn rewatch_leadership(catalog: &Arc<Catalog>, name: &str, group: Arc<
     watch_leadership(catalog, name, group, stop);
 }
 
-/// Starts serving stream `name` as its leader: ingest on its subjects, delivery, expiry.
+/// Starts serving stream `name` as its leader: ingest on its subjects, delivery, expiry,
+/// copying from its mirror's or sources' origins.
 /// Idempotent.
 pub(super) fn start_serving(catalog: &Arc<Catalog>, name: &str) {
-    let Some(Some((handle, subjects))) = catalog.read_stream(name, |stream| {
-        stream
-            .leading
-            .is_none()
-            .then(|| (stream.handle.clone(), stream.subjects.clone()))
+    let Some(Some((handle, subjects, origins))) = catalog.read_stream(name, |stream| {
+        stream.leading.is_none().then(|| {
+            (
+                stream.handle.clone(),
+                stream.subjects.clone(),
+                stream.origins.clone(),
+            )
+        })
     }) else {
         return;
     };
@@ -177,6 +181,9 @@ pub(super) fn start_serving(catalog: &Arc<Catalog>, name: &str) {
         .shared()
         .tasks
         .spawn(super::expiry::run(handle.clone(), stop.clone()));
+    if let Some(copying) = super::sourcing::run(catalog.shared(), &handle, &origins, stop.clone()) {
+        catalog.shared().tasks.spawn(copying);
+    }
     let mut started = Some(Leading { ingest, stop });
     catalog.update_stream(name, |stream| {
         if stream.leading.is_none() {

@@ -29,7 +29,7 @@ use std::sync::{Arc, Weak};
 use tokio_util::sync::CancellationToken;
 
 use super::api;
-use super::catalog::{Catalog, Groups, RunningStream};
+use super::catalog::{origins_of, Catalog, Groups, Origins, RunningStream};
 use super::error::JetStreamError;
 use super::groups;
 use super::leadership;
@@ -272,10 +272,11 @@ impl JetStream {
 
         for (name, assignment) in wanted {
             let subjects = assignment.config.subjects.clone();
-            let running_subjects = catalog.read_stream(&name, |s| s.subjects.clone());
-            match running_subjects {
-                Some(current) if current == subjects => {}
-                Some(_) => self.resubscribe(&name, subjects),
+            let origins = origins_of(&assignment.config);
+            let running = catalog.read_stream(&name, |s| (s.subjects.clone(), s.origins.clone()));
+            match running {
+                Some(current) if current == (subjects.clone(), origins.clone()) => {}
+                Some(_) => self.resubscribe(&name, subjects, origins),
                 None => {
                     if let Err(e) = self.start_stream(&name, &assignment).await {
                         tracing::error!(
@@ -315,22 +316,28 @@ impl JetStream {
         let stop = catalog.shared().shutdown.child_token();
         catalog.insert_stream(
             name.to_owned(),
-            RunningStream::started(handle, assignment.config.subjects.clone(), stop.clone()),
+            RunningStream::started(
+                handle,
+                assignment.config.subjects.clone(),
+                origins_of(&assignment.config),
+                stop.clone(),
+            ),
         );
         leadership::watch_leadership(catalog, name, group, stop);
         tracing::info!(stream = %name, group = assignment.group, "stream group started");
         Ok(())
     }
 
-    fn resubscribe(&self, name: &str, subjects: Vec<String>) {
+    fn resubscribe(&self, name: &str, subjects: Vec<String>, origins: Origins) {
         let catalog = &self.catalog;
         let leading = catalog
             .update_stream(name, |stream| {
                 stream.subjects = subjects;
+                stream.origins = origins;
                 stream.leading.take()
             })
             .flatten();
-        // Serve again under the new subjects.
+        // Serve again under the new subjects and origins.
         if let Some(leading) = leading {
             leadership::end_leading(catalog, name, leading);
             leadership::start_serving(catalog, name);

@@ -23,6 +23,7 @@ use futures::future::BoxFuture;
 use futures::stream::{FuturesOrdered, StreamExt};
 use tokio::sync::mpsc;
 
+use super::republish::StreamTransforms;
 use super::stream::StreamHandle;
 use super::stream_machine::entry;
 use crate::consensus::gather::Bursts;
@@ -214,10 +215,14 @@ pub fn attach(
     subscriptions
 }
 
-type BatchResult = (
-    Vec<Message>,
-    Result<Vec<Result<StreamOutcome, ApiError>>, ApiError>,
-);
+/// A proposed batch: the messages (with the subjects they were stored under), when, the
+/// stream's transforms at the time, and the outcomes.
+struct BatchResult {
+    messages: Vec<Message>,
+    now_nanos: i64,
+    transforms: StreamTransforms,
+    outcomes: Result<Vec<Result<StreamOutcome, ApiError>>, ApiError>,
+}
 
 async fn run(
     shared: Arc<ServerShared>,
@@ -231,8 +236,8 @@ async fn run(
     loop {
         tokio::select! {
             biased;
-            Some((messages, outcomes)) = in_flight.next(), if !in_flight.is_empty() => {
-                answer(&shared, stream.name(), &messages, outcomes);
+            Some(batch) = in_flight.next(), if !in_flight.is_empty() => {
+                answer(&shared, stream.name(), batch);
             }
             received = incoming.recv(), if in_flight.len() < MAX_IN_FLIGHT => {
                 let Some(first) = received else { break };
@@ -246,8 +251,8 @@ async fn run(
         }
     }
     // Whatever was proposed still gets its answer if it completes.
-    while let Some((messages, outcomes)) = in_flight.next().await {
-        answer(&shared, stream.name(), &messages, outcomes);
+    while let Some(batch) = in_flight.next().await {
+        answer(&shared, stream.name(), batch);
     }
 }
 
@@ -287,23 +292,35 @@ async fn gather(
     }
 }
 
-async fn propose_batch(stream: Arc<StreamHandle>, batch: Vec<Message>) -> BatchResult {
+async fn propose_batch(stream: Arc<StreamHandle>, mut batch: Vec<Message>) -> BatchResult {
     let now = super::now_nanos();
+    // The stream's subject transform picks the stored subject here, on the leader.
+    let transforms = StreamTransforms::of(&stream);
+    for msg in &mut batch {
+        msg.subject = transforms.stored_subject(&msg.subject);
+    }
     let commands = batch
         .iter()
         .map(|msg| entry::encode_append(&msg.subject, msg.headers.as_deref(), &msg.payload, now))
         .collect();
     let outcomes = stream.propose_encoded(commands).await;
-    (batch, outcomes)
+    BatchResult {
+        messages: batch,
+        now_nanos: now,
+        transforms,
+        outcomes,
+    }
 }
 
-/// Sends each publish that asked for one its PubAck (or the error).
-fn answer(
-    shared: &ServerShared,
-    stream: &str,
-    messages: &[Message],
-    outcomes: Result<Vec<Result<StreamOutcome, ApiError>>, ApiError>,
-) {
+/// Republishes what was stored (when the stream republishes) and sends each publish that
+/// asked for one its PubAck (or the error), in the order the appends were applied.
+fn answer(shared: &ServerShared, stream: &str, batch: BatchResult) {
+    let BatchResult {
+        messages,
+        now_nanos,
+        transforms,
+        outcomes,
+    } = batch;
     let outcomes = match outcomes {
         Ok(outcomes) => outcomes,
         Err(error) => vec![Err(error); messages.len()],
@@ -311,6 +328,16 @@ fn answer(
     // One dispatch for the whole batch: each client's writer is woken once, not per ack.
     let mut dispatch = Dispatch::default();
     for (msg, outcome) in messages.iter().zip(outcomes) {
+        if let Ok(StreamOutcome::Appended(appended)) = &outcome {
+            transforms.republish(
+                &shared.router,
+                &mut dispatch,
+                stream,
+                msg,
+                now_nanos,
+                appended,
+            );
+        }
         let Some(reply) = &msg.reply else { continue };
         let response = match outcome {
             Ok(StreamOutcome::Appended(appended)) => PubAckResponse::success(PubAck {

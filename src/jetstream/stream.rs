@@ -14,12 +14,15 @@ use crate::consensus::{Command, ProposeError, RaftGroup};
 use crate::jsapi::{ApiError, ErrorKind};
 use crate::jscore::group::{StreamCommand, StreamOutcome};
 
+use super::source_status::SourceStatuses;
 use super::stream_machine::{entry, response, StreamView};
 
 pub struct StreamHandle {
     name: String,
     /// The running group and the view its state machine publishes to; replaced together.
     current: RwLock<(Arc<RaftGroup>, StreamView)>,
+    /// The mirror's or sources' progress while this node leads (`sourcing/`).
+    sources: SourceStatuses,
 }
 
 impl std::fmt::Debug for StreamHandle {
@@ -36,7 +39,12 @@ impl StreamHandle {
         StreamHandle {
             name,
             current: RwLock::new((group, view)),
+            sources: SourceStatuses::default(),
         }
+    }
+
+    pub fn sources(&self) -> &SourceStatuses {
+        &self.sources
     }
 
     pub fn name(&self) -> &str {

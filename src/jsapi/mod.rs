@@ -30,6 +30,7 @@ pub mod error;
 pub mod msg_get;
 pub mod names;
 pub mod pub_ack;
+pub mod republish;
 pub mod requests;
 pub mod response;
 mod serde_util;
@@ -38,6 +39,7 @@ mod stream_config_check;
 #[cfg(test)]
 mod stream_config_check_tests;
 pub mod stream_info;
+pub mod stream_source;
 pub mod subject;
 #[cfg(test)]
 mod subject_tests;

@@ -13,8 +13,9 @@ use super::names::{
 use super::stream_config::{
     DiscardPolicy, PersistMode, RetentionPolicy, StorageType, StreamConfig,
 };
+use crate::subject::is_valid_subject;
 use crate::subject::pattern::{is_subset_match, patterns_overlap};
-use crate::subject::{is_valid_literal_subject, is_valid_subject};
+use crate::subject::transform::SubjectTransform;
 
 /// Default `duplicate_window`: two minutes, in nanoseconds.
 pub const DEFAULT_DUPLICATE_WINDOW: i64 = 120 * 1_000_000_000;
@@ -25,6 +26,17 @@ const SECOND: i64 = 1_000_000_000;
 
 fn invalid(detail: impl std::fmt::Display) -> ApiError {
     ApiError::invalid_config(detail)
+}
+
+/// A mirror's or source's transform: a destination, when given, must be a transform
+/// nats-server accepts (an empty one keeps the subject).
+fn check_origin_transform(src: &str, dest: &str, kind: ErrorKind) -> Result<(), ApiError> {
+    if dest.is_empty() {
+        return Ok(());
+    }
+    SubjectTransform::new(src, dest)
+        .map(|_| ())
+        .map_err(|error| ApiError::with_detail(kind, error))
 }
 
 impl StreamConfig {
@@ -56,6 +68,12 @@ impl StreamConfig {
             } else {
                 DEFAULT_DUPLICATE_WINDOW
             };
+        }
+        // An empty republish source means every subject, and is echoed as `>`.
+        if let Some(republish) = &mut self.republish {
+            if republish.src.is_empty() {
+                republish.src = ">".to_owned();
+            }
         }
         if self.subject_delete_marker_ttl > 0 {
             self.allow_msg_ttl = true;
@@ -221,6 +239,19 @@ impl StreamConfig {
             if mirror.external.is_none() && !is_valid_name(&mirror.name) {
                 return Err(ErrorKind::MirrorInvalidStreamName.into());
             }
+            for transform in &mirror.subject_transforms {
+                if !transform.src.is_empty() && !is_valid_subject(transform.src.as_bytes()) {
+                    return Err(ApiError::with_detail(
+                        ErrorKind::MirrorInvalidSubjectFilter,
+                        format!("invalid subject {}", transform.src),
+                    ));
+                }
+                check_origin_transform(
+                    &transform.src,
+                    &transform.dest,
+                    ErrorKind::MirrorInvalidTransformDestination,
+                )?;
+            }
         }
         let mut seen = std::collections::HashSet::new();
         for source in &self.sources {
@@ -247,6 +278,11 @@ impl StreamConfig {
                         format!("invalid subject {}", transform.src),
                     ));
                 }
+                check_origin_transform(
+                    &transform.src,
+                    &transform.dest,
+                    ErrorKind::SourceInvalidTransformDestination,
+                )?;
             }
         }
         Ok(())
@@ -305,16 +341,13 @@ impl StreamConfig {
                     format!("invalid subject {}", transform.src),
                 ));
             }
+            if !transform.src.is_empty() || !transform.dest.is_empty() {
+                SubjectTransform::new(&transform.src, &transform.dest).map_err(|error| {
+                    ApiError::with_detail(ErrorKind::StreamTransformInvalidDestination, error)
+                })?;
+            }
         }
         if let Some(republish) = &self.republish {
-            if !is_valid_literal_subject(republish.dest.as_bytes())
-                && !is_valid_subject(republish.dest.as_bytes())
-            {
-                return Err(invalid(format!(
-                    "stream configuration for republish with transform from '{}' to '{}' not valid",
-                    republish.src, republish.dest
-                )));
-            }
             if self
                 .subjects
                 .iter()
@@ -323,6 +356,12 @@ impl StreamConfig {
                 return Err(invalid(
                     "stream configuration for republish destination forms a cycle",
                 ));
+            }
+            if SubjectTransform::new(&republish.src, &republish.dest).is_err() {
+                return Err(invalid(format!(
+                    "stream configuration for republish with transform from '{}' to '{}' not valid",
+                    republish.src, republish.dest
+                )));
             }
         }
         Ok(())

@@ -27,11 +27,14 @@
 //! `num_replicas` below the stream's (consumer state always lives in the stream's group).
 //!
 //! Consumer `pause_until` and the priority-group settings were refused here until they were
-//! implemented (`jscore::consumer::pause`, `jetstream::delivery::{pause, priority}`).
+//! implemented (`jscore::consumer::pause`, `jetstream::delivery::{pause, priority}`); so were
+//! a stream's `subject_transform`, `republish`, `mirror` and `sources` (`jetstream::republish`,
+//! `jetstream::sourcing`). Of mirrors and sources, an `external` origin (another account or
+//! domain) and a durable sourcing `consumer` (2.14) are still refused.
 
 use super::consumer_config::{AckPolicy, ConsumerConfig, ReplayPolicy};
 use super::error::{ApiError, ErrorKind};
-use super::stream_config::StreamConfig;
+use super::stream_config::{StreamConfig, StreamSource};
 
 /// The text of every refusal: what is not supported, and the field that asked for it.
 fn not_supported(what: &str, field: &str) -> String {
@@ -50,18 +53,25 @@ impl StreamConfig {
         Ok(self)
     }
 
+    /// The mirror and the sources.
+    fn origins(&self) -> impl Iterator<Item = &StreamSource> {
+        self.mirror.iter().chain(self.sources.iter())
+    }
+
     fn check_supported(&self) -> Result<(), ApiError> {
-        let refusals: [(bool, &str, &str); 10] = [
-            (self.mirror.is_some(), "stream mirrors are", "mirror"),
-            (!self.sources.is_empty(), "stream sources are", "sources"),
+        let refusals: [(bool, &str, &str); 8] = [
+            // Origins in another account or domain (read through another API prefix), and
+            // 2.14's durable sourcing consumers.
             (
-                self.subject_transform
-                    .as_ref()
-                    .is_some_and(|t| !t.src.is_empty() || !t.dest.is_empty()),
-                "stream subject transforms are",
-                "subject_transform",
+                self.origins().any(|origin| origin.external.is_some()),
+                "external stream origins are",
+                "external",
             ),
-            (self.republish.is_some(), "republish is", "republish"),
+            (
+                self.origins().any(|origin| origin.consumer.is_some()),
+                "sourcing consumers are",
+                "consumer",
+            ),
             (
                 self.subject_delete_marker_ttl != 0,
                 "subject delete markers are",

@@ -50,6 +50,16 @@ fn client_default_streams_are_accepted() {
     let stored = stream(&body).refuse_unsupported().unwrap();
     assert!(!stored.allow_atomic);
     assert!(!stored.allow_batched);
+    // Mirrors and sources on this cluster are implemented (tests/jetstream_mirror.rs).
+    stream_with("mirror", json!({"name":"ORIGIN","filter_subject":"a.*"}))
+        .refuse_unsupported()
+        .unwrap();
+    stream_with(
+        "sources",
+        json!([{"name":"A"},{"name":"B","opt_start_seq":3}]),
+    )
+    .refuse_unsupported()
+    .unwrap();
     // Absent, null and empty forms of every refused field.
     let mut body = natscli_stream();
     for (field, value) in [
@@ -79,13 +89,10 @@ fn client_default_streams_are_accepted() {
 #[test]
 fn every_unsupported_stream_setting_is_refused_with_10052_naming_it() {
     let cases = [
-        ("mirror", json!({"name":"ORIGIN"})),
-        ("sources", json!([{"name":"A"}])),
         (
-            "subject_transform",
-            json!({"src":"orders.*","dest":"o.{{wildcard(1)}}"}),
+            "external",
+            json!({"name":"ORIGIN","external":{"api":"$JS.other.API"}}),
         ),
-        ("republish", json!({"src":">","dest":"copy.>"})),
         ("subject_delete_marker_ttl", json!(5_000_000_000i64)),
         ("allow_msg_counter", json!(true)),
         ("allow_msg_schedules", json!(true)),
@@ -94,7 +101,13 @@ fn every_unsupported_stream_setting_is_refused_with_10052_naming_it() {
         ("template_owner", json!("T")),
     ];
     for (field, value) in cases {
-        let err = stream_with(field, value)
+        // Origin settings sit inside a mirror.
+        let (field_set, value) = if field == "external" {
+            ("mirror", value)
+        } else {
+            (field, value)
+        };
+        let err = stream_with(field_set, value)
             .refuse_unsupported()
             .expect_err(field);
         assert_eq!((err.code, err.err_code), (500, 10052), "{field}");

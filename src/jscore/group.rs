@@ -13,7 +13,8 @@ use crate::jsapi::error::{ApiError, ErrorKind};
 use crate::jsapi::stream_config::{RetentionPolicy, StreamConfig};
 use crate::jscore::consumer::{AckOutcome, ConsumerCommand, ConsumerOutcome, ConsumerState};
 use crate::jscore::retention;
-use crate::jscore::stream::{AppendOutcome, AppendRequest, PurgeRequest, StreamState};
+use crate::jscore::sourcing::{SourceKind, SourcePositions, SourcedMessage};
+use crate::jscore::stream::{AppendOutcome, AppendRequest, PurgeRequest, StoredMsg, StreamState};
 
 /// The entries of a stream group's log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +46,8 @@ pub enum StreamCommand {
         name: String,
         command: ConsumerCommand,
     },
+    /// A message copied from a mirror's origin or a source (`jscore::sourcing`).
+    Sourced(SourcedMessage),
 }
 
 /// What applying a `StreamCommand` did.
@@ -67,12 +70,20 @@ pub enum StreamOutcome {
         outcome: ConsumerOutcome,
         removed: Vec<u64>,
     },
+    /// A `Sourced` copy that did not continue its origin's chain (already applied, or
+    /// proposed from a position no longer current): nothing changed. `position` is the
+    /// origin's replicated position.
+    SourceSkipped {
+        position: u64,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StreamGroup {
     stream: StreamState,
     consumers: BTreeMap<String, ConsumerState>,
+    /// How far each mirror origin or source has been copied.
+    sources: SourcePositions,
 }
 
 impl StreamGroup {
@@ -80,6 +91,7 @@ impl StreamGroup {
         Self {
             stream: StreamState::new(config),
             consumers: BTreeMap::new(),
+            sources: SourcePositions::default(),
         }
     }
 
@@ -105,7 +117,21 @@ impl StreamGroup {
     /// Reassembles a group from its parts (restoring persisted state; see
     /// `StreamState::restore` and `ConsumerState::import`).
     pub fn from_parts(stream: StreamState, consumers: BTreeMap<String, ConsumerState>) -> Self {
-        Self { stream, consumers }
+        Self {
+            stream,
+            consumers,
+            sources: SourcePositions::default(),
+        }
+    }
+
+    /// The group with its restored origin positions.
+    pub fn with_source_positions(mut self, sources: SourcePositions) -> Self {
+        self.sources = sources;
+        self
+    }
+
+    pub fn source_positions(&self) -> &SourcePositions {
+        &self.sources
     }
 
     pub fn apply(&mut self, command: StreamCommand) -> Result<StreamOutcome, ApiError> {
@@ -139,7 +165,36 @@ impl StreamGroup {
             } => self.upsert_consumer(name, config, created_nanos),
             StreamCommand::DeleteConsumer { name } => self.delete_consumer(&name),
             StreamCommand::Consumer { name, command } => self.consumer_command(&name, command),
+            StreamCommand::Sourced(message) => self.apply_sourced(message),
         }
+    }
+
+    /// Copies one origin message if it continues its origin's chain (`jscore::sourcing`).
+    fn apply_sourced(&mut self, message: SourcedMessage) -> Result<StreamOutcome, ApiError> {
+        if !self.sources.accepts(&message) {
+            return Ok(StreamOutcome::SourceSkipped {
+                position: self.sources.get(&message.source),
+            });
+        }
+        let stored = StoredMsg {
+            subject: message.subject,
+            headers: message.headers,
+            payload: message.payload,
+            ts_nanos: message.ts_nanos,
+        };
+        let outcome = match message.kind {
+            SourceKind::Mirror => self.stream.store_mirrored(message.origin_seq, stored),
+            SourceKind::Source => self.stream.store_sourced(stored),
+        }
+        .map_err(|error| error.to_api_error())?;
+        self.sources.set(&message.source, message.origin_seq);
+        if outcome
+            .stored()
+            .is_some_and(|(_, removed)| !removed.is_empty())
+        {
+            self.notify_removed();
+        }
+        Ok(StreamOutcome::Appended(outcome))
     }
 
     fn append(&mut self, request: AppendRequest) -> Result<StreamOutcome, ApiError> {
@@ -150,7 +205,7 @@ impl StreamGroup {
                 .any(|consumer| consumer.policy().filter.matches(subject))
         };
         let outcome = self.stream.append(request, &has_interest)?;
-        if let AppendOutcome::Stored { removed, .. } = &outcome {
+        if let Some((_, removed)) = outcome.stored() {
             if !removed.is_empty() {
                 self.notify_removed();
             }

@@ -11,10 +11,13 @@
 //! * `group.rs` — `StreamGroup`: one stream with its consumers, the single `apply` entry
 //!   point a stream's Raft state machine calls.
 //! * `subject_filter.rs` — consumer filters and overlap checks.
+//! * `sourcing.rs` — mirrors and sources: the replicated origin positions and the command
+//!   that copies one origin message.
 
 pub mod consumer;
 pub mod group;
 pub mod retention;
+pub mod sourcing;
 pub mod stream;
 pub mod subject_filter;
 

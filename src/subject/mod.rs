@@ -4,6 +4,7 @@
 
 pub mod cache;
 pub mod pattern;
+pub mod transform;
 pub mod trie;
 pub mod validate;
 

@@ -535,6 +535,40 @@ else
 fi
 run stream rm PAUSED -f
 
+# ===================== mirrors, sources, transforms, republish (issue 19) ====
+run stream add ORIG --subjects "orig.*" --defaults
+for i in 1 2 3 4 5; do run pub orig.a "m$i"; done
+run stream add MIR --mirror ORIG --defaults
+if [[ $RC == 0 ]] && poll_until 10 'Messages: 5$' stream info MIR && [[ $RC == 0 ]] &&
+    has "Mirror Information" && has "ORIG"; then
+    pass "nats stream add MIR --mirror ORIG copies the 5 messages; stream info MIR shows the mirror"
+else
+    fails_with "nats stream add/info MIR --mirror ORIG (expected Messages: 5 and the Mirror Information)"
+fi
+run stream add AGG --source ORIG --defaults
+if [[ $RC == 0 ]] && poll_until 10 'Messages: 5$' stream info AGG && [[ $RC == 0 ]] &&
+    has "Source Information" && has "ORIG"; then
+    pass "nats stream add AGG --source ORIG copies the 5 messages; stream info AGG shows the source"
+else
+    fails_with "nats stream add/info AGG --source ORIG (expected Messages: 5 and the Source Information)"
+fi
+run stream get AGG 5
+if [[ $RC == 0 ]] && has "Nats-Stream-Source: ORIG 5 > >" && has_line "m5"; then
+    pass "nats stream get AGG 5: m5 with 'Nats-Stream-Source: ORIG 5 > >'"
+else
+    fails_with "nats stream get AGG 5 (expected m5 and Nats-Stream-Source: ORIG 5 > >)"
+fi
+run stream add TRS --subjects "trs.*" --transform-source "trs.*" \
+    --transform-destination 't.{{wildcard(1)}}' --republish-source ">" \
+    --republish-destination "seen.>" --defaults
+run pub trs.a hello
+if [[ $RC == 0 ]] && poll_until 5 'on Subject t\.a$' stream get TRS 1 && [[ $RC == 0 ]]; then
+    pass "a stream with --transform-source trs.* --transform-destination t.{{wildcard(1)}} stores trs.a as t.a"
+else
+    fails_with "nats stream get TRS 1 (expected Subject: t.a)"
+fi
+for name in MIR AGG ORIG TRS; do run stream rm "$name" -f; done
+
 # ========================================== schema validation, overall ======
 if grep -q "is not a valid" "$ALL_OUT"; then
     fail "natscli JSON-schema validation errors in some replies:"

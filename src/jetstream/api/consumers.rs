@@ -28,6 +28,7 @@ use crate::jsapi::{
 use crate::jscore::group::StreamCommand;
 use crate::server::message::Message;
 use crate::subject::pattern::patterns_overlap;
+use crate::subject::transform::SubjectTransform;
 
 /// Length of the names given to consumers created without one (nats-server: 8).
 const GENERATED_NAME_LEN: usize = 8;
@@ -233,16 +234,22 @@ fn advise_consumer(js: &JetStream, stream: &str, consumer: &str, action: Action)
     advisories::publish(js.shared(), &Advisory::consumer(stream, consumer, action));
 }
 
-/// Every filter must overlap the stream's subjects (10093); streams without subjects
-/// (mirrors, sources) take any filter.
+/// Every filter must overlap the stream's subjects or the subjects its subject transform
+/// stores (10093); streams without subjects (mirrors, sources) take any filter.
 fn check_filters(config: &ConsumerConfig, stream: &StreamConfig) -> Result<(), ApiError> {
     if stream.subjects.is_empty() {
         return Ok(());
     }
+    let transformed = stream
+        .subject_transform
+        .as_ref()
+        .and_then(|t| SubjectTransform::new(&t.src, &t.dest).ok())
+        .map(|transform| transform.dest_pattern());
     let outside = config.filters().into_iter().any(|filter| {
         !stream
             .subjects
             .iter()
+            .chain(transformed.as_ref())
             .any(|subject| patterns_overlap(filter, subject))
     });
     if outside {

@@ -76,11 +76,16 @@ pub async fn update(js: &Arc<JetStream>, stream: &str, body: &[u8]) -> Result<Ve
         })
         .await?;
     js.propose_meta(MetaCommand::UpdateStream {
-        config: JsonValue(config),
+        config: JsonValue(config.clone()),
     })
     .await?;
     advise_stream(js, stream, Action::Modify);
-    let info = js.stream_info(stream, &StreamInfoRequest::default())?;
+    let mut info = js.stream_info(stream, &StreamInfoRequest::default())?;
+    // This node's meta state may not have applied the update yet (it answers as the
+    // stream's leader, the meta leader may be another node): echo what was accepted.
+    let mut echoed = config;
+    crate::jetstream::info::add_server_metadata(&mut echoed.metadata);
+    info.config = echoed;
     Ok(encode_success(
         ResponseType::StreamUpdate,
         &StreamInfoResponse {

@@ -12,7 +12,8 @@
 //!
 //! Variant indexes of `StreamCommandWire` (postcard writes the index first): 0 Append,
 //! 1 Purge, 2 DeleteMsg, 3 Expire, 4 UpdateStream, 5 UpsertConsumer, 6 DeleteConsumer,
-//! 7 Consumer. Of `jscore::consumer::ConsumerCommand` (inside `Consumer`): 0 DeliverNext,
+//! 7 Consumer, 8 Sourced (a `jscore::sourcing::SourcedMessage`: source, kind (0 Mirror,
+//! 1 Source), origin seq, expected position, subject, headers, payload, time). Of `jscore::consumer::ConsumerCommand` (inside `Consumer`): 0 DeliverNext,
 //! 1 Ack, 2 AckAll, 3 Nak, 4 Term, 5 InProgress.
 //!
 //! Appends are most of a stream's log: written raw they cost no serde, and are read back
@@ -38,6 +39,7 @@ use crate::jsapi::consumer_config::ConsumerConfig;
 use crate::jsapi::stream_config::StreamConfig;
 use crate::jscore::consumer::ConsumerCommand;
 use crate::jscore::group::StreamCommand;
+use crate::jscore::sourcing::SourcedMessage;
 use crate::jscore::stream::{AppendRequest, PurgeRequest};
 
 /// A stream group command (`jscore::group::StreamCommand`) as postcard [`StreamCommandWire`],
@@ -107,6 +109,8 @@ pub enum StreamCommandWire {
         name: String,
         command: ConsumerCommand,
     },
+    /// A mirrored or sourced message (plain data: `SourcedMessage`'s own serde).
+    Sourced(SourcedMessage),
 }
 
 impl From<StreamCommand> for StreamCommandWire {
@@ -144,6 +148,7 @@ impl From<StreamCommand> for StreamCommandWire {
             StreamCommand::Consumer { name, command } => {
                 StreamCommandWire::Consumer { name, command }
             }
+            StreamCommand::Sourced(message) => StreamCommandWire::Sourced(message),
         }
     }
 }
@@ -180,6 +185,7 @@ impl From<StreamCommandWire> for StreamCommand {
             StreamCommandWire::Consumer { name, command } => {
                 StreamCommand::Consumer { name, command }
             }
+            StreamCommandWire::Sourced(message) => StreamCommand::Sourced(message),
         }
     }
 }

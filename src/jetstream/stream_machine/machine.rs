@@ -128,6 +128,14 @@ impl GroupMachine for StreamMachine {
                     });
                     (StreamCommand::Append(request), stand_in, Some(body))
                 }
+                StreamCommand::Sourced(message) => {
+                    let body = Body {
+                        headers: message.headers.clone(),
+                        payload: message.payload.clone(),
+                    };
+                    let staged = StreamCommand::Sourced(message.clone());
+                    (StreamCommand::Sourced(message), staged, Some(body))
+                }
                 other => (other.clone(), other, None),
             };
             let outcome = group.apply(applied);
@@ -262,7 +270,13 @@ fn load_keys(view: &MachineView, layout: u8) -> Result<(StreamGroup, Persisted),
         legacy_pending: loaded.legacy_pending,
         ..Persisted::default()
     };
-    Ok((StreamGroup::from_parts(stream, loaded.consumers), persisted))
+    let sources = super::sources::load_sources(view)?;
+    let persisted = Persisted {
+        sources: sources.iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+        ..persisted
+    };
+    let group = StreamGroup::from_parts(stream, loaded.consumers).with_source_positions(sources);
+    Ok((group, persisted))
 }
 
 #[derive(Default)]

@@ -39,6 +39,7 @@
 //! | `c/` ++ … ++ `s` | 1 ++ `ConsumerStateV1`: positions, ack floor, exhausted, last-per-subject plan |
 //! | `c/` ++ … ++ `q` ++ chunk (u64 BE) | 1 ++ postcard list of (stream seq, `PendingV1`): the pending entries of stream seqs `chunk << 10 ..= chunk << 10 \| 1023` |
 //! | `c/` ++ … ++ `p` ++ seq (u64 BE) | layout 1 only: 1 ++ `PendingV1`: one delivered, unacknowledged message |
+//! | `o/` ++ origin key (UTF-8) | 1 ++ postcard u64: the last origin sequence a mirror or source copied (`sources.rs`, ADR 0017) |
 //!
 //! Values are postcard after a version byte; configs JSON (postcard cannot honour their
 //! JSON-tuned serde attributes). Both are append-only formats: a changed record is a new
@@ -82,6 +83,7 @@ pub mod entry;
 mod keys;
 mod machine;
 pub mod response;
+mod sources;
 mod stage;
 mod view;
 
@@ -93,6 +95,8 @@ mod tests_formats;
 mod tests_layouts;
 #[cfg(test)]
 mod tests_load;
+#[cfg(test)]
+mod tests_sources;
 
 pub use block::Body;
 pub use bodies::{MessageStore, PinnedStats};

@@ -19,7 +19,6 @@ use crate::jsapi::stream_config::StreamConfig;
 use crate::jsapi::ApiError;
 use crate::jscore::consumer::{AckOutcome, ConsumerCommand, ConsumerOutcome, ConsumerState};
 use crate::jscore::group::{StreamCommand, StreamGroup, StreamOutcome};
-use crate::jscore::stream::AppendOutcome;
 
 use super::block::{Block, Body};
 use super::bodies::MessageStore;
@@ -61,6 +60,8 @@ pub struct Persisted {
     /// Consumers whose state record this apply call may have changed (all of them when set).
     pub dirty_states: BTreeSet<String>,
     pub all_states_dirty: bool,
+    /// The `o/` origin positions in sled (`sources.rs`).
+    pub sources: BTreeMap<String, u64>,
 }
 
 /// What is known about one `b/` block without reading it.
@@ -94,7 +95,7 @@ impl Before {
         // Commands whose outcome lists every removed message: no capture needed for them.
         let lists_removals = matches!(
             command,
-            StreamCommand::Append(_) | StreamCommand::Consumer { .. }
+            StreamCommand::Append(_) | StreamCommand::Consumer { .. } | StreamCommand::Sourced(_)
         );
         let unlisted_removals = matches!(
             command,
@@ -205,6 +206,7 @@ pub fn finish(
     persisted.unflushed.clear();
     stage_stream_record(persisted, group, txn);
     finish_consumers(persisted, group, txn);
+    super::sources::stage_sources(persisted, group, txn);
     Ok(())
 }
 
@@ -270,11 +272,12 @@ fn stage_messages(
             .copied()
             .filter(|s| !stream.contains(*s))
             .collect(),
-        (Ok(StreamOutcome::Appended(AppendOutcome::Stored { seq, removed })), None) => {
+        (Ok(StreamOutcome::Appended(stored)), None) if stored.stored().is_some() => {
+            let (seq, removed) = stored.stored().expect("checked");
             if let Some(body) = appended {
-                persisted.unflushed.push((*seq, body));
+                persisted.unflushed.push((seq, body));
             }
-            removed.clone()
+            removed.to_vec()
         }
         (Ok(StreamOutcome::Removed { seqs }), None) => seqs.clone(),
         (Ok(StreamOutcome::Consumer { removed, .. }), None) => removed.clone(),

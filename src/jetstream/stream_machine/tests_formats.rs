@@ -19,6 +19,7 @@ use crate::jsapi::stream_config::StreamConfig;
 use crate::jsapi::{ApiError, ErrorKind};
 use crate::jscore::consumer::{AckOutcome, ConsumerCommand, ConsumerOutcome, Delivery};
 use crate::jscore::group::{StreamCommand, StreamOutcome};
+use crate::jscore::sourcing::{SourceKind, SourcedMessage};
 use crate::jscore::stream::{AppendOutcome, AppendRequest, PurgeRequest};
 
 fn hex(bytes: &[u8]) -> String {
@@ -138,6 +139,20 @@ fn command_samples() -> Vec<(StreamCommand, u16, &'static str)> {
             STREAM_COMMAND_V1,
             "070164050710",
         ),
+        (
+            StreamCommand::Sourced(SourcedMessage {
+                source: "o".into(),
+                kind: SourceKind::Source,
+                origin_seq: 3,
+                expected_position: 2,
+                subject: "s".into(),
+                headers: None,
+                payload: Bytes::from_static(b"p"),
+                ts_nanos: 4,
+            }),
+            STREAM_COMMAND_V1,
+            "08016f010302017300017008",
+        ),
     ]
 }
 
@@ -171,6 +186,15 @@ fn response_samples() -> Vec<(Result<StreamOutcome, ApiError>, &'static str)> {
             "000301",
         ),
         (Ok(StreamOutcome::ConsumerDeleted), "0004"),
+        (
+            Ok(StreamOutcome::Appended(AppendOutcome::StoredRepublished {
+                seq: 7,
+                removed: vec![1],
+                last_subject_seq: 5,
+            })),
+            "00000307010105",
+        ),
+        (Ok(StreamOutcome::SourceSkipped { position: 9 }), "000609"),
         (
             Ok(StreamOutcome::Consumer {
                 outcome: ConsumerOutcome::Delivered(vec![Delivery {

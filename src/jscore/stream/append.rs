@@ -39,6 +39,15 @@ pub enum AppendOutcome {
     /// Interest retention with no consumer interested in the subject: the sequence is used
     /// up but nothing is kept (nats-server acks these like stored messages).
     SkippedNoInterest { seq: u64 },
+    /// `Stored`, on a stream that republishes: also the sequence of the last message on the
+    /// same subject before this one (0 if none), read before this message's own limits
+    /// removed it, for the `Nats-Last-Sequence` header. Only a republishing stream (a feature
+    /// older versions refused) produces it.
+    StoredRepublished {
+        seq: u64,
+        removed: Vec<u64>,
+        last_subject_seq: u64,
+    },
 }
 
 impl AppendOutcome {
@@ -46,8 +55,19 @@ impl AppendOutcome {
     pub fn seq(&self) -> u64 {
         match self {
             AppendOutcome::Stored { seq, .. }
+            | AppendOutcome::StoredRepublished { seq, .. }
             | AppendOutcome::Duplicate { seq }
             | AppendOutcome::SkippedNoInterest { seq } => *seq,
+        }
+    }
+
+    /// The sequence a message was stored at and what its limits removed, for either stored
+    /// variant.
+    pub fn stored(&self) -> Option<(u64, &[u64])> {
+        match self {
+            AppendOutcome::Stored { seq, removed }
+            | AppendOutcome::StoredRepublished { seq, removed, .. } => Some((*seq, removed)),
+            _ => None,
         }
     }
 }
@@ -103,6 +123,11 @@ impl StreamState {
         self.check_discard_new(&request.subject, headers_len, request.payload.len())?;
 
         let subject = request.subject;
+        let last_subject_seq = self
+            .config
+            .republish
+            .is_some()
+            .then(|| self.subjects.last_seq(&subject).unwrap_or(0));
         let size = stored_size(
             self.limits.storage,
             subject.len(),
@@ -118,7 +143,14 @@ impl StreamState {
             Some(Rollup::All) => removed.extend(self.remove_all_except(seq)),
             None => {}
         }
-        Ok(AppendOutcome::Stored { seq, removed })
+        Ok(match last_subject_seq {
+            Some(last_subject_seq) => AppendOutcome::StoredRepublished {
+                seq,
+                removed,
+                last_subject_seq,
+            },
+            None => AppendOutcome::Stored { seq, removed },
+        })
     }
 
     fn check_expectations(
@@ -173,7 +205,7 @@ impl StreamState {
     /// `discard: new` refusals. A subject already at `max_msgs_per_subject` will drop its
     /// own oldest message when this one is stored, so it does not grow the stream's message
     /// count, and only grows its bytes by the size difference.
-    fn check_discard_new(
+    pub(super) fn check_discard_new(
         &self,
         subject: &str,
         headers_len: usize,

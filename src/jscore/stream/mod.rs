@@ -20,6 +20,7 @@ mod persist;
 mod publish_headers;
 mod remove;
 mod seq_map;
+mod sourced;
 mod state;
 mod subject_index;
 mod unsupported_headers;
