@@ -85,3 +85,94 @@ async fn varz_and_metrics_count_connections_subscriptions_and_traffic() {
     assert!(metrics.contains("jetraft_connections{"));
     server.shutdown().await;
 }
+
+/// `/jsz` and `/varz` report the bytes of file and memory streams apart, as nats-server's
+/// `storage` and `memory`, and the block cache at work: with a 64 KiB cache and 256 KiB of
+/// file stream bodies, reading the oldest message again misses the cache, and the cache stays
+/// within its budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jsz_and_varz_report_store_bytes_and_the_block_cache() {
+    const CACHE: u64 = 64 << 10;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::loopback();
+    config.http = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
+    config.jetstream = true;
+    config.store_dir = dir.path().to_path_buf();
+    config.js_cache_bytes = CACHE;
+    let server = common::start(config).await;
+    let http = server.http_addr().unwrap();
+    let js = async_nats::jetstream::new(connect(&server).await);
+    let mut streams = Vec::new();
+    for (name, storage) in [
+        ("F", async_nats::jetstream::stream::StorageType::File),
+        ("M", async_nats::jetstream::stream::StorageType::Memory),
+    ] {
+        let config = async_nats::jetstream::stream::Config {
+            name: name.into(),
+            subjects: vec![format!("{name}.>")],
+            storage,
+            allow_direct: true,
+            ..Default::default()
+        };
+        streams.push(
+            within("stream create", js.create_stream(config))
+                .await
+                .unwrap(),
+        );
+    }
+    // 256 file messages of 1 KiB (four times the cache), 10 memory ones.
+    for (prefix, count) in [("F", 256), ("M", 10)] {
+        for i in 0..count {
+            let ack = within(
+                "publish",
+                js.publish(format!("{prefix}.{i}"), vec![7u8; 1024].into()),
+            )
+            .await
+            .unwrap();
+            within("PubAck", std::future::IntoFuture::into_future(ack))
+                .await
+                .unwrap();
+        }
+    }
+    let mut bytes = Vec::new();
+    for stream in &mut streams {
+        bytes.push(within("info", stream.info()).await.unwrap().state.bytes);
+    }
+    let before = jsz(http).await;
+    let oldest = within("direct get", streams[0].direct_get(1))
+        .await
+        .unwrap();
+    assert_eq!(oldest.payload.len(), 1024);
+    let after = jsz(http).await;
+
+    assert_eq!(after["storage"], bytes[0], "{after}");
+    assert_eq!(after["memory"], bytes[1], "{after}");
+    let cache = &after["jetraft_cache"];
+    assert_eq!(cache["max_bytes"], CACHE, "{after}");
+    assert!(cache["bytes"].as_u64().unwrap() <= CACHE, "{after}");
+    let reads = |jsz: &serde_json::Value| {
+        jsz["jetraft_cache"]["hits"].as_u64().unwrap()
+            + jsz["jetraft_cache"]["misses"].as_u64().unwrap()
+    };
+    assert!(
+        reads(&after) > reads(&before),
+        "the read went through the cache: {after}"
+    );
+    assert!(
+        cache["misses"].as_u64().unwrap() > 0,
+        "the oldest block was no longer cached: {after}"
+    );
+
+    let (status, body) = get(http, "/varz").await;
+    assert!(status.contains("200"), "{status}");
+    let varz: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(varz["jetstream"]["storage"], bytes[0], "{varz}");
+    assert_eq!(varz["jetstream"]["memory"], bytes[1], "{varz}");
+    server.shutdown().await;
+}
+
+async fn jsz(http: SocketAddr) -> serde_json::Value {
+    let (status, body) = get(http, "/jsz").await;
+    assert!(status.contains("200"), "{status}");
+    serde_json::from_str(&body).unwrap()
+}
