@@ -76,29 +76,45 @@ pub struct DirectMsgMeta<'a> {
 /// The header block of a direct reply: the stored block (if any, and unless the request
 /// asked for none) with the `Nats-*` headers appended, as nats-server's `genHeader` does.
 pub fn message_headers(stored: Option<&[u8]>, meta: &DirectMsgMeta<'_>) -> Vec<u8> {
-    let mut block = match stored {
-        Some(stored) if stored.len() > 2 && stored.ends_with(b"\r\n\r\n") => {
-            stored[..stored.len() - 2].to_vec()
-        }
-        _ => b"NATS/1.0\r\n".to_vec(),
-    };
+    let mut block = StoredHeaders::extend(stored);
+    block.line("Nats-Stream", meta.stream);
+    block.line("Nats-Subject", meta.subject);
+    block.line("Nats-Sequence", &meta.seq.to_string());
     let time = super::time::Timestamp::from_unix_nanos(meta.ts_nanos).to_string();
-    let mut line = |name: &str, value: &str| {
-        block.extend_from_slice(name.as_bytes());
-        block.extend_from_slice(b": ");
-        block.extend_from_slice(value.as_bytes());
-        block.extend_from_slice(b"\r\n");
-    };
-    line("Nats-Stream", meta.stream);
-    line("Nats-Subject", meta.subject);
-    line("Nats-Sequence", &meta.seq.to_string());
-    line("Nats-Time-Stamp", &time);
+    block.line("Nats-Time-Stamp", &time);
     if let Some((pending, last)) = meta.batch {
-        line("Nats-Num-Pending", &pending.to_string());
-        line("Nats-Last-Sequence", &last.to_string());
+        block.line("Nats-Num-Pending", &pending.to_string());
+        block.line("Nats-Last-Sequence", &last.to_string());
     }
-    block.extend_from_slice(b"\r\n");
-    block
+    block.finish()
+}
+
+/// A stored message's header block with headers appended (direct replies, republished
+/// messages): the stored block without its final blank line, or a bare `NATS/1.0` line when
+/// the message had none; `finish` ends it.
+pub(crate) struct StoredHeaders(Vec<u8>);
+
+impl StoredHeaders {
+    pub(crate) fn extend(stored: Option<&[u8]>) -> StoredHeaders {
+        StoredHeaders(match stored {
+            Some(stored) if stored.len() > 2 && stored.ends_with(b"\r\n\r\n") => {
+                stored[..stored.len() - 2].to_vec()
+            }
+            _ => b"NATS/1.0\r\n".to_vec(),
+        })
+    }
+
+    pub(crate) fn line(&mut self, name: &str, value: &str) {
+        self.0.extend_from_slice(name.as_bytes());
+        self.0.extend_from_slice(b": ");
+        self.0.extend_from_slice(value.as_bytes());
+        self.0.extend_from_slice(b"\r\n");
+    }
+
+    pub(crate) fn finish(mut self) -> Vec<u8> {
+        self.0.extend_from_slice(b"\r\n");
+        self.0
+    }
 }
 
 /// The `204 EOB` status that ends a batch (`up_to` only for multi-last requests).

@@ -9,6 +9,7 @@
 
 use bytes::Bytes;
 
+use super::direct_get::StoredHeaders;
 use super::stream_config::RePublish;
 use super::time::Timestamp;
 use crate::subject::transform::SubjectTransform;
@@ -56,34 +57,22 @@ impl Republisher {
     /// republish source's.
     pub fn message(&self, stored: &StoredRef<'_>) -> Option<Republished> {
         let subject = self.transform.apply(stored.subject)?;
-        let mut block = match stored.headers {
-            Some(headers) if headers.len() > 2 && headers.ends_with(b"\r\n\r\n") => {
-                headers[..headers.len() - 2].to_vec()
-            }
-            _ => b"NATS/1.0\r\n".to_vec(),
-        };
+        let mut block = StoredHeaders::extend(stored.headers);
+        block.line("Nats-Stream", stored.stream);
+        block.line("Nats-Subject", stored.subject);
+        block.line("Nats-Sequence", &stored.seq.to_string());
         let time = Timestamp::from_unix_nanos(stored.ts_nanos).to_string();
-        let mut line = |name: &str, value: &str| {
-            block.extend_from_slice(name.as_bytes());
-            block.extend_from_slice(b": ");
-            block.extend_from_slice(value.as_bytes());
-            block.extend_from_slice(b"\r\n");
-        };
-        line("Nats-Stream", stored.stream);
-        line("Nats-Subject", stored.subject);
-        line("Nats-Sequence", &stored.seq.to_string());
-        line("Nats-Time-Stamp", &time);
-        line("Nats-Last-Sequence", &stored.last_subject_seq.to_string());
+        block.line("Nats-Time-Stamp", &time);
+        block.line("Nats-Last-Sequence", &stored.last_subject_seq.to_string());
         let payload = if self.headers_only {
-            line("Nats-Msg-Size", &stored.payload.len().to_string());
+            block.line("Nats-Msg-Size", &stored.payload.len().to_string());
             Bytes::new()
         } else {
             Bytes::copy_from_slice(stored.payload)
         };
-        block.extend_from_slice(b"\r\n");
         Some(Republished {
             subject,
-            headers: Bytes::from(block),
+            headers: Bytes::from(block.finish()),
             payload,
         })
     }

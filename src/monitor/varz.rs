@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use super::MonitorState;
 use crate::jetstream::catalog::StoreUsage;
+use crate::jetstream::stream_machine::CacheStats;
 use crate::jetstream::JetStream;
 use crate::jsapi::Timestamp;
 
@@ -72,12 +73,8 @@ pub struct JetStreamVarz {
 /// The node's message block cache (`stream_machine::cache`) and the blocks kept beside it.
 #[derive(Debug, Serialize)]
 pub struct CacheVarz {
-    pub max_bytes: u64,
-    pub bytes: u64,
-    pub blocks: u64,
-    pub hits: u64,
-    pub misses: u64,
-    pub evictions: u64,
+    #[serde(flatten)]
+    pub cache: CacheStats,
     /// Blocks kept in memory outside the cache: memory streams' bodies, and file streams'
     /// newest blocks until sled holds them.
     pub pinned_bytes: u64,
@@ -85,14 +82,8 @@ pub struct CacheVarz {
 
 impl CacheVarz {
     pub fn of(usage: &StoreUsage) -> CacheVarz {
-        let cache = usage.cache;
         CacheVarz {
-            max_bytes: cache.max_bytes,
-            bytes: cache.bytes,
-            blocks: cache.blocks,
-            hits: cache.hits,
-            misses: cache.misses,
-            evictions: cache.evictions,
+            cache: usage.cache,
             pinned_bytes: usage.pinned_bytes,
         }
     }
