@@ -56,27 +56,35 @@ async fn info_json(client: &async_nats::Client, name: &str) -> Value {
     serde_json::from_slice(&reply.payload).unwrap()
 }
 
-/// Waits until stream `name` holds `messages` messages up to sequence `last_seq` (polling
-/// its info, bounded by the common timeout).
+/// How long [`wait_for_state`] waits: a copy that catches up after every node of a cluster
+/// restarted (an election per group first) takes longer than one request's [`common::WAIT`].
+const CATCH_UP: Duration = Duration::from_secs(30);
+
+/// Waits until stream `name` holds `messages` messages up to sequence `last_seq`, polling its
+/// info (a request that gets no answer within a second, while the stream's group elects after
+/// a restart, is asked again), for at most [`CATCH_UP`].
 async fn wait_for_state(
     client: &async_nats::Client,
     name: &str,
     messages: u64,
     last_seq: u64,
 ) -> Value {
-    within(
-        &format!("{name} to hold {messages} up to {last_seq}"),
-        async {
-            loop {
-                let info = info_json(client, name).await;
+    let subject = format!("$JS.API.STREAM.INFO.{name}");
+    let polling = async {
+        loop {
+            let request = client.request(subject.clone(), "".into());
+            if let Ok(Ok(reply)) = tokio::time::timeout(Duration::from_secs(1), request).await {
+                let info: Value = serde_json::from_slice(&reply.payload).unwrap();
                 if info["state"]["messages"] == messages && info["state"]["last_seq"] == last_seq {
                     return info;
                 }
-                tokio::time::sleep(Duration::from_millis(20)).await;
             }
-        },
-    )
-    .await
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(CATCH_UP, polling)
+        .await
+        .unwrap_or_else(|_| panic!("{name} never held {messages} up to {last_seq}"))
 }
 
 async fn get(js: &jetstream::Context, stream: &str, seq: u64) -> Option<StreamMessage> {
