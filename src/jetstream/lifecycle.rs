@@ -361,13 +361,19 @@ impl JetStream {
         for (_, offline) in catalog.take_offline_unless(|_, _| false) {
             offline.close(catalog.router());
         }
+        let mut stores = Vec::new();
         for (name, mut stream) in catalog.take_all_streams() {
             stream.stop.cancel();
+            stores.push(stream.handle.view().store().clone());
             if let Some(leading) = stream.leading.take() {
                 leadership::end_leading(catalog, &name, leading);
             }
         }
         catalog.stop_all_groups().await;
+        // Readers that outlive the stop (a task still finishing) keep no state store open.
+        for store in stores {
+            store.close();
+        }
         tracing::info!("JetStream stopped");
     }
 }

@@ -90,6 +90,16 @@ impl MessageStore {
         }
     }
 
+    /// When the node stops: lets go of the state store (readers that outlive the stop find no
+    /// body), so the store closes with the groups and a node restarted in the same process can
+    /// open it again.
+    pub fn close(&self) {
+        let mut inner = self.inner.lock();
+        inner.view = None;
+        inner.blocks.clear();
+        inner.pinned.clear();
+    }
+
     /// After `load`: the group's keys are `view`'s, its blocks these (first, last sequence).
     pub fn reset(&self, view: MachineView, blocks: impl IntoIterator<Item = (u64, u64)>) {
         let mut inner = self.inner.lock();
