@@ -96,14 +96,7 @@ async fn a_mirror_copies_everything_with_the_origins_sequences(fx: JsFixture) {
     let client = fx.client().await;
     let js = jetstream::new(client.clone());
     let orders = fx.create_stream(&js, origin("ORDERS", "orders.*")).await;
-    for i in 1..=10 {
-        publish_acked(
-            &js,
-            if i % 2 == 0 { "orders.b" } else { "orders.a" },
-            format!("o{i}"),
-        )
-        .await;
-    }
+    publish_ten_orders(&js).await;
     // A gap in the origin is a gap in the mirror.
     assert!(orders.delete_message(4).await.unwrap());
     let mirror = fx
@@ -156,14 +149,7 @@ async fn a_mirror_from_a_start_sequence_filtered(fx: JsFixture) {
     let client = fx.client().await;
     let js = jetstream::new(client.clone());
     fx.create_stream(&js, origin("ORDERS", "orders.*")).await;
-    for i in 1..=10 {
-        publish_acked(
-            &js,
-            if i % 2 == 0 { "orders.b" } else { "orders.a" },
-            format!("o{i}"),
-        )
-        .await;
-    }
+    publish_ten_orders(&js).await;
     let from_five_b = stream::Source {
         name: "ORDERS".into(),
         start_sequence: Some(5),
@@ -356,4 +342,12 @@ async fn a_stream_sources_two_streams(fx: JsFixture) {
     publish_acked(&js, "a.x", "a6").await;
     wait_for_state(&client, "ALL", 9, 9).await;
     fx.shutdown().await;
+}
+
+/// Publishes `o1`..`o10` to ORDERS, odd ones on `orders.a`, even ones on `orders.b`.
+async fn publish_ten_orders(js: &jetstream::Context) {
+    for i in 1..=10 {
+        let subject = if i % 2 == 0 { "orders.b" } else { "orders.a" };
+        publish_acked(js, subject, format!("o{i}")).await;
+    }
 }

@@ -287,14 +287,10 @@ impl SubjectTransform {
 }
 
 fn slice_from_left(out: &mut String, token: &str, size: i64) {
-    let Ok(size) = usize::try_from(size) else {
+    let Some(size) = slice_size(token, size) else {
         out.push_str(token);
         return;
     };
-    if size == 0 || size >= token.len() {
-        out.push_str(token);
-        return;
-    }
     let mut start = 0;
     while start + size <= token.len() {
         if start != 0 {
@@ -311,14 +307,10 @@ fn slice_from_left(out: &mut String, token: &str, size: i64) {
 }
 
 fn slice_from_right(out: &mut String, token: &str, size: i64) {
-    let Ok(size) = usize::try_from(size) else {
+    let Some(size) = slice_size(token, size) else {
         out.push_str(token);
         return;
     };
-    if size == 0 || size >= token.len() {
-        out.push_str(token);
-        return;
-    }
     let remainder = token.len() % size;
     if remainder > 0 {
         out.push_str(&token[..remainder]);
@@ -447,3 +439,11 @@ fn parse_placeholder(token: &str) -> Result<Placeholder, TransformError> {
 #[cfg(test)]
 #[path = "transform_tests.rs"]
 mod tests;
+
+/// The slice size of a `SplitFromLeft`/`SplitFromRight` over `token`, or `None` when the
+/// token stays whole (a size that is negative, zero or not smaller than the token).
+fn slice_size(token: &str, size: i64) -> Option<usize> {
+    usize::try_from(size)
+        .ok()
+        .filter(|&size| size != 0 && size < token.len())
+}
