@@ -108,6 +108,7 @@ fn node_configs(topology: Topology, dirs: &[tempfile::TempDir]) -> Vec<Config> {
 
 /// Starts every node at once (a cluster node's start waits for its peers to answer).
 async fn start_nodes(configs: &[Config]) -> Vec<Option<RunningNode>> {
+    super::capture_node_logs();
     let started = within(
         "every node to start",
         futures::future::join_all(configs.iter().cloned().map(Node::start)),

@@ -31,7 +31,7 @@ pub const WAIT: Duration = Duration::from_secs(10);
 /// Sends the logs of in-process nodes to the test harness's captured output, shown with a
 /// failing test: errors only, or what `RUST_LOG` asks for (e.g. `RUST_LOG=info,openraft=warn`).
 /// The first test of a binary to start a node installs it; later calls do nothing.
-fn capture_node_logs() {
+pub fn capture_node_logs() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()

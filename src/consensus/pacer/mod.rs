@@ -379,6 +379,17 @@ async fn round(inner: &Inner, rng: &mut StdRng) -> bool {
             };
             let obs = observe(&t.raft, &t.signals, &inner.liveness, me, now, &mut peers);
             let action = t.pace.step(&obs, me, rng);
+            if matches!(action, Action::Elect | Action::Quiesce) {
+                tracing::debug!(
+                    group = ?id,
+                    ?action,
+                    term = obs.term,
+                    leader = ?obs.leader,
+                    leader_alive = obs.leader_alive,
+                    campaigns = t.signals.campaigns(),
+                    "pacer decided"
+                );
+            }
             publish_mode(t, generation);
             match action {
                 Action::Nothing => {}

@@ -1208,6 +1208,13 @@ where
                             // refreshing the voters' leader lease, and a lease that has not expired
                             // rejects the vote request. Leave the established leadership alone.
                             tracing::info!("ExternalCommand: already a Leader, ignore election trigger");
+                        } else if self.engine.is_there_greater_log() {
+                            // jetraft: a voter refused this node's last candidacy for holding a
+                            // greater log. Stand back this once so that the voter, which can win,
+                            // elects first: what the election timer does with
+                            // `smaller_log_timeout`, which a trigger bypassed.
+                            self.engine.reset_greater_log();
+                            tracing::info!("ExternalCommand: seen a greater log, skip this election");
                         } else if self.engine.state.membership_state.effective().is_voter(&self.id) {
                             self.engine.elect();
                             tracing::debug!("ExternalCommand: triggered election");

@@ -436,6 +436,10 @@ where C: RaftTypeConfig
 
         let res = self.append_entries(vote, prev_log_id, entries);
         let is_ok = res.is_ok();
+        if is_ok {
+            // jetraft: a leader is followed; what an earlier candidacy learned is stale.
+            self.reset_greater_log();
+        }
 
         if let Some(tx) = tx {
             let resp: AppendEntriesResponse<C::NodeId> = res.into();
@@ -657,6 +661,8 @@ where C: RaftTypeConfig
         tracing::info!("{}", func_name!());
 
         let candidate = self.candidate.take().unwrap();
+        // jetraft: elected; what this candidacy learned of greater logs is stale.
+        self.reset_greater_log();
         let leader = self.establish_handler().establish(candidate);
 
         // There may already be a Leader with higher vote
