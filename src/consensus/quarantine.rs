@@ -9,7 +9,9 @@
 //! ```
 //!
 //! A single group's damage is quarantined as a copy of the log segments (they hold every
-//! group; the group's own records are then dropped from the live log) and the reason.
+//! group; the group's own records are then dropped from the live log), the group's keys in
+//! sled as far as they still read (`state-<group>.bin`: u32 key length, key, u32 value
+//! length, value, all little endian), and the reason.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -59,6 +61,49 @@ pub fn quarantine_group_log(data_dir: &Path, reason: &str) -> io::Result<PathBuf
                 std::fs::copy(entry.path(), copy.join(entry.file_name()))?;
             }
         }
+    }
+    super::state_db::sync_dir(&dir)?;
+    Ok(dir)
+}
+
+/// Quarantines one group: [`quarantine_group_log`], then the group's sled keys (every space)
+/// written to `state-<group>.bin` until the first key that does not read (a damaged page may
+/// fail or panic; what was read is kept and the failure noted in `REASON`). The caller then
+/// drops the group from the live store.
+pub fn quarantine_group(
+    data_dir: &Path,
+    reason: &str,
+    state: &super::state_db::StateDb,
+    group: super::types::GroupId,
+) -> io::Result<PathBuf> {
+    use std::io::Write;
+    let dir = quarantine_group_log(data_dir, reason)?;
+    let mut out = io::BufWriter::new(std::fs::File::create(
+        dir.join(format!("state-{group}.bin")),
+    )?);
+    let prefix = super::state_db::group_prefix(group);
+    let mut keys = state.tree().scan_prefix(prefix);
+    let unreadable = loop {
+        match super::machine::catching(|| keys.next()) {
+            Ok(None) => break None,
+            Ok(Some(Ok((key, value)))) => {
+                for part in [&key[..], &value[..]] {
+                    out.write_all(&(part.len() as u32).to_le_bytes())?;
+                    out.write_all(part)?;
+                }
+            }
+            Ok(Some(Err(error))) => break Some(error.to_string()),
+            Err(error) => break Some(error.to_string()),
+        }
+    };
+    out.into_inner()
+        .map_err(io::IntoInnerError::into_error)?
+        .sync_all()?;
+    if let Some(error) = unreadable {
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.join("REASON"))?;
+        writeln!(file, "the group's keys in sled stopped reading at: {error}")?;
     }
     super::state_db::sync_dir(&dir)?;
     Ok(dir)
