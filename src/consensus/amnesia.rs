@@ -234,6 +234,17 @@ mod tests {
     use super::*;
     use openraft::CommittedLeaderId;
 
+    #[test]
+    fn peers_that_refused_as_amnesiac_count_for_a_while() {
+        let peers = AmnesiacPeers::default();
+        let now = Instant::now();
+        peers.answered(2, true, now);
+        peers.answered(3, true, now);
+        peers.answered(3, false, now);
+        assert_eq!(peers.recent(now), BTreeSet::from([2]));
+        assert!(peers.recent(now + AMNESIAC_PEER_FOR).is_empty());
+    }
+
     fn log_id(term: u64, index: u64) -> Option<LogId> {
         Some(LogId::new(CommittedLeaderId::new(term, 1), index))
     }

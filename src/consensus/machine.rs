@@ -129,14 +129,17 @@ pub struct ApplyPosition {
 
 /// Runs `read` (a read of sled), turning a panic into [`MachineError::ReadPanicked`].
 pub(crate) fn catching<T>(read: impl FnOnce() -> T) -> Result<T, MachineError> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(read)).map_err(|panic| {
-        let message = panic
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "unknown panic".into());
-        MachineError::ReadPanicked(message)
-    })
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(read))
+        .map_err(|panic| MachineError::ReadPanicked(panic_message(&*panic)))
+}
+
+/// The text a caught panic carried.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
 }
 
 /// The application state machine of one group. One instance per group on every replica; owned

@@ -131,4 +131,27 @@ mod tests {
         let reason = std::fs::read_to_string(moved.join("REASON")).unwrap();
         assert!(reason.contains("bad crc"));
     }
+
+    #[test]
+    fn a_groups_keys_are_copied_aside_and_no_other() {
+        use crate::consensus::state_db::{key, StateDb, SPACE_DATA};
+        let dir = tempfile::tempdir().unwrap();
+        let db = StateDb::open(dir.path().join("state")).unwrap();
+        db.tree()
+            .insert(key(5, SPACE_DATA, b"b/1"), &b"block"[..])
+            .unwrap();
+        db.tree()
+            .insert(key(6, SPACE_DATA, b"b/1"), &b"other"[..])
+            .unwrap();
+        let moved = quarantine_group(dir.path(), "block 1: checksum", &db, 5).unwrap();
+        let dump = std::fs::read(moved.join("state-5.bin")).unwrap();
+        let mut expected = Vec::new();
+        for part in [&key(5, SPACE_DATA, b"b/1")[..], b"block"] {
+            expected.extend_from_slice(&(part.len() as u32).to_le_bytes());
+            expected.extend_from_slice(part);
+        }
+        assert_eq!(dump, expected);
+        // The live keys stay: the caller drops the group.
+        assert!(db.tree().get(key(5, SPACE_DATA, b"b/1")).unwrap().is_some());
+    }
 }
