@@ -171,7 +171,18 @@ pub trait GroupMachine: Send + Sync + 'static {
     fn submitted(&mut self, ticket: WriteTicket) {
         let _ = ticket;
     }
+
+    /// How to check a stored value (machine key, value) that carries its own checksum before
+    /// it leaves in a snapshot: a leader must not ship damage it has not read since `load`
+    /// (a follower would load it, fail, be rebuilt from the same snapshot, and so on). By
+    /// default nothing is checked.
+    fn stored_value_check(&self) -> StoredValueCheck {
+        |_, _| Ok(())
+    }
 }
+
+/// See [`GroupMachine::stored_value_check`].
+pub type StoredValueCheck = fn(&[u8], &[u8]) -> Result<(), MachineError>;
 
 /// Read access to one group's keys as they are in sled (without any pending txn): each read
 /// first waits until the node's write-behind queue has written every applied batch (see

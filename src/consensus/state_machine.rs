@@ -256,9 +256,22 @@ impl GroupStateMachine {
             self.group,
             self.owner,
         );
+        let check = self.machine.stored_value_check();
         blocking(move || {
             db.writer().flush(owner).map_err(io::Error::other)?;
-            snapshot::write_dump(db.tree(), group, &meta, &temp)?;
+            let dumped = snapshot::write_checked_dump(db.tree(), group, &meta, &temp, check);
+            if let Err(error) = &dumped {
+                let _ = std::fs::remove_file(&temp);
+                let damaged = error
+                    .get_ref()
+                    .is_some_and(|inner| inner.is::<snapshot::DamagedRecord>());
+                if damaged {
+                    // Its own state is damaged here: set aside and rebuilt (ADR 0018).
+                    db.damage()
+                        .report(group, format!("dumping a snapshot: {error}"));
+                }
+            }
+            dumped?;
             snapshots
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner())

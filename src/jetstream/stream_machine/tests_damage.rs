@@ -64,3 +64,21 @@ fn a_panic_reading_the_store_is_a_typed_error() {
         "{caught:?}"
     );
 }
+
+#[test]
+fn a_damaged_block_never_leaves_in_a_snapshot() {
+    use crate::consensus::snapshot::{write_checked_dump, DamagedRecord};
+    let harness = with_messages();
+    let dir = tempfile::tempdir().unwrap();
+    let check = harness.machine.stored_value_check();
+    let meta = Default::default();
+    let intact = write_checked_dump(harness.tree(), 9, &meta, &dir.path().join("a"), check);
+    assert!(intact.is_ok(), "{intact:?}");
+    flip_in_block(&harness, 1, 12);
+    let error = write_checked_dump(harness.tree(), 9, &meta, &dir.path().join("b"), check)
+        .expect_err("a damaged block was dumped");
+    assert!(
+        error.get_ref().is_some_and(|e| e.is::<DamagedRecord>()),
+        "{error}"
+    );
+}
