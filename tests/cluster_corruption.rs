@@ -202,6 +202,93 @@ async fn bit_flips_in_the_leaders_wal() {
     .await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bit_flips_inside_a_followers_message_blocks() {
+    corrupt_then_fail_over(
+        "follower_blocks",
+        Victim::Follower,
+        Files::Blocks,
+        Damage::Flips(BLOCK_FLIPS),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bit_flips_inside_the_leaders_message_blocks() {
+    corrupt_then_fail_over(
+        "leader_blocks",
+        Victim::Leader,
+        Files::Blocks,
+        Damage::Flips(BLOCK_FLIPS),
+    )
+    .await;
+}
+
+/// Bits flipped inside message blocks (each one breaks a block's checksum).
+const BLOCK_FLIPS: usize = 4;
+
+/// Two of three replicas damaged: no majority is left to rebuild them from. The stream stays
+/// leaderless (nothing is dropped: the healthy replica keeps every message) and
+/// `STREAM.INFO` answers 10194 naming the corruption instead of an info without a leader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_majority_says_why_in_stream_info() {
+    let _one = ONE_CLUSTER_AT_A_TIME.lock().await;
+    let seed = damage::seed("corrupt_majority");
+    let mut rng = Rng::new(seed);
+    let mut cluster = TestCluster::start(3);
+    let admin = cluster_client(cluster.url(0)).await;
+    create_retried(&admin, STREAM, 3).await;
+    for id in 0..50 {
+        publish_until_acked(&admin, id).await;
+    }
+    cluster.wait_until_all_hold(STREAM, 50);
+    // The leader and one follower are damaged: a healthy leader would still lead after the
+    // restart (its vote is committed) and rebuild the others.
+    let healthy = (cluster.leader_of(STREAM) + 1) % 3;
+    for i in 0..3 {
+        cluster.kill(i);
+    }
+    for damaged in (0..3).filter(|&i| i != healthy) {
+        let lines = damage::damage(
+            cluster.dir(damaged),
+            Files::Blocks,
+            Damage::Flips(BLOCK_FLIPS),
+            &mut rng,
+        );
+        for line in lines {
+            eprintln!("corrupt_majority: node {damaged}: {line}");
+        }
+    }
+    for i in 0..3 {
+        cluster.restart(i);
+    }
+    let client = async_nats::connect(cluster.url(healthy)).await.unwrap();
+    let info = cluster.wait_for("STREAM.INFO to name the corruption", || {
+        let info = tokio::task::block_in_place(|| {
+            tokio::runtime::Handle::current().block_on(api(
+                &client,
+                "$JS.API.STREAM.INFO.ORDERS",
+                "",
+            ))
+        });
+        (info["error"]["err_code"] == 10194).then_some(info)
+    });
+    let description = info["error"]["description"].as_str().unwrap();
+    assert!(
+        description.starts_with("stream is offline: ") && description.contains("corruption"),
+        "{description} (seed {seed})"
+    );
+    // Nothing was dropped where the data is intact: the healthy replica keeps its messages
+    // (a follower may not have applied the last entry yet: it learns that it is committed
+    // only from a leader, and the entry stays in its log).
+    let kept = cluster
+        .replica(healthy, STREAM)
+        .expect("the healthy replica");
+    let messages = kept["messages"].as_u64().unwrap_or(0);
+    assert!((49..=50).contains(&messages), "{kept} (seed {seed})");
+    assert_eq!(kept["first_seq"], 1, "seed {seed}");
+}
+
 /// `$JS.API` request `subject` with `body` through `client`, its JSON answer (bounded retries:
 /// a request may meet a leader change).
 async fn api(client: &async_nats::Client, subject: &str, body: &str) -> serde_json::Value {

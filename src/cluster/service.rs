@@ -130,7 +130,8 @@ impl Cluster for ClusterService {
                 // caught up with a leader (ADR 0015).
                 if group.signals().is_amnesiac() {
                     return Ok(unavailable(format!(
-                        "vote refused: group {} is being rebuilt here after its state was lost",
+                        "{} (group {})",
+                        crate::consensus::amnesia::VOTE_REFUSED_AMNESIAC,
                         request.group
                     )));
                 }

@@ -13,14 +13,50 @@
 //!
 //! The file is small JSON with a version; an unreadable file counts as "every group amnesiac".
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
 use super::types::{GroupId, LogId, NodeId};
+
+/// What an amnesiac replica answers a vote request with (`cluster/service.rs`); a candidate
+/// that reads it records the peer in its group's [`AmnesiacPeers`], so that a group left
+/// without a majority by corruption can say so (`$JS.API.STREAM.INFO` answers 10194).
+pub const VOTE_REFUSED_AMNESIAC: &str =
+    "vote refused: this replica lost its state to corruption and is being rebuilt";
+
+/// How long a peer's refusal as amnesiac counts (a candidate asks every election timeout).
+pub const AMNESIAC_PEER_FOR: Duration = Duration::from_secs(10);
+
+/// The peers of one group that refused this node's vote requests because they are
+/// amnesiac, with when they last did. Written by the group's network, read by JetStream.
+#[derive(Debug, Default)]
+pub struct AmnesiacPeers(Mutex<BTreeMap<NodeId, Instant>>);
+
+impl AmnesiacPeers {
+    /// `peer` answered a vote request: amnesiac or not.
+    pub fn answered(&self, peer: NodeId, amnesiac: bool, now: Instant) {
+        let mut peers = self.0.lock();
+        match amnesiac {
+            true => peers.insert(peer, now),
+            false => peers.remove(&peer),
+        };
+    }
+
+    /// The peers that refused as amnesiac within [`AMNESIAC_PEER_FOR`] of `now`.
+    pub fn recent(&self, now: Instant) -> BTreeSet<NodeId> {
+        self.0
+            .lock()
+            .iter()
+            .filter(|(_, at)| now.saturating_duration_since(**at) < AMNESIAC_PEER_FOR)
+            .map(|(peer, _)| *peer)
+            .collect()
+    }
+}
 
 /// The register's file name under the node's data directory.
 pub const FILE: &str = "amnesia.json";
@@ -197,6 +233,17 @@ pub fn caught_up(
 mod tests {
     use super::*;
     use openraft::CommittedLeaderId;
+
+    #[test]
+    fn peers_that_refused_as_amnesiac_count_for_a_while() {
+        let peers = AmnesiacPeers::default();
+        let now = Instant::now();
+        peers.answered(2, true, now);
+        peers.answered(3, true, now);
+        peers.answered(3, false, now);
+        assert_eq!(peers.recent(now), BTreeSet::from([2]));
+        assert!(peers.recent(now + AMNESIAC_PEER_FOR).is_empty());
+    }
 
     fn log_id(term: u64, index: u64) -> Option<LogId> {
         Some(LogId::new(CommittedLeaderId::new(term, 1), index))

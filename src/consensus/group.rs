@@ -12,12 +12,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use openraft::error::{InitializeError, RaftError};
 use openraft::{Config, SnapshotPolicy};
 
-use super::amnesia::{self, Amnesia};
+use super::amnesia::{self, Amnesia, AmnesiacPeers};
 use super::batcher::ProposalBatcher;
 use super::compactor::Compactor;
 use super::error::{ProposeError, StartError};
@@ -146,6 +146,8 @@ pub struct RaftGroup {
     transport: Arc<dyn PeerTransport>,
     pacer: Pacer,
     signals: Arc<GroupSignals>,
+    /// Peers that refused this replica's vote requests as amnesiac (ADR 0018).
+    amnesiac_peers: Arc<AmnesiacPeers>,
     compactor: Compactor,
 }
 
@@ -246,7 +248,8 @@ impl RaftGroup {
         .await?;
         state_machine.compact_with(storage.compactor.clone());
         let view = state_machine.view();
-        let network = GroupNetworkFactory::new(group, transport.clone());
+        let amnesiac_peers = Arc::new(AmnesiacPeers::default());
+        let network = GroupNetworkFactory::new(group, transport.clone(), amnesiac_peers.clone());
         // openraft reads the current snapshot's metadata while it starts: no dump for that.
         let dumps = state_machine.dump_gate();
         dumps.close();
@@ -271,6 +274,7 @@ impl RaftGroup {
             view,
             pacer,
             signals,
+            amnesiac_peers,
             compactor: storage.compactor.clone(),
         };
         let single_voter = voters.len() == 1 && voters.contains_key(&node);
@@ -356,6 +360,17 @@ impl RaftGroup {
             Duration::ZERO,
             self.quiet_contact(&metrics),
         )
+    }
+
+    /// The replicas of this group known unable to vote because they lost their state to
+    /// corruption (ADR 0015): this one if it is amnesiac, and the peers that refused its
+    /// vote requests as amnesiac lately.
+    pub fn amnesiac_replicas(&self) -> BTreeSet<NodeId> {
+        let mut replicas = self.amnesiac_peers.recent(Instant::now());
+        if self.signals.is_amnesiac() {
+            replicas.insert(self.node);
+        }
+        replicas
     }
 
     /// The group's pacing signals: its mode, and the doors proposals and RPCs wake it by.

@@ -60,6 +60,18 @@ pub enum MachineError {
     /// A stored record (`what`) under a version byte this build does not know.
     #[error("corrupt state: {what}: unknown value version")]
     UnknownRecordVersion { what: &'static str },
+    /// A stored record (`what`) whose bytes do not match the checksum stored with them.
+    #[error(
+        "corrupt state: {what}: checksum {computed:#010x} does not match the stored {stored:#010x}"
+    )]
+    Checksum {
+        what: &'static str,
+        stored: u32,
+        computed: u32,
+    },
+    /// Reading the state store panicked (sled 0.34 panics on some damaged pages).
+    #[error("corrupt state: reading the state store panicked: {0}")]
+    ReadPanicked(String),
 }
 
 impl MachineError {
@@ -72,6 +84,26 @@ impl MachineError {
         move |error| MachineError::UndecodableCommand {
             at,
             source: Box::new(error),
+        }
+    }
+
+    /// Whether the error says the group's stored state is damaged (rather than the disk
+    /// failing, or a command this build does not know): what setting the state aside and
+    /// rebuilding it from the peers repairs (ADR 0015, ADR 0018).
+    pub fn is_damage(&self) -> bool {
+        match self {
+            MachineError::Db(sled::Error::Io(e)) => matches!(
+                e.kind(),
+                std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::InvalidData
+            ),
+            MachineError::Db(sled::Error::Corruption { .. }) => true,
+            MachineError::Db(_) | MachineError::Writer(_) => false,
+            MachineError::UndecodableCommand { .. } => false,
+            MachineError::Corrupt(_)
+            | MachineError::UndecodableRecord { .. }
+            | MachineError::UnknownRecordVersion { .. }
+            | MachineError::Checksum { .. }
+            | MachineError::ReadPanicked(_) => true,
         }
     }
 
@@ -93,6 +125,21 @@ impl MachineError {
 pub struct ApplyPosition {
     pub index: u64,
     pub position: u32,
+}
+
+/// Runs `read` (a read of sled), turning a panic into [`MachineError::ReadPanicked`].
+pub(crate) fn catching<T>(read: impl FnOnce() -> T) -> Result<T, MachineError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(read))
+        .map_err(|panic| MachineError::ReadPanicked(panic_message(&*panic)))
+}
+
+/// The text a caught panic carried.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
 }
 
 /// The application state machine of one group. One instance per group on every replica; owned
@@ -124,7 +171,18 @@ pub trait GroupMachine: Send + Sync + 'static {
     fn submitted(&mut self, ticket: WriteTicket) {
         let _ = ticket;
     }
+
+    /// How to check a stored value (machine key, value) that carries its own checksum before
+    /// it leaves in a snapshot: a leader must not ship damage it has not read since `load`
+    /// (a follower would load it, fail, be rebuilt from the same snapshot, and so on). By
+    /// default nothing is checked.
+    fn stored_value_check(&self) -> StoredValueCheck {
+        |_, _| Ok(())
+    }
 }
+
+/// See [`GroupMachine::stored_value_check`].
+pub type StoredValueCheck = fn(&[u8], &[u8]) -> Result<(), MachineError>;
 
 /// Read access to one group's keys as they are in sled (without any pending txn): each read
 /// first waits until the node's write-behind queue has written every applied batch (see
@@ -149,22 +207,35 @@ impl MachineView {
 
     pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>, MachineError> {
         self.db.writer().flush_all()?;
-        let value = self
-            .db
-            .tree()
-            .get(state_db::key(self.group, SPACE_DATA, key))?;
-        Ok(value.map(|v| Bytes::copy_from_slice(&v)))
+        self.read(key)
     }
 
     /// The value of `key` as sled holds it now, without waiting for the write-behind queue:
     /// for keys the caller knows are written (their batch's ticket is at or below
     /// [`written`](Self::written)), on paths that must not wait for the queue.
     pub fn get_written(&self, key: &[u8]) -> Result<Option<Bytes>, MachineError> {
-        let value = self
-            .db
-            .tree()
-            .get(state_db::key(self.group, SPACE_DATA, key))?;
+        self.read(key)
+    }
+
+    /// One key from sled. A panic inside sled (0.34 panics on some damaged pages) is caught
+    /// here, the boundary between the serving path and the store, and becomes
+    /// [`MachineError::ReadPanicked`]: the reader's request fails, the node keeps running.
+    fn read(&self, key: &[u8]) -> Result<Option<Bytes>, MachineError> {
+        let key = state_db::key(self.group, SPACE_DATA, key);
+        let tree = self.db.tree();
+        let value = catching(|| tree.get(&key))??;
         Ok(value.map(|v| Bytes::copy_from_slice(&v)))
+    }
+
+    /// Records that this group's stored state is damaged (see `damage.rs`): the node's
+    /// supervisor sets it aside and rebuilds it, or takes the stream offline.
+    pub fn report_damage(&self, reason: impl std::fmt::Display) {
+        self.db.damage().report(self.group, reason);
+    }
+
+    /// Why this group's stored state is damaged, if it was found so.
+    pub fn damage(&self) -> Option<String> {
+        self.db.damage().reason(self.group)
     }
 
     /// The highest write ticket in sled (see [`GroupMachine::submitted`]).

@@ -60,6 +60,7 @@ pub mod amnesia;
 pub mod batcher;
 pub mod commit_hold;
 pub mod compactor;
+pub mod damage;
 pub mod error;
 pub mod gather;
 pub mod group;

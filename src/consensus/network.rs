@@ -29,6 +29,7 @@ use openraft::raft::{
 
 use parking_lot::Mutex;
 
+use super::amnesia::{AmnesiacPeers, VOTE_REFUSED_AMNESIAC};
 use super::commit_hold::{self, CommitHold, Plan, Sent};
 use super::error::ProposeError;
 use super::types::{GroupId, Node, NodeId, Proposal, Response, TypeConfig};
@@ -147,11 +148,20 @@ impl PeerTransport for NoPeers {
 pub struct GroupNetworkFactory {
     group: GroupId,
     transport: Arc<dyn PeerTransport>,
+    amnesiac_peers: Arc<AmnesiacPeers>,
 }
 
 impl GroupNetworkFactory {
-    pub fn new(group: GroupId, transport: Arc<dyn PeerTransport>) -> Self {
-        GroupNetworkFactory { group, transport }
+    pub fn new(
+        group: GroupId,
+        transport: Arc<dyn PeerTransport>,
+        amnesiac_peers: Arc<AmnesiacPeers>,
+    ) -> Self {
+        GroupNetworkFactory {
+            group,
+            transport,
+            amnesiac_peers,
+        }
     }
 }
 
@@ -165,6 +175,7 @@ impl RaftNetworkFactory<TypeConfig> for GroupNetworkFactory {
             node: node.clone(),
             transport: self.transport.clone(),
             hold: Arc::default(),
+            amnesiac_peers: self.amnesiac_peers.clone(),
         }
     }
 }
@@ -177,6 +188,8 @@ pub struct GroupNetwork {
     node: Node,
     transport: Arc<dyn PeerTransport>,
     hold: Arc<Mutex<CommitHold>>,
+    /// Peers that refused this node's vote requests as amnesiac (ADR 0018).
+    amnesiac_peers: Arc<AmnesiacPeers>,
 }
 
 impl GroupNetwork {
@@ -242,8 +255,21 @@ impl RaftNetwork<TypeConfig> for GroupNetwork {
         rpc: VoteRequest<NodeId>,
         option: RPCOption,
     ) -> Result<VoteResponse<NodeId>, RpcError> {
-        self.transport
+        let answer = self
+            .transport
             .vote(self.group, self.target, self.node.clone(), rpc, option)
-            .await
+            .await;
+        let amnesiac = match &answer {
+            Ok(_) => Some(false),
+            Err(e) => e
+                .to_string()
+                .contains(VOTE_REFUSED_AMNESIAC)
+                .then_some(true),
+        };
+        if let Some(amnesiac) = amnesiac {
+            self.amnesiac_peers
+                .answered(self.target, amnesiac, Instant::now());
+        }
+        answer
     }
 }

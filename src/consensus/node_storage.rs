@@ -165,12 +165,9 @@ impl NodeStorage {
             Self::open(data_dir, log_options)
         }))
         .unwrap_or_else(|panic| {
-            let message = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
-            Err(StorageOpenError::Panicked(message))
+            Err(StorageOpenError::Panicked(super::machine::panic_message(
+                &*panic,
+            )))
         })
     }
 

@@ -162,7 +162,10 @@ impl GroupRegistry {
         .await
         .map_err(std::io::Error::other)
         .and_then(|result| result)
-        .map_err(|source| RegistryError::DropState { group, source })
+        .map_err(|source| RegistryError::DropState { group, source })?;
+        // Whatever damage was found in it went with it.
+        self.storage.state.damage().clear(group);
+        Ok(())
     }
 
     /// Stop every group (node shutdown).

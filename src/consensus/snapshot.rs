@@ -183,6 +183,19 @@ pub(crate) fn write_dump(
     meta: &SnapshotMeta,
     path: &Path,
 ) -> io::Result<u64> {
+    write_checked_dump(tree, group, meta, path, |_, _| Ok(()))
+}
+
+/// [`write_dump`], with every record checked by `check` first (the machine's
+/// [`GroupMachine::stored_value_check`](super::GroupMachine::stored_value_check)): a record
+/// failing it fails the dump with [`DamagedRecord`] (as an `InvalidData` I/O error).
+pub(crate) fn write_checked_dump(
+    tree: &sled::Tree,
+    group: GroupId,
+    meta: &SnapshotMeta,
+    path: &Path,
+    check: super::machine::StoredValueCheck,
+) -> io::Result<u64> {
     let file = fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -200,6 +213,8 @@ pub(crate) fn write_dump(
     for item in tree.scan_prefix(data_prefix) {
         let (key, value) = item.map_err(io::Error::other)?;
         let key = &key[data_prefix.len()..];
+        check(key, &value)
+            .map_err(|error| io::Error::new(io::ErrorKind::InvalidData, DamagedRecord(error)))?;
         out.write_all(&[TAG_RECORD])?;
         out.write_all(&(key.len() as u32).to_le_bytes())?;
         out.write_all(key)?;
@@ -216,6 +231,11 @@ pub(crate) fn write_dump(
     file.sync_all()?;
     Ok(count)
 }
+
+/// A record that failed its machine's check while being dumped.
+#[derive(Debug, thiserror::Error)]
+#[error("damaged record: {0}")]
+pub struct DamagedRecord(pub super::machine::MachineError);
 
 fn read_u32(reader: &mut impl Read) -> io::Result<u32> {
     let mut buf = [0u8; 4];

@@ -41,6 +41,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use super::damage::Damage;
 use super::state_writer::StateWriter;
 use super::types::GroupId;
 
@@ -69,6 +70,8 @@ pub struct StateDb {
     syncs: Arc<AtomicU64>,
     /// The state machines' batches, written behind their apply (see `state_writer.rs`).
     writer: Arc<StateWriter>,
+    /// Groups whose state was found damaged while running (`damage.rs`).
+    damage: Arc<Damage>,
 }
 
 impl std::fmt::Debug for StateDb {
@@ -95,7 +98,13 @@ impl StateDb {
             path: Arc::new(path),
             syncs: Arc::new(AtomicU64::new(0)),
             writer: Arc::new(writer),
+            damage: Arc::new(Damage::default()),
         })
+    }
+
+    /// The groups whose state was found damaged since open.
+    pub fn damage(&self) -> &Arc<Damage> {
+        &self.damage
     }
 
     /// The tree holding every group's keys. Reads of a group's keys see its applied state

@@ -40,7 +40,7 @@ use openraft::{AnyError, EntryPayload, RaftSnapshotBuilder, StorageIOError};
 use tokio::io::AsyncSeekExt;
 
 use super::compactor::{Compactor, LogGrowth};
-use super::machine::{ApplyPosition, GroupMachine, MachineTxn, MachineView};
+use super::machine::{ApplyPosition, GroupMachine, MachineError, MachineTxn, MachineView};
 use super::raft_codec;
 use super::restore::{blocking, clear_group, restore};
 use super::snapshot::{self, SnapshotDir, SnapshotFile};
@@ -52,6 +52,20 @@ use super::types::{
     Entry, GroupId, LogId, ProposalResponse, Snapshot, SnapshotMeta, StorageError,
     StoredMembership, TypeConfig,
 };
+
+/// [`GroupMachine::load`] with a panic inside it (sled's, on a damaged page) caught, and
+/// damage found (a block failing its checksum, a value that does not decode) recorded in the
+/// store's damage register, so that the group is set aside and rebuilt rather than retried
+/// forever (ADR 0018).
+fn load_checked(machine: &mut dyn GroupMachine, view: &MachineView) -> Result<(), MachineError> {
+    let result = super::machine::catching(|| machine.load(view)).and_then(|loaded| loaded);
+    if let Err(error) = &result {
+        if error.is_damage() {
+            view.report_damage(format!("loading its state: {error}"));
+        }
+    }
+    result
+}
 
 fn sm_read_err(e: impl std::error::Error + 'static) -> StorageError {
     StorageIOError::read_state_machine(AnyError::new(&e)).into()
@@ -176,7 +190,7 @@ impl GroupStateMachine {
             in_place = None;
         }
         let view = MachineView::new(db.clone(), group);
-        machine.load(&view).map_err(sm_read_err)?;
+        load_checked(machine.as_mut(), &view).map_err(sm_read_err)?;
         Ok(GroupStateMachine {
             group,
             db,
@@ -242,9 +256,22 @@ impl GroupStateMachine {
             self.group,
             self.owner,
         );
+        let check = self.machine.stored_value_check();
         blocking(move || {
             db.writer().flush(owner).map_err(io::Error::other)?;
-            snapshot::write_dump(db.tree(), group, &meta, &temp)?;
+            let dumped = snapshot::write_checked_dump(db.tree(), group, &meta, &temp, check);
+            if let Err(error) = &dumped {
+                let _ = std::fs::remove_file(&temp);
+                let damaged = error
+                    .get_ref()
+                    .is_some_and(|inner| inner.is::<snapshot::DamagedRecord>());
+                if damaged {
+                    // Its own state is damaged here: set aside and rebuilt (ADR 0018).
+                    db.damage()
+                        .report(group, format!("dumping a snapshot: {error}"));
+                }
+            }
+            dumped?;
             snapshots
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -505,7 +532,7 @@ impl RaftStateMachine<TypeConfig> for GroupStateMachine {
         // The restore cleared the in-place mark: the received file is the current snapshot.
         self.in_place = None;
         self.growth.snapshot_taken();
-        self.machine.load(&self.view).map_err(sm_read_err)?;
+        load_checked(self.machine.as_mut(), &self.view).map_err(sm_read_err)?;
         Ok(())
     }
 

@@ -333,6 +333,12 @@ impl Catalog {
         *self.meta_group.write() = group;
     }
 
+    /// The groups of file streams whose stored state was found damaged while the node runs
+    /// (`consensus::damage`, ADR 0018); a report wakes the supervisor.
+    pub fn state_damage(&self) -> &Arc<crate::consensus::damage::Damage> {
+        self.registry.storage().state.damage()
+    }
+
     /// The node-wide WAL's counters (writes, appends, fsyncs): what `/varz` reports.
     pub fn log_stats(&self) -> crate::store::log::LogStats {
         self.registry.storage().log.stats()

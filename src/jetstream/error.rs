@@ -10,6 +10,10 @@ pub enum JetStreamError {
     Group { group: u64, message: String },
     #[error("raft group {group} is corrupt in the log")]
     Corrupt { group: u64 },
+    /// The group's stored state is damaged here (ADR 0018) and it has no other replica to be
+    /// rebuilt from; its data stays where it is.
+    #[error("raft group {group} state is damaged: {reason}")]
+    Damaged { group: u64, reason: String },
     #[error("storage task failed: {0}")]
     Join(#[from] tokio::task::JoinError),
 }

@@ -28,7 +28,8 @@ pub(super) async fn open_meta_group(
         if nodes.len() < 2 {
             return Err(JetStreamError::Corrupt { group: META_GROUP });
         }
-        rebuild_corrupt_group(registry, META_GROUP).await?;
+        let reason = format!("raft group {META_GROUP} is corrupt in the log");
+        rebuild_corrupt_group(registry, META_GROUP, reason).await?;
     }
     let bootstrap = match nodes.iter().min() {
         Some(first) => Bootstrap::First(*first),
@@ -68,8 +69,50 @@ pub(super) async fn open_stream_group(
                 group: assignment.group,
             });
         }
-        rebuild_corrupt_group(registry, assignment.group).await?;
+        let reason = format!("raft group {} is corrupt in the log", assignment.group);
+        rebuild_corrupt_group(registry, assignment.group, reason).await?;
     }
+    set_aside_if_damaged(registry, assignment).await?;
+    match start_stream_group(catalog, assignment).await {
+        // Its `load` found the state damaged (a block failing its checksum): set aside and
+        // started again, empty, to be rebuilt from the peers.
+        Err(_) if damage_of(registry, assignment.group).is_some() => {
+            set_aside_if_damaged(registry, assignment).await?;
+            start_stream_group(catalog, assignment).await
+        }
+        started => started,
+    }
+}
+
+fn damage_of(registry: &GroupRegistry, group: u64) -> Option<String> {
+    registry.storage().state.damage().reason(group)
+}
+
+/// A stream group whose state was found damaged here (`consensus::damage`): a replicated
+/// one is set aside and dropped, to start empty and be rebuilt from its peers; a single
+/// replica cannot be, and its stream stays offline, its data in place (ADR 0018).
+async fn set_aside_if_damaged(
+    registry: &GroupRegistry,
+    assignment: &StreamAssignment,
+) -> Result<(), JetStreamError> {
+    let group = assignment.group;
+    let Some(reason) = damage_of(registry, group) else {
+        return Ok(());
+    };
+    if assignment.replicas.len() < 2 {
+        return Err(JetStreamError::Damaged { group, reason });
+    }
+    let reason = format!("raft group {group} state is damaged: {reason}");
+    rebuild_corrupt_group(registry, group, reason).await?;
+    registry.storage().state.damage().clear(group);
+    Ok(())
+}
+
+async fn start_stream_group(
+    catalog: &Catalog,
+    assignment: &StreamAssignment,
+) -> Result<(Arc<RaftGroup>, StreamView), JetStreamError> {
+    let registry = catalog.registry_for(assignment.config.storage);
     {
         // A stream created after this node's store was replaced never had state here.
         let amnesia = registry.storage().amnesia.clone();
@@ -104,13 +147,16 @@ pub(super) async fn open_stream_group(
     Ok((group, view))
 }
 
-/// A replicated group whose records in the log are damaged: the log segments are copied to
-/// the quarantine directory, the group is marked amnesiac (before anything is dropped), and
-/// its log and state are dropped, so it starts empty and is rebuilt from its peers
-/// (ADR 0015).
-async fn rebuild_corrupt_group(registry: &GroupRegistry, group: u64) -> Result<(), JetStreamError> {
+/// A replicated group whose records in the log, or whose state, are damaged: the log
+/// segments and the group's keys are copied to the quarantine directory, the group is marked
+/// amnesiac (before anything is dropped), and its log and state are dropped, so it starts
+/// empty and is rebuilt from its peers (ADR 0015, ADR 0018).
+async fn rebuild_corrupt_group(
+    registry: &GroupRegistry,
+    group: u64,
+    reason: String,
+) -> Result<(), JetStreamError> {
     let storage = registry.storage().clone();
-    let reason = format!("raft group {group} is corrupt in the log");
     let failed = |e: std::io::Error| JetStreamError::Group {
         group,
         message: format!("cannot quarantine the damaged group: {e}"),
@@ -120,7 +166,12 @@ async fn rebuild_corrupt_group(registry: &GroupRegistry, group: u64) -> Result<(
         let storage = storage.clone();
         tokio::task::spawn_blocking(move || {
             storage.amnesia.forget(group, reason.clone())?;
-            crate::consensus::quarantine::quarantine_group_log(storage.data_dir(), &reason)
+            crate::consensus::quarantine::quarantine_group(
+                storage.data_dir(),
+                &reason,
+                &storage.state,
+                group,
+            )
         })
         .await?
         .map_err(failed)?
@@ -128,7 +179,7 @@ async fn rebuild_corrupt_group(registry: &GroupRegistry, group: u64) -> Result<(
     tracing::error!(
         group,
         quarantine = %moved.display(),
-        "{reason}: log copied aside, the group is dropped here and rebuilt from its peers"
+        "{reason}: log and state copied aside, the group is dropped here and rebuilt from its peers"
     );
     registry
         .drop_group(group)

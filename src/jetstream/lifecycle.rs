@@ -257,13 +257,7 @@ impl JetStream {
             tracing::info!(stream = %name, group, "offline stream removed");
         }
         for (name, group, storage) in gone {
-            if let Some(mut stream) = catalog.remove_stream(&name) {
-                stream.stop.cancel();
-                if let Some(leading) = stream.leading.take() {
-                    leadership::end_leading(catalog, &name, leading);
-                }
-            }
-            catalog.delivery().detach_stream(&name);
+            take_down_running(catalog, &name);
             if let Err(e) = catalog.registry_for(storage).drop_group(group).await {
                 tracing::error!(stream = %name, group, "cannot delete stream group: {e}");
             }
@@ -279,23 +273,7 @@ impl JetStream {
                 Some(_) => self.resubscribe(&name, subjects, origins),
                 None => {
                     if let Err(e) = self.start_stream(&name, &assignment).await {
-                        tracing::error!(
-                            stream = %name,
-                            group = assignment.group,
-                            "stream is offline: {e}"
-                        );
-                        if let Some(old) = catalog.take_offline(&name) {
-                            old.close(catalog.router());
-                        }
-                        let offline = OfflineStream::new(
-                            catalog.shared(),
-                            &name,
-                            assignment.group,
-                            assignment.config.storage,
-                            e.to_string(),
-                            &subjects,
-                        );
-                        catalog.insert_offline(name.clone(), offline);
+                        set_offline(catalog, &name, &assignment, e.to_string());
                     }
                 }
             }
@@ -379,6 +357,41 @@ impl JetStream {
 }
 
 /// Opens the memory streams' storage, wiped first (see the module docs).
+/// Stops serving the running stream `name` here: its stop token, its leading, its consumers'
+/// delivery. Its group is the caller's to stop or drop.
+pub(super) fn take_down_running(catalog: &Catalog, name: &str) {
+    if let Some(mut stream) = catalog.remove_stream(name) {
+        stream.stop.cancel();
+        if let Some(leading) = stream.leading.take() {
+            leadership::end_leading(catalog, name, leading);
+        }
+    }
+    catalog.delivery().detach_stream(name);
+}
+
+/// Records stream `name` as offline here (API calls answer 10194 with `reason`, publishes
+/// on its subjects get that error), replacing an earlier offline record.
+pub(super) fn set_offline(
+    catalog: &Catalog,
+    name: &str,
+    assignment: &StreamAssignment,
+    reason: String,
+) {
+    tracing::error!(stream = %name, group = assignment.group, "stream is offline: {reason}");
+    if let Some(old) = catalog.take_offline(name) {
+        old.close(catalog.router());
+    }
+    let offline = OfflineStream::new(
+        catalog.shared(),
+        name,
+        assignment.group,
+        assignment.config.storage,
+        reason,
+        &assignment.config.subjects,
+    );
+    catalog.insert_offline(name.to_owned(), offline);
+}
+
 async fn open_memory_storage(shared: &ServerShared) -> Result<NodeStorage, JetStreamError> {
     let memory_dir = shared.config.store_dir.join(MEMORY_DIR);
     let memory_options = LogOptions {
@@ -426,7 +439,14 @@ async fn reconcile_on_meta_changes(
 /// now and then reconciles to retry offline streams that may start now.
 async fn supervise(js: Weak<JetStream>, shutdown: CancellationToken) {
     let mut next_offline_retry = tokio::time::Instant::now() + supervisor::RETRY_OFFLINE_EVERY;
-    let Some(stopped) = js.upgrade().map(|js| js.catalog().group_stopped.clone()) else {
+    let Some((stopped, damage)) = js.upgrade().map(|js| {
+        let catalog = js.catalog();
+        let storage = catalog.registry_for(StorageType::File).storage();
+        (
+            catalog.group_stopped.clone(),
+            storage.state.damage().clone(),
+        )
+    }) else {
         return;
     };
     let mut pass_after = supervisor::SUPERVISE_EVERY;
@@ -436,6 +456,7 @@ async fn supervise(js: Weak<JetStream>, shutdown: CancellationToken) {
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = stopped.notified() => {}
+            _ = damage.reported() => {}
             _ = tokio::time::sleep(pass_after) => {}
         }
         let Some(js) = js.upgrade() else { return };

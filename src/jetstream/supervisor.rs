@@ -11,6 +11,11 @@
 //! Until a restart succeeds proposals to the group fail with 10008 and the next pass retries,
 //! so the group comes back when space does.
 //!
+//! A group whose stored state a read found damaged (`consensus::damage`, ADR 0018) is
+//! restarted the same way, the restart setting the damaged state aside so the replica is
+//! rebuilt from its peers; a single-replica stream goes offline instead (10194 naming the
+//! damage), its data left in place.
+//!
 //! Every `RETRY_OFFLINE_EVERY` it also retries offline streams whose log is not corrupt (their
 //! start failed for another reason, which may have passed): that is a reconciliation, so the
 //! task's loop lives with reconciliation in `lifecycle` and calls the checks here.
@@ -21,8 +26,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::catalog::Catalog;
+use super::error::JetStreamError;
 use super::groups;
 use super::leadership;
+use super::lifecycle;
 use super::stream::{stopped_reason, StreamHandle};
 use crate::consensus::{GroupRegistry, RaftGroup};
 
@@ -95,16 +102,33 @@ pub(super) fn any_stopped(catalog: &Catalog) -> bool {
         || catalog
             .running_groups()
             .iter()
-            .any(|(_, handle)| handle.is_stopped())
+            .any(|(_, handle)| needs_restart(catalog, handle))
 }
 
-/// Restarts every running stream whose group stopped.
+/// Why a running stream's group must be restarted: it stopped, or a read found its stored
+/// state damaged (`consensus::damage`; the restart sets it aside, ADR 0018).
+fn restart_reason(catalog: &Catalog, handle: &StreamHandle) -> Option<String> {
+    let group = handle.group();
+    stopped_reason(&group).or_else(|| {
+        let storage = handle.view().read(|g| g.stream().config().storage);
+        let damage = catalog.registry_for(storage).storage().state.damage();
+        damage
+            .reason(group.id())
+            .map(|reason| format!("its stored state is damaged: {reason}"))
+    })
+}
+
+fn needs_restart(catalog: &Catalog, handle: &StreamHandle) -> bool {
+    restart_reason(catalog, handle).is_some()
+}
+
+/// Restarts every running stream whose group stopped or was found damaged.
 pub(super) async fn restart_stopped_streams(catalog: &Arc<Catalog>) {
     let stopped: Vec<Arc<StreamHandle>> = catalog
         .running_groups()
         .into_iter()
         .map(|(_, handle)| handle)
-        .filter(|handle| handle.is_stopped())
+        .filter(|handle| needs_restart(catalog, handle))
         .collect();
     for handle in stopped {
         restart_stream(catalog, &handle).await;
@@ -127,9 +151,26 @@ async fn restart_stream(catalog: &Arc<Catalog>, handle: &Arc<StreamHandle>) {
         return;
     };
     let group = handle.group();
-    let reason = stopped_reason(&group).unwrap_or_default();
+    let reason = restart_reason(catalog, handle).unwrap_or_default();
     catalog.delivery().leadership_lost(&name);
     let registry = catalog.registry_for(assignment.config.storage);
+    let damage = registry.storage().state.damage().reason(group.id());
+    if let Some(damage) = damage.filter(|_| assignment.replicas.len() < 2) {
+        // A single replica cannot be rebuilt: the stream goes offline, its data in place.
+        lifecycle::take_down_running(catalog, &name);
+        if let Err(e) = registry.stop(group.id()).await {
+            tracing::debug!(
+                group = group.id(),
+                "damaged group did not stop cleanly: {e}"
+            );
+        }
+        let error = JetStreamError::Damaged {
+            group: group.id(),
+            reason: damage,
+        };
+        lifecycle::set_offline(catalog, &name, &assignment, error.to_string());
+        return;
+    }
     let what = format!("stream {name}");
     let restart = groups::open_stream_group(catalog, &assignment);
     if let Some((restarted, view)) =
@@ -140,13 +181,12 @@ async fn restart_stream(catalog: &Arc<Catalog>, handle: &Arc<StreamHandle>) {
     }
 }
 
-/// Whether an offline stream's log is not corrupt, so that starting it again may work now.
+/// Whether an offline stream's log is not corrupt nor its state damaged, so that starting it
+/// again may work now.
 pub(super) fn offline_worth_retrying(catalog: &Catalog) -> bool {
     catalog.any_offline(|stream| {
-        !catalog
-            .registry_for(stream.storage)
-            .storage()
-            .log
-            .is_corrupt(stream.group)
+        let storage = catalog.registry_for(stream.storage).storage();
+        !storage.log.is_corrupt(stream.group)
+            && storage.state.damage().reason(stream.group).is_none()
     })
 }

@@ -13,6 +13,8 @@ pub enum Files {
     Wal,
     /// sled's files (`state/`: `db`, `conf`, `blobs/*`, `snap.*`).
     Sled,
+    /// The stored message blocks, through sled ([`flip_in_message_blocks`]).
+    Blocks,
 }
 
 /// How to damage them.
@@ -64,14 +66,14 @@ pub fn files(store: &Path, kind: Files) -> Vec<(PathBuf, u64)> {
     let mut out = Vec::new();
     let root = match kind {
         Files::Wal => store.join("log"),
-        Files::Sled => store.join("state"),
+        Files::Sled | Files::Blocks => store.join("state"),
     };
     collect(&root, &mut out);
     out.retain(|(path, len)| {
         *len > 0
             && match kind {
                 Files::Wal => path.extension().is_some_and(|e| e == "wal"),
-                Files::Sled => true,
+                Files::Sled | Files::Blocks => true,
             }
     });
     out.sort();
@@ -96,6 +98,9 @@ fn collect(dir: &Path, out: &mut Vec<(PathBuf, u64)>) {
 /// Damages the `kind` files of the (stopped) node whose store is `store`; returns what was
 /// done, one line per change, for the test's output.
 pub fn damage(store: &Path, kind: Files, how: Damage, rng: &mut Rng) -> Vec<String> {
+    if let (Files::Blocks, Damage::Flips(count)) = (kind, how) {
+        return flip_in_message_blocks(store, count, rng);
+    }
     let files = files(store, kind);
     assert!(!files.is_empty(), "no {kind:?} files under {store:?}");
     let total: u64 = files.iter().map(|(_, len)| len).sum();
@@ -148,4 +153,36 @@ fn flip(path: &Path, offset: u64, bit: u8) {
     file.seek(SeekFrom::Start(offset)).unwrap();
     file.write_all(&byte).unwrap();
     file.sync_all().unwrap();
+}
+
+/// Flips `count` single bits at seeded offsets inside the stored message blocks (`b/` values)
+/// of every stream group of the (stopped) node whose store is `store`, writing them back
+/// through sled: sled's own record checksums then hold, so only jetraft's block checksum
+/// (ADR 0018) can tell. Returns what was done, one line per change.
+pub fn flip_in_message_blocks(store: &Path, count: usize, rng: &mut Rng) -> Vec<String> {
+    /// The sled tree of every group's keys, and where a key's group prefix ends
+    /// (`consensus/state_db.rs`: group id u64, space u8, then the machine's key).
+    const GROUPS_TREE: &str = "raft-groups";
+    const PREFIX_LEN: usize = 9;
+    let db = sled::open(store.join("state")).expect("the stopped node's sled opens");
+    let tree = db.open_tree(GROUPS_TREE).unwrap();
+    let blocks: Vec<sled::IVec> = tree
+        .iter()
+        .keys()
+        .map(Result::unwrap)
+        .filter(|key| key.len() > PREFIX_LEN && key[PREFIX_LEN..].starts_with(b"b/"))
+        .collect();
+    assert!(!blocks.is_empty(), "no message block under {store:?}");
+    let mut done = Vec::new();
+    for _ in 0..count {
+        let key = &blocks[rng.below(blocks.len() as u64) as usize];
+        let mut value = tree.get(key).unwrap().unwrap().to_vec();
+        let at = rng.below(value.len() as u64) as usize;
+        let bit = rng.below(8) as u8;
+        value[at] ^= 1 << bit;
+        tree.insert(key, value).unwrap();
+        done.push(format!("flipped bit {bit} at {at} of block key {key:?}"));
+    }
+    db.flush().unwrap();
+    done
 }

@@ -361,6 +361,28 @@ impl JsFixture {
         .await;
     }
 
+    /// Reports the stored state of stream `name` damaged on the node leading it, as a read
+    /// that failed its check does (`consensus::damage`); returns that node's index.
+    pub fn report_damage_on_leader(&self, name: &str, reason: &str) -> usize {
+        let (index, js) = self
+            .nodes
+            .iter()
+            .enumerate()
+            .find_map(|(i, node)| {
+                let js = node.as_ref()?.jetstream()?;
+                js.leads_stream(name).then_some((i, js))
+            })
+            .unwrap_or_else(|| panic!("no node leads {name}"));
+        let group = js.assignment(name).expect("assigned").group;
+        js.state_damage().report(group, reason);
+        index
+    }
+
+    /// The store directory of node `i`.
+    pub fn store_dir(&self, i: usize) -> &std::path::Path {
+        &self.configs[i].store_dir
+    }
+
     /// WAL fsyncs so far, summed over the nodes.
     /// The message block caches of the running nodes.
     pub fn block_caches(&self) -> Vec<jetraft::jetstream::stream_machine::CacheStats> {

@@ -94,12 +94,21 @@ pub fn answers_for_stream(js: &JetStream, stream: &str) -> bool {
     if !js.stream_leaderless(stream).is_some_and(waited_out) {
         return false;
     }
-    let Some(handle) = js.stream(stream) else {
+    let Some(voters) = stream_voters(js, stream) else {
         return false;
     };
-    is_lowest_reachable(js.node_id(), &handle.group().voter_ids(), |peer| {
-        js.topology().reaches(peer)
-    })
+    is_lowest_reachable(js.node_id(), &voters, |peer| js.topology().reaches(peer))
+}
+
+/// The voters of `stream`'s group as this replica knows them: its group's membership, or,
+/// while it knows none (a replica rebuilt empty after corruption, ADR 0015, learns it only
+/// from a leader), the stream's placement, which it always has.
+fn stream_voters(js: &JetStream, stream: &str) -> Option<BTreeSet<NodeId>> {
+    let voters = js.stream(stream)?.group().voter_ids();
+    if !voters.is_empty() {
+        return Some(voters);
+    }
+    Some(js.assignment(stream)?.replicas.into_iter().collect())
 }
 
 /// Whether this node answers what the meta leader would, there being none: it has known no
@@ -133,6 +142,17 @@ pub async fn answer_for_stream(
     msg: &Message,
 ) -> Option<Vec<u8>> {
     use ApiRequest as R;
+    let no_majority = request
+        .stream()
+        .and_then(|stream| lost_to_corruption(js, stream));
+    if let Some(reason) = no_majority {
+        if !matches!(request, R::ConsumerMsgNext { .. } | R::DirectGet { .. }) {
+            js.count_api_call(true);
+            let response_type = request.response_type().unwrap_or(ResponseType::System);
+            let error = ApiError::with(ErrorKind::StreamOfflineReason, &[&reason]);
+            return Some(encode_error(response_type, &error));
+        }
+    }
     match request {
         // What only the stream's group (through its leader) can do.
         R::StreamUpdate { .. }
@@ -152,6 +172,31 @@ pub async fn answer_for_stream(
         // support with its error.
         _ => super::route(js, request, msg).await,
     }
+}
+
+/// Why `stream`'s group cannot elect a leader, if corruption is the cause (ADR 0018): this
+/// replica lost its state and no leader is there to rebuild it, or too few replicas are left
+/// that did not (ADR 0015: an amnesiac replica neither votes nor stands until a leader
+/// rebuilt it). Counted from what this replica knows: itself, and the peers that refused its
+/// vote requests as amnesiac lately. Requests about it then answer 10194 naming the
+/// corruption (nats-server's `JSStreamOfflineReasonErrF`), not an info without a leader.
+fn lost_to_corruption(js: &JetStream, stream: &str) -> Option<String> {
+    let voters = stream_voters(js, stream)?;
+    let amnesiac = js.stream(stream)?.group().amnesiac_replicas();
+    let lost: Vec<String> = amnesiac
+        .intersection(&voters)
+        .map(|node| node.to_string())
+        .collect();
+    let quorum = voters.len() / 2 + 1;
+    let no_majority = voters.len() - lost.len() < quorum;
+    (no_majority || amnesiac.contains(&js.node_id())).then(|| {
+        format!(
+            "{} of {} replicas (node ids {}) lost their state to corruption and no leader is left to rebuild them from; the damaged data is kept under quarantine/",
+            lost.len(),
+            voters.len(),
+            lost.join(", ")
+        )
+    })
 }
 
 /// The reply for a request the meta leader would answer, there being none (see the module

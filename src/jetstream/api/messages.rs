@@ -50,7 +50,12 @@ pub fn get(js: &JetStream, stream: &str, body: &[u8]) -> Result<Vec<u8>, ApiErro
             time: Timestamp::from_unix_nanos(msg.ts_nanos),
         })
     });
-    let message = found.ok_or_else(|| ApiError::new(ErrorKind::NoMessageFound))?;
+    // A body that failed its check is not served, and the answer says why (the group is
+    // being set aside: ADR 0018), rather than "no message found".
+    let message = found.ok_or_else(|| match view.store().damage() {
+        Some(damage) => ApiError::with(ErrorKind::StreamOfflineReason, &[&damage]),
+        None => ApiError::new(ErrorKind::NoMessageFound),
+    })?;
     Ok(encode_success(
         ResponseType::StreamMsgGet,
         &MsgGetResponse { message },

@@ -27,7 +27,7 @@ use parking_lot::Mutex;
 use super::block::{Block, Body};
 use super::cache::{BlockCache, BlockKey};
 use super::keys;
-use crate::consensus::{MachineView, WriteTicket};
+use crate::consensus::{MachineError, MachineView, WriteTicket};
 use crate::jsapi::stream_config::StorageType;
 
 /// A fresh key space in the cache for every load of every stream.
@@ -88,6 +88,16 @@ impl MessageStore {
             cache,
             inner: Mutex::new(Inner::default()),
         }
+    }
+
+    /// Why this group's stored state was found damaged here, if it was (a body read failed
+    /// its check): the API answers 10194 naming it rather than "no message".
+    pub fn damage(&self) -> Option<String> {
+        self.inner
+            .lock()
+            .view
+            .as_ref()
+            .and_then(MachineView::damage)
     }
 
     /// When the node stops: lets go of the state store (readers that outlive the stop find no
@@ -198,7 +208,8 @@ impl MessageStore {
     }
 
     /// The body of message `seq`, or `None` if no block holds it (removed meanwhile). A
-    /// failed sled read is logged and answers `None`.
+    /// failed read is logged, reported as damage if it is (`failed_read`), and answers
+    /// `None`: a body failing its check is never served.
     pub fn body(&self, seq: u64) -> Option<Body> {
         match self.locate(seq)? {
             Found::Block { block, .. } => block.body(seq),
@@ -253,7 +264,7 @@ impl MessageStore {
                 let block = match read_block(&view, key) {
                     Ok(block) => Arc::new(block?),
                     Err(error) => {
-                        tracing::error!(group = view.group(), seq, %error, "reading a message block");
+                        failed_read(&view, seq, &error);
                         return None;
                     }
                 };
@@ -288,10 +299,7 @@ enum Found {
     Legacy(Body),
 }
 
-fn read_block(
-    view: &MachineView,
-    (_, first): BlockKey,
-) -> Result<Option<Block>, crate::consensus::MachineError> {
+fn read_block(view: &MachineView, (_, first): BlockKey) -> Result<Option<Block>, MachineError> {
     match view.get_written(&keys::block(first))? {
         Some(value) => Block::decode(value).map(Some),
         None => Ok(None),
@@ -300,10 +308,28 @@ fn read_block(
 
 /// A message of layout 1 (`m/<seq>`).
 fn legacy_body(view: &MachineView, seq: u64) -> Option<Body> {
-    let value = view.get_written(&keys::message(seq)).ok()??;
-    let msg: keys::StoredMsgV1 = keys::decode("message", &value).ok()?;
-    Some(Body {
-        headers: msg.headers,
-        payload: msg.payload,
-    })
+    let read = view
+        .get_written(&keys::message(seq))
+        .and_then(|value| value.map(|v| keys::decode("message", &v)).transpose());
+    match read {
+        Ok(msg) => msg.map(|msg: keys::StoredMsgV1| Body {
+            headers: msg.headers,
+            payload: msg.payload,
+        }),
+        Err(error) => {
+            failed_read(view, seq, &error);
+            None
+        }
+    }
+}
+
+/// A body that could not be read is not served (never altered bytes): the reader answers
+/// without it, and damage (a block failing its checksum, a panic inside sled) is reported
+/// for the group, whose replica the supervisor then sets aside and rebuilds, or whose stream
+/// it takes offline (ADR 0018).
+fn failed_read(view: &MachineView, seq: u64, error: &MachineError) {
+    tracing::error!(group = view.group(), seq, %error, "reading a message body");
+    if error.is_damage() {
+        view.report_damage(format!("reading message {seq}: {error}"));
+    }
 }

@@ -23,8 +23,11 @@ pub const LAYOUT_V1: u8 = 1;
 /// Layout 2: messages in `b/` blocks with `x/` tombstones; `m/` keys left by layout 1 are
 /// still read, and deleted as their messages go.
 pub const LAYOUT_V2: u8 = 2;
-/// Version byte of every value written by this code.
+/// Version byte of every value written by this code, `b/` blocks excepted.
 pub const VALUE_V1: u8 = 1;
+/// Version byte of the `b/` blocks written by this code: the postcard body follows a crc32c
+/// of it (ADR 0018). Blocks under [`VALUE_V1`] (no checksum) are still read.
+pub const BLOCK_V2: u8 = 2;
 
 pub const STREAM_CONFIG: &[u8] = b"s/config";
 pub const STREAM_STATE: &[u8] = b"s/state";
@@ -304,9 +307,10 @@ pub fn block_msg_len(subject: usize, headers: usize, payload: usize) -> usize {
     subject + headers + payload + 24
 }
 
-/// `b/<first seq>`: `VALUE_V1` ++ postcard of the block's messages in sequence order, each
-/// (seq, subject, headers, payload, time). Sequences are increasing but may have gaps
-/// (messages removed before the block was written).
+/// `b/<first seq>`: [`BLOCK_V2`] ++ crc32c of the rest (u32, little endian) ++ postcard of
+/// the block's messages in sequence order, each (seq, subject, headers, payload, time).
+/// Sequences are increasing but may have gaps (messages removed before the block was
+/// written).
 pub fn encode_block<'a>(messages: impl IntoIterator<Item = BlockMsg<'a>>) -> Bytes {
     let messages: Vec<BlockMsgRef<'a>> = messages
         .into_iter()
@@ -328,16 +332,39 @@ pub fn encode_block<'a>(messages: impl IntoIterator<Item = BlockMsg<'a>>) -> Byt
             )
         })
         .sum();
-    encode_with_capacity(&messages, capacity + 8)
+    let mut value = Vec::with_capacity(capacity + 8 + BLOCK_V2_HEADER);
+    value.push(BLOCK_V2);
+    value.extend_from_slice(&[0; 4]);
+    let mut value = postcard::to_extend(&messages, value).expect("in-memory encoding");
+    let crc = crc32c::crc32c(&value[BLOCK_V2_HEADER..]);
+    value[1..BLOCK_V2_HEADER].copy_from_slice(&crc.to_le_bytes());
+    Bytes::from(value)
 }
+
+/// The version byte and the checksum before a [`BLOCK_V2`] block's body.
+const BLOCK_V2_HEADER: usize = 5;
 
 /// The messages of a `b/` value, in sequence order, borrowed from it (nothing is copied:
 /// `load` reads the metadata of every message this way, the block cache the bodies'
-/// places).
+/// places). A [`BLOCK_V2`] value is checked against its checksum first: a damaged block
+/// is [`MachineError::Checksum`], never a message with altered bytes.
 pub fn parse_block(value: &[u8]) -> Result<Vec<BlockMsg<'_>>, MachineError> {
     let corrupt = |e: &dyn std::fmt::Display| MachineError::Corrupt(format!("message block: {e}"));
     let body = match value.split_first() {
         Some((&VALUE_V1, body)) => body,
+        Some((&BLOCK_V2, _)) if value.len() >= BLOCK_V2_HEADER => {
+            let (header, body) = value.split_at(BLOCK_V2_HEADER);
+            let stored = u32::from_le_bytes(header[1..].try_into().expect("4 bytes"));
+            let computed = crc32c::crc32c(body);
+            if stored != computed {
+                return Err(MachineError::Checksum {
+                    what: "message block",
+                    stored,
+                    computed,
+                });
+            }
+            body
+        }
         _ => return Err(corrupt(&"unknown value version")),
     };
     postcard::from_bytes(body).map_err(|e| corrupt(&e))
@@ -530,13 +557,39 @@ mod tests {
             ),
         ];
         let value = encode_block(msgs.iter().map(|(seq, msg)| block_msg(*seq, msg)));
-        assert_eq!(value[0], VALUE_V1);
+        assert_eq!(value[0], BLOCK_V2);
         assert_eq!(decode_block(&value).unwrap(), msgs.to_vec());
         // A message in a block is encoded as a `StoredMsgV1` after its sequence.
         let single = encode_block([block_msg(3, &msgs[0].1)]);
         let alone = encode(&StoredMsgV1::from(&msgs[0].1));
-        assert_eq!(&single[3..], &alone[1..]);
+        assert_eq!(&single[BLOCK_V2_HEADER + 2..], &alone[1..]);
         assert!(decode_block(&value[..value.len() - 1]).is_err());
+        // A block written before checksums (version 1: the same body, no crc) still reads.
+        let old = [&[VALUE_V1][..], &value[BLOCK_V2_HEADER..]].concat();
+        assert_eq!(decode_block(&old).unwrap(), msgs.to_vec());
+        assert!(block(1) < block(256) && tombstone(1) < tombstone(256));
+    }
+
+    #[test]
+    fn a_block_failing_its_checksum_is_refused_never_read() {
+        let msg = StoredMsg {
+            subject: "s.a".into(),
+            headers: None,
+            payload: Bytes::from_static(b"payload"),
+            ts_nanos: 1,
+        };
+        let value = encode_block([block_msg(4, &msg)]);
+        // Every single bit flip, in the checksum or the body, is caught.
+        for bit in 8..value.len() * 8 {
+            let mut flipped = value.to_vec();
+            flipped[bit / 8] ^= 1 << (bit % 8);
+            match parse_block(&flipped) {
+                Err(MachineError::Checksum { what, .. }) => assert_eq!(what, "message block"),
+                other => panic!("bit {bit}: {other:?}"),
+            }
+        }
+        // A block too short to hold its checksum.
+        assert!(parse_block(&[BLOCK_V2, 1, 2]).is_err());
         assert!(block(1) < block(256) && tombstone(1) < tombstone(256));
     }
 

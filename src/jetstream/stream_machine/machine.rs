@@ -65,6 +65,14 @@ impl StreamMachine {
 }
 
 impl GroupMachine for StreamMachine {
+    /// Message blocks carry a checksum (ADR 0018): checked before they leave in a snapshot.
+    fn stored_value_check(&self) -> crate::consensus::machine::StoredValueCheck {
+        |key, value| match key.starts_with(keys::BLOCK_PREFIX) {
+            true => keys::parse_block(value).map(drop),
+            false => Ok(()),
+        }
+    }
+
     fn load(&mut self, view: &MachineView) -> Result<(), MachineError> {
         let (group, persisted) = match view.get(keys::LAYOUT)? {
             None => {

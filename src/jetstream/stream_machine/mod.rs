@@ -6,7 +6,8 @@
 //! - `response.rs`: the responses' format (a `StreamOutcome` or the API error).
 //! - `tests_formats.rs`: golden bytes of every command and response kind; `tests_load.rs`:
 //!   random command sequences applied and reloaded, and what an apply writes;
-//!   `tests_layouts.rs`: state written by earlier layouts and record versions still loads.
+//!   `tests_layouts.rs`: state written by earlier layouts and record versions still loads;
+//!   `tests_damage.rs`: a block failing its checksum is refused, never served.
 //! - `machine.rs`: [`StreamMachine`], the `consensus::GroupMachine` (apply, finish, load).
 //! - `stage.rs`: which keys an applied command changed, staged into the `MachineTxn`; what is
 //!   batched per apply call (message blocks, pending chunks, state records) is written by
@@ -89,6 +90,8 @@ mod view;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_damage;
 #[cfg(test)]
 mod tests_formats;
 #[cfg(test)]

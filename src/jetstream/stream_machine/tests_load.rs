@@ -104,7 +104,7 @@ impl Harness {
         self.reloaded_view().read(StreamGroup::clone)
     }
 
-    fn reloaded_view(&self) -> StreamView {
+    pub fn reloaded_view(&self) -> StreamView {
         let cache = Arc::new(BlockCache::new(TINY_CACHE));
         let (mut machine, view) = StreamMachine::new(StreamConfig::new("OTHER", &["o"]), cache);
         machine.load(&self.view).unwrap();

@@ -117,9 +117,11 @@
 //!   return [`LogError::GroupCorrupt`], writes other than `DropGroup` are refused, and the mark
 //!   is kept in every checkpoint until the group is dropped, so the node refuses to serve that
 //!   stream rather than serve a log with a hole. Never silently skipped.
-//! - **Damage that cannot be pinned to a group** (a damaged record header, a damaged header of
-//!   an older segment, data after a seal, an older segment without a seal — i.e. truncated —,
-//!   or a missing segment file): [`LogEngine::open`] fails with [`LogError::Corrupt`] naming
+//! - **A damaged header of an older segment** is rebuilt from the file name (it holds only the
+//!   magic, the format version and the id) and reported in
+//!   [`RecoveryReport::rebuilt_segment_headers`]; its records are checked as always.
+//! - **Damage that cannot be pinned to a group** (a damaged record header, data after a seal,
+//!   an older segment without a seal — i.e. truncated —, or a missing segment file): [`LogEngine::open`] fails with [`LogError::Corrupt`] naming
 //!   the file and offset. An operator must decide (e.g. wipe the node and re-sync it).
 //!
 //! # Failed writes

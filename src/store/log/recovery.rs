@@ -164,7 +164,14 @@ impl Replay {
                 return Ok(Outcome::TornHeader)
             }
             Err(BadSegmentHeader::Damaged) => {
-                return Err(segment.corrupt(0, "damaged segment header"))
+                // The header holds nothing but the magic, the format version and the id the
+                // file name gives (`encode_segment_header`): it is taken as rebuilt from
+                // those, and the records, each with its own CRCs, decide (ADR 0018).
+                tracing::warn!(
+                    file = %segment.path.display(),
+                    "damaged segment header: rebuilt from the file name; its records are checked one by one"
+                );
+                self.report.rebuilt_segment_headers.push(segment.id);
             }
             Err(BadSegmentHeader::UnsupportedVersion(version)) => {
                 return Err(segment.corrupt(4, format!("unsupported format version {version}")))

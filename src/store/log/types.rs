@@ -162,6 +162,9 @@ pub struct RecoveryReport {
     pub corruptions: Vec<Corruption>,
     /// Groups left with damaged, still-live data: they refuse reads and writes.
     pub corrupt_groups: Vec<u64>,
+    /// Segments (ids) of an older segment whose damaged header was rebuilt from the file
+    /// name: it carries nothing else, and every record after it passed its own checks.
+    pub rebuilt_segment_headers: Vec<u64>,
     /// Groups present after recovery.
     pub groups: usize,
 }

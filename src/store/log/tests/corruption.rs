@@ -134,6 +134,24 @@ fn damaged_header_in_the_middle_refuses_to_open() {
 }
 
 #[test]
+fn a_damaged_header_of_an_older_segment_is_rebuilt_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (segment, _) = log_with_three_entries(dir.path());
+    drop(open(dir.path())); // sealed: no longer the newest segment
+    for byte in [1, 9, 17] {
+        // the magic, the id, the CRC
+        flip_byte(&segment, byte);
+        let (engine, report) = open(dir.path());
+        assert_eq!(report.rebuilt_segment_headers.len(), 1, "byte {byte}");
+        assert!(report.corruptions.is_empty() && report.corrupt_groups.is_empty());
+        assert_eq!(indices(&engine, 1), vec![1, 2, 3]);
+        assert_eq!(indices(&engine, 2), vec![1, 2]);
+        drop(engine);
+        flip_byte(&segment, byte);
+    }
+}
+
+#[test]
 fn damage_in_an_older_segment_is_never_a_torn_tail() {
     let dir = tempfile::tempdir().unwrap();
     let (segment, _) = log_with_three_entries(dir.path());
