@@ -18,7 +18,7 @@ impl StreamState {
         self.config = config;
         let mut removed = self.enforce_per_subject_limit_everywhere();
         removed.extend(self.enforce_stream_limits());
-        removed.extend(self.expire(now_nanos));
+        removed.extend(self.expire_without_markers(now_nanos));
         removed
     }
 }
