@@ -7,7 +7,11 @@
 //!   those marked `Nats-TTL: never`.
 //! - A message with a TTL goes once `ts + ttl <= now` (when `allow_msg_ttl` is on; a
 //!   stream without it never stored one from a publish). The deadline index
-//!   (`ttl_index.rs`) yields them without a walk.
+//!   (`ttl_index.rs`) yields them without a walk. On a stream that leaves markers and keeps
+//!   more than one message per subject, a TTL shorter than the marker TTL counts as the
+//!   marker TTL, as nats-server raises it when storing (so a marker cannot be missed): the
+//!   rule is applied when the entry comes due, with the config of that moment, and the
+//!   entry waits in the index's raised set.
 //! - When either removal takes the last message of a subject, and that message was not
 //!   itself a tombstone (a marker or a key-value purge), the stream stores a marker on the
 //!   subject at `now`: headers `Nats-Marker-Reason: MaxAge`, `Nats-TTL: <marker ttl>`,
@@ -67,7 +71,18 @@ impl StreamState {
             );
         }
         if self.config.allow_msg_ttl {
-            doomed.extend(self.ttls.take_due(now_nanos));
+            let minimum = self.minimum_ttl_nanos();
+            for (seq, own_deadline) in self.ttls.take_due(now_nanos) {
+                let Some(ts_nanos) = self.messages.get(seq).map(|msg| msg.ts_nanos) else {
+                    continue;
+                };
+                let deadline = own_deadline.max(ts_nanos.saturating_add(minimum));
+                if deadline > now_nanos {
+                    self.ttls.raise(seq, own_deadline, deadline);
+                } else {
+                    doomed.push(seq);
+                }
+            }
         }
         let mut expired = Expired::default();
         let mut emptied: Vec<String> = Vec::new();
@@ -112,6 +127,19 @@ impl StreamState {
         match (by_age, by_ttl) {
             (Some(age), Some(ttl)) => Some(age.min(ttl)),
             (age, ttl) => age.or(ttl),
+        }
+    }
+
+    /// The shortest TTL the stream lets a message have: on a stream that leaves markers
+    /// (but keeps more than one message per subject), the marker TTL, so that no marker is
+    /// missed while one is still on the subject (nats-server's rule in
+    /// `processJetStreamMsg`); else 0.
+    fn minimum_ttl_nanos(&self) -> i64 {
+        match self.marker_ttl_seconds() {
+            Some(seconds) if self.config.max_msgs_per_subject != 1 => {
+                (seconds as i64).saturating_mul(1_000_000_000)
+            }
+            _ => 0,
         }
     }
 

@@ -74,22 +74,22 @@ fn the_last_message_of_a_subject_leaves_a_marker_that_expires_alone() {
     config.subject_delete_marker_ttl = 60 * SEC;
     config.allow_rollup_hdrs = true;
     let mut stream = StreamState::new(config);
-    publish_ttl(&mut stream, "s.a", Some("5"), 0);
-    publish_ttl(&mut stream, "s.b", Some("5"), 0);
+    publish_ttl(&mut stream, "s.a", Some("60"), 0);
+    publish_ttl(&mut stream, "s.b", Some("60"), 0);
     publish_ttl(&mut stream, "s.b", None, SEC);
-    let expired = stream.expire(5 * SEC);
+    let expired = stream.expire(60 * SEC);
     assert_eq!(expired.removed, vec![1, 2]);
     // Only s.a was emptied.
     assert_eq!(expired.markers, vec![4]);
     let marker = stream.get(4).unwrap();
-    assert_eq!((marker.subject, marker.ts_nanos), ("s.a", 5 * SEC));
+    assert_eq!((marker.subject, marker.ts_nanos), ("s.a", 60 * SEC));
     let headers = stream.marker_headers().unwrap();
     assert_eq!(
         marker.stored_size,
         stored_size(stream.limits().storage, 3, headers.len(), 0)
     );
-    assert_eq!(stream.next_expiry_at(), Some(65 * SEC));
-    let expired = stream.expire(65 * SEC);
+    assert_eq!(stream.next_expiry_at(), Some(120 * SEC));
+    let expired = stream.expire(120 * SEC);
     assert_eq!(
         expired,
         Expired {
@@ -159,4 +159,30 @@ fn restore_rebuilds_the_index_from_the_headers() {
     assert_eq!(restored.next_expiry_at(), stream.next_expiry_at());
     let mut reloaded = restored.clone();
     assert_eq!(reloaded.expire(6 * SEC), stream.expire(6 * SEC));
+}
+
+#[test]
+fn a_marker_stream_keeps_a_message_at_least_the_marker_ttl() {
+    let mut config = ttl_config();
+    config.subject_delete_marker_ttl = 5 * SEC;
+    config.allow_rollup_hdrs = true;
+    let mut stream = StreamState::new(config.clone());
+    publish_ttl(&mut stream, "s.a", Some("1"), 0);
+    assert_eq!(stream.next_expiry_at(), Some(SEC));
+    assert!(stream.expire(SEC).removed.is_empty());
+    assert_eq!(stream.next_expiry_at(), Some(5 * SEC));
+    // A replica that reloaded knows only the own deadline: same verdicts, same state.
+    let mut restoring = StreamState::restoring();
+    let headers = b"NATS/1.0\r\nNats-TTL: 1\r\n\r\n";
+    restoring.push(1, stream.get(1).unwrap(), Some(headers));
+    let mut reloaded = StreamState::restore_from(config.clone(), stream.scalars(), restoring, []);
+    assert_eq!(reloaded, stream);
+    assert!(reloaded.expire(2 * SEC).removed.is_empty());
+    assert_eq!(stream.expire(5 * SEC), reloaded.expire(5 * SEC));
+    assert!(!stream.contains(1));
+    // With one message per subject there is no raise.
+    config.max_msgs_per_subject = 1;
+    let mut single = StreamState::new(config);
+    publish_ttl(&mut single, "s.a", Some("1"), 0);
+    assert_eq!(single.expire(SEC).removed, vec![1]);
 }
