@@ -31,8 +31,8 @@ for bin in "$@"; do
     PORT=$((PORT + 1))
     dir=$(mktemp -d)
     case "$(basename "$bin")" in
-    nats-server*) "$bin" -a 127.0.0.1 -p "$PORT" -js -sd "$dir" >"$dir/log" 2>&1 & ;;
-    *) "$bin" -a 127.0.0.1 -p "$PORT" --jetstream --store_dir "$dir" >"$dir/log" 2>&1 & ;;
+    nats-server*) "$bin" -a 127.0.0.1 -p "$PORT" -js -sd "$dir/store" >"$dir/server.log" 2>&1 & ;;
+    *) "$bin" -a 127.0.0.1 -p "$PORT" --jetstream --store_dir "$dir/store" >"$dir/server.log" 2>&1 & ;;
     esac
     pid=$!
     sleep 0.2
