@@ -44,10 +44,10 @@ for bin in "$@"; do
         --ttl "$TTL" 2>&1 | tail -1)
     rss_pub=$(rss_mb "$pid")
     cpu_pub=$(cpu_s "$pid")
-    started=$(grep -o 'started_at [0-9.]*' <<<"$out" | cut -d' ' -f2)
+    started=$(grep -o 'started_at [0-9.]*' <<<"$out" | cut -d' ' -f2 || true)
     empty=$(timeout 900 python3 "$HERE/ttl.py" --url "nats://127.0.0.1:$PORT" --only-wait \
         --wait $((TTL * 4 + 120)) 2>&1 | tail -1)
-    empty_at=$(grep -o 'empty_at [0-9.]*' <<<"$empty" | cut -d' ' -f2)
+    empty_at=$(grep -o 'empty_at [0-9.]*' <<<"$empty" | cut -d' ' -f2 || true)
     after="none"
     [[ -n "$empty_at" && -n "$started" ]] && after=$(echo "$empty_at - $started" | bc)
     rss_end=$(rss_mb "$pid")
