@@ -29,7 +29,7 @@ use super::stream_machine::entry;
 use crate::consensus::gather::Bursts;
 use crate::jsapi::{ApiError, ErrorKind, PubAck, PubAckResponse};
 use crate::jscore::group::StreamOutcome;
-use crate::jscore::stream::{refuse_unsupported_headers, AppendError, AppendOutcome};
+use crate::jscore::stream::{refuse_unsupported_headers, AppendError, AppendOutcome, MsgTtls};
 use crate::server::dispatch::{self, Dispatch};
 use crate::server::message::Message;
 use crate::server::subscription::{InternalSubscriber, Subscription};
@@ -107,10 +107,11 @@ impl InternalSubscriber for Ingest {
             self.refuse(msg);
             return true;
         }
-        // Headers of features jetraft does not implement (TTL, counters, batches, schedules):
-        // refused here, before the proposal, as nats-server does; never stored and ignored.
+        // Headers of features jetraft does not implement (counters, batches, schedules) and
+        // TTLs the stream does not take or cannot read: refused here, before the proposal,
+        // as nats-server does; never stored and ignored.
         let unsupported = msg.headers.as_deref().map_or(Ok(()), |block| {
-            refuse_unsupported_headers(block, &self.stream)
+            refuse_unsupported_headers(block, &self.stream, self.msg_ttls())
         });
         if let Err(error) = unsupported {
             self.backlog.taken(msg);
@@ -130,6 +131,22 @@ impl InternalSubscriber for Ingest {
 }
 
 impl Ingest {
+    /// Whether the stream takes `Nats-TTL` (its replicated `allow_msg_ttl`, which can
+    /// only be switched on); read only for publishes with headers.
+    fn msg_ttls(&self) -> MsgTtls {
+        let allowed = self.start.as_ref().is_some_and(|start| {
+            start
+                .stream
+                .view()
+                .read(|group| group.stream().config().allow_msg_ttl)
+        });
+        if allowed {
+            MsgTtls::Allowed
+        } else {
+            MsgTtls::Disabled
+        }
+    }
+
     /// The ingest task's queue, starting the task on first use; None once the server is
     /// gone.
     fn queue(&self) -> Option<&mpsc::UnboundedSender<Message>> {

@@ -10,23 +10,20 @@
 //! with 10012 (consumer create failed), each naming the JSON field, so a user sees which
 //! setting to drop. When a feature is implemented, its line here goes.
 //!
-//! One exception: `allow_msg_ttl: true` alone is accepted and recorded as `false`, which is
-//! what a nats-server older than 2.11 (one without per-message TTLs) does with it. nats-py
-//! 2.16 sets it on every key-value bucket it creates, so refusing it would break the default
-//! `create_key_value`. The stream then reports `allow_msg_ttl: false`, and a publish with
-//! `Nats-TTL` is refused with 10166 (per-message TTL is disabled), as nats-server refuses it
-//! on such a stream: the TTL is never stored and ignored. `subject_delete_marker_ttl` (which
-//! needs TTLs) is refused. Likewise `allow_atomic: true` and `allow_batched: true` are recorded
-//! as `false`: the nats CLI's `nats bench js` sets both on the streams it creates; the stream
-//! then reports both off (clients gate batch publishing on them), and a batch publish
-//! (`Nats-Batch-Id`) is refused with 10174 (atomic publish is disabled).
+//! One exception: `allow_atomic: true` and `allow_batched: true` are recorded as `false`
+//! (what a nats-server without those features does with them): the nats CLI's `nats bench
+//! js` sets both on the streams it creates; the stream then reports both off (clients gate
+//! batch publishing on them), and a batch publish (`Nats-Batch-Id`) is refused with 10174
+//! (atomic publish is disabled).
 //!
 //! Accepted on purpose although jetraft does something stronger than asked: `persist_mode:
 //! async` (every write is committed through Raft before the ack anyway), `compression: s2`
 //! (transparent to clients; stored uncompressed), consumer `mem_storage` and a consumer
 //! `num_replicas` below the stream's (consumer state always lives in the stream's group).
 //!
-//! Consumer `pause_until` and the priority-group settings were refused here until they were
+//! Per-message TTLs (`allow_msg_ttl`, recorded as `false` until they were implemented) and
+//! `subject_delete_marker_ttl` are implemented (`jscore::stream::{ttl, expire}`). Consumer
+//! `pause_until` and the priority-group settings were refused here until they were
 //! implemented (`jscore::consumer::pause`, `jetstream::delivery::{pause, priority}`); so were
 //! a stream's `subject_transform`, `republish`, `mirror` and `sources` (`jetstream::republish`,
 //! `jetstream::sourcing`). Of mirrors and sources, an `external` origin (another account or
@@ -43,11 +40,10 @@ fn not_supported(what: &str, field: &str) -> String {
 
 impl StreamConfig {
     /// The (normalized, validated) config as jetraft stores it, or 10052 if it sets a stream
-    /// feature jetraft does not implement. `allow_msg_ttl`, `allow_atomic` and `allow_batched`
+    /// feature jetraft does not implement. `allow_atomic` and `allow_batched`
     /// are recorded as `false` (see the module docs). Placement is the placement module's (it needs the topology).
     pub fn refuse_unsupported(mut self) -> Result<StreamConfig, ApiError> {
         self.check_supported()?;
-        self.allow_msg_ttl = false;
         self.allow_atomic = false;
         self.allow_batched = false;
         Ok(self)
@@ -59,7 +55,7 @@ impl StreamConfig {
     }
 
     fn check_supported(&self) -> Result<(), ApiError> {
-        let refusals: [(bool, &str, &str); 8] = [
+        let refusals: [(bool, &str, &str); 7] = [
             // Origins in another account or domain (read through another API prefix), and
             // 2.14's durable sourcing consumers.
             (
@@ -71,11 +67,6 @@ impl StreamConfig {
                 self.origins().any(|origin| origin.consumer.is_some()),
                 "sourcing consumers are",
                 "consumer",
-            ),
-            (
-                self.subject_delete_marker_ttl != 0,
-                "subject delete markers are",
-                "subject_delete_marker_ttl",
             ),
             (
                 self.allow_msg_counter,

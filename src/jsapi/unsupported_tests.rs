@@ -35,12 +35,14 @@ fn stream_with(field: &str, value: Value) -> StreamConfig {
 #[test]
 fn client_default_streams_are_accepted() {
     stream(&natscli_stream()).refuse_unsupported().unwrap();
-    // nats-py 2.16's key-value bucket sets `allow_msg_ttl`: accepted, recorded as false (what a
-    // nats-server without per-message TTLs does), so TTL publishes get 10166.
+    // Per-message TTLs and delete markers are implemented: stored as asked (nats-py 2.16's
+    // key-value bucket sets `allow_msg_ttl`; `nats kv add --marker-ttl` the marker TTL).
     let mut body = natscli_stream();
     body["allow_msg_ttl"] = json!(true);
+    body["subject_delete_marker_ttl"] = json!(5_000_000_000i64);
     let stored = stream(&body).refuse_unsupported().unwrap();
-    assert!(!stored.allow_msg_ttl);
+    assert!(stored.allow_msg_ttl);
+    assert_eq!(stored.subject_delete_marker_ttl, 5_000_000_000);
     // `nats bench js` (nats CLI 0.5.0) sets `allow_atomic` and `allow_batched` on its streams:
     // recorded as false,
     // so batch publishes get 10174.
@@ -93,7 +95,6 @@ fn every_unsupported_stream_setting_is_refused_with_10052_naming_it() {
             "external",
             json!({"name":"ORIGIN","external":{"api":"$JS.other.API"}}),
         ),
-        ("subject_delete_marker_ttl", json!(5_000_000_000i64)),
         ("allow_msg_counter", json!(true)),
         ("allow_msg_schedules", json!(true)),
         ("no_ack", json!(true)),

@@ -76,6 +76,12 @@ pub enum StreamOutcome {
     SourceSkipped {
         position: u64,
     },
+    /// An `Expire` that stored subject delete markers (ADR-48): what it removed, and the
+    /// markers' sequences. An `Expire` that stored none answers `Removed`.
+    Expired {
+        removed: Vec<u64>,
+        markers: Vec<u64>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -151,8 +157,17 @@ impl StreamGroup {
                 self.after_removal(vec![seq])
             }
             StreamCommand::Expire { now_nanos } => {
-                let removed = self.stream.expire(now_nanos);
-                self.after_removal(removed)
+                let expired = self.stream.expire(now_nanos);
+                if expired.markers.is_empty() {
+                    return self.after_removal(expired.removed);
+                }
+                if !expired.removed.is_empty() {
+                    self.notify_removed();
+                }
+                Ok(StreamOutcome::Expired {
+                    removed: expired.removed,
+                    markers: expired.markers,
+                })
             }
             StreamCommand::UpdateStream { config, now_nanos } => {
                 let removed = self.stream.update_config(config, now_nanos);

@@ -383,6 +383,29 @@ impl JsFixture {
         &self.configs[i].store_dir
     }
 
+    /// Waits until every running replica of stream `name` holds exactly `messages`
+    /// messages (expiry is applied by each replica from the log).
+    pub async fn wait_until_replicas_count(&self, name: &str, messages: u64) {
+        let replicas = self
+            .running()
+            .filter_map(|node| node.jetstream())
+            .flat_map(|js| js.replica_states())
+            .filter(|replica| replica.name == name)
+            .count();
+        wait_until(
+            &format!("every replica of {name} at {messages} messages"),
+            || {
+                self.running()
+                    .filter_map(|node| node.jetstream())
+                    .flat_map(|js| js.replica_states())
+                    .filter(|replica| replica.name == name && replica.messages == messages)
+                    .count()
+                    == replicas
+            },
+        )
+        .await;
+    }
+
     /// WAL fsyncs so far, summed over the nodes.
     /// The message block caches of the running nodes.
     pub fn block_caches(&self) -> Vec<jetraft::jetstream::stream_machine::CacheStats> {

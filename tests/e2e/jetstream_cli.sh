@@ -569,6 +569,24 @@ else
 fi
 for name in MIR AGG ORIG TRS; do run stream rm "$name" -f; done
 
+# ================= per-message TTLs and delete markers (issue 19) ============
+run stream add TTLS --subjects "ttls.*" --allow-msg-ttl --subject-del-markers-ttl 2s --defaults
+run pub ttls.a gone -H "Nats-TTL:1s"
+if poll_until 15 'Nats-Marker-Reason: MaxAge' stream get TTLS 2 && [[ $RC == 0 ]]; then
+    pass "nats pub -H Nats-TTL:1s on a stream with --subject-del-markers-ttl: the message expires, a MaxAge marker follows"
+else
+    fails_with "nats stream get TTLS 2 (expected a marker with Nats-Marker-Reason: MaxAge)"
+fi
+run stream rm TTLS -f
+run kv add TTLKV --marker-ttl 2s
+run kv create TTLKV k v --ttl 1s
+if [[ $RC == 0 ]] && poll_until 15 ' PURGE ' kv history TTLKV k; then
+    pass "nats kv add --marker-ttl, kv create --ttl 1s: the key expires and its history ends in a purge marker"
+else
+    fails_with "nats kv history TTLKV k (expected the expired key's marker as a PURGE)"
+fi
+run kv rm TTLKV -f
+
 # ========================================== schema validation, overall ======
 if grep -q "is not a valid" "$ALL_OUT"; then
     fail "natscli JSON-schema validation errors in some replies:"

@@ -422,6 +422,42 @@ async def t_key_value():
     finally:
         await nc.close()
 
+
+@check("key-value per-key TTL and limit markers: create(msg_ttl=1) expires, a watcher sees the marker as a PURGE")
+async def t_key_value_ttl():
+    nc, js = await connect()
+    try:
+        kv = await js.create_key_value(bucket="PYTTL", limit_marker_ttl=2)
+        status = await kv.status()
+        expect(status.marker_ttl == 2, f"marker_ttl={status.marker_ttl}")
+        watcher = await kv.watch("k")
+        await kv.create("k", b"v", msg_ttl=1)
+        ops = []
+        deadline = time.monotonic() + 10
+        while "PURGE" not in ops and time.monotonic() < deadline:
+            try:
+                entry = await watcher.updates(timeout=1)
+            except asyncio.TimeoutError:
+                continue
+            if entry is not None:
+                ops.append(entry.operation or "PUT")
+        expect(ops[:1] == ["PUT"] and "PURGE" in ops, f"watched operations {ops}")
+        # nats-py's get() reads the marker itself as an entry; once the marker's own TTL
+        # (2 s) has passed, the key is gone.
+        async def gone():
+            try:
+                await kv.get("k")
+                return False
+            except jserr.KeyNotFoundError:
+                return True
+
+        await poll(gone, bool, "the marker to expire", secs=10)
+        await watcher.stop()
+        await js.delete_key_value("PYTTL")
+    finally:
+        await nc.close()
+
+
 async def main():
     if not URL:
         print("FAIL: NATS_E2E_URL not set")

@@ -223,7 +223,7 @@ fn load_keys(view: &MachineView, layout: u8) -> Result<(StreamGroup, Persisted),
             ts_nanos: msg.ts_nanos,
             stored_size: stored_size(storage, msg.subject.len(), headers_len, msg.payload.len()),
         };
-        restoring.push(*seq, info);
+        restoring.push(*seq, info, msg.headers.as_deref());
     }
     drop(legacy_msgs);
     // Block messages below the first sequence, or tombstoned, were removed (see
@@ -255,7 +255,7 @@ fn load_keys(view: &MachineView, layout: u8) -> Result<(StreamGroup, Persisted),
                     msg.payload.len(),
                 ),
             };
-            restoring.push(msg.seq, info);
+            restoring.push(msg.seq, info, msg.headers);
             live += 1;
         }
         blocks.insert(first, BlockInfo { last_seq, live });

@@ -280,6 +280,18 @@ fn stage_messages(
             removed.to_vec()
         }
         (Ok(StreamOutcome::Removed { seqs }), None) => seqs.clone(),
+        (Ok(StreamOutcome::Expired { removed, markers }), None) => {
+            // Markers are made by the apply: their body is the stream's marker headers.
+            let headers = stream.marker_headers().map(Bytes::from);
+            for &seq in markers.iter().filter(|seq| stream.contains(**seq)) {
+                let body = Body {
+                    headers: headers.clone(),
+                    payload: Bytes::new(),
+                };
+                persisted.unflushed.push((seq, body));
+            }
+            removed.clone()
+        }
         (Ok(StreamOutcome::Consumer { removed, .. }), None) => removed.clone(),
         _ => Vec::new(),
     };

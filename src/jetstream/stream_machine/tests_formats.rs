@@ -196,6 +196,13 @@ fn response_samples() -> Vec<(Result<StreamOutcome, ApiError>, &'static str)> {
         ),
         (Ok(StreamOutcome::SourceSkipped { position: 9 }), "000609"),
         (
+            Ok(StreamOutcome::Expired {
+                removed: vec![1, 2],
+                markers: vec![3],
+            }),
+            "00070201020103",
+        ),
+        (
             Ok(StreamOutcome::Consumer {
                 outcome: ConsumerOutcome::Delivered(vec![Delivery {
                     stream_seq: 7,

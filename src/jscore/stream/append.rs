@@ -134,7 +134,12 @@ impl StreamState {
             headers_len,
             request.payload.len(),
         );
-        let seq = self.insert_next(&subject, request.now_nanos, size);
+        let seq = self.insert_next(
+            &subject,
+            request.now_nanos,
+            size,
+            request.headers.as_deref(),
+        );
         self.record_msg_id(msg_id, seq, request.now_nanos);
 
         let mut removed = self.enforce_limits_after_store(&subject);

@@ -36,6 +36,8 @@ pub enum AppendError {
     /// The publish headers of features jetraft refuses (`unsupported_headers`).
     #[error("per-message TTL is disabled")]
     TtlDisabled,
+    #[error("invalid per-message TTL")]
+    TtlInvalid,
     #[error("message counters is disabled")]
     CountersDisabled,
     #[error("message counter increment is invalid")]
@@ -72,6 +74,7 @@ impl AppendError {
                 ApiError::with_detail(ErrorKind::StreamStoreFailed, self)
             }
             AppendError::TtlDisabled => ApiError::new(ErrorKind::MessageTtlDisabled),
+            AppendError::TtlInvalid => ApiError::new(ErrorKind::MessageTtlInvalid),
             AppendError::CountersDisabled => ApiError::new(ErrorKind::MessageIncrDisabled),
             AppendError::CounterIncrementInvalid => ApiError::new(ErrorKind::MessageIncrInvalid),
             AppendError::AtomicPublishDisabled => ApiError::new(ErrorKind::AtomicPublishDisabled),

@@ -1,10 +1,12 @@
 //! The stream state machine: the messages of one stream and the rules for adding and
 //! removing them. `StreamState` (state.rs) holds the data and answers queries; each command
 //! has its own file: `append.rs` (publish with its checks), `remove.rs` (purge, delete,
-//! limits, max_age expiry, retention removal), `update.rs` (config changes). Helpers:
+//! limits, retention removal), `expire.rs` (max_age and per-message TTL expiry, delete
+//! markers), `update.rs` (config changes). Helpers:
 //! `message.rs` (a message's in-memory metadata, the whole message, its byte size), `subject_index.rs`, `dedup.rs`
 //! (duplicate window), `publish_headers.rs` (`Nats-*` headers), `unsupported_headers.rs` (the
-//! headers of features jetraft refuses), `limits.rs`, `error.rs`,
+//! headers of features jetraft refuses), `ttl.rs` (`Nats-TTL` and markers), `ttl_index.rs`
+//! (messages by TTL deadline), `limits.rs`, `error.rs`,
 //! `persist.rs` (export and restore, for the state machine that keeps a stream in sled).
 //!
 //! All of it is replicated state: a stream group applies the same commands in the same
@@ -14,6 +16,7 @@
 mod append;
 mod dedup;
 mod error;
+mod expire;
 mod limits;
 mod message;
 mod persist;
@@ -23,11 +26,15 @@ mod seq_map;
 mod sourced;
 mod state;
 mod subject_index;
+mod ttl;
+mod ttl_index;
 mod unsupported_headers;
 mod update;
 
 #[cfg(test)]
 mod tests_append;
+#[cfg(test)]
+mod tests_expire;
 #[cfg(test)]
 mod tests_remove;
 #[cfg(test)]
@@ -35,10 +42,12 @@ mod tests_seq_map;
 
 pub use append::{AppendOutcome, AppendRequest};
 pub use error::{AppendError, RemoveError};
+pub use expire::Expired;
 pub use limits::{StreamLimits, DEFAULT_DUPLICATE_WINDOW_NANOS, MAX_HEADERS_LEN};
 pub use message::{stored_size, MsgInfo, StoredMsg};
 pub use persist::{DedupRecord, Restoring, StreamScalars};
 pub use publish_headers::{PublishHeaders, Rollup};
 pub use remove::{PurgeRequest, Purged};
 pub use state::{StreamState, StreamSummary};
-pub use unsupported_headers::refuse_unsupported_headers;
+pub use ttl::{msg_ttl, parse_ttl, InvalidTtl, MsgTtl};
+pub use unsupported_headers::{refuse_unsupported_headers, MsgTtls};

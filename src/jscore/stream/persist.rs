@@ -14,6 +14,7 @@ use super::message::{MsgInfo, MsgMeta};
 use super::seq_map::SeqMap;
 use super::state::StreamState;
 use super::subject_index::SubjectIndex;
+use super::ttl_index::TtlIndex;
 
 /// The parts of a `StreamState` that its config and messages do not determine.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -69,7 +70,7 @@ impl StreamState {
     ) -> Self {
         let mut restoring = StreamState::restoring();
         for (seq, msg) in messages {
-            restoring.push(seq, msg);
+            restoring.push(seq, msg, None);
         }
         StreamState::restore_from(config, scalars, restoring, dedup)
     }
@@ -103,6 +104,7 @@ impl StreamState {
             bytes: scalars.bytes,
             dedup: window,
             last_msg_id: scalars.last_msg_id,
+            ttls: restoring.ttls,
         }
     }
 }
@@ -112,11 +114,16 @@ impl StreamState {
 pub struct Restoring {
     messages: SeqMap<MsgMeta>,
     subjects: SubjectIndex,
+    ttls: TtlIndex,
 }
 
 impl Restoring {
-    /// Adds stored message `seq` (in any order).
-    pub fn push(&mut self, seq: u64, msg: MsgInfo<'_>) {
+    /// Adds stored message `seq` (in any order) with its header block, which the TTL
+    /// index reads as the apply did.
+    pub fn push(&mut self, seq: u64, msg: MsgInfo<'_>, headers: Option<&[u8]>) {
+        if let Some(headers) = headers {
+            self.ttls.insert(seq, msg.ts_nanos, headers);
+        }
         let meta = MsgMeta {
             ts_nanos: msg.ts_nanos,
             size: u32::try_from(msg.stored_size).unwrap_or(u32::MAX),

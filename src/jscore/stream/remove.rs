@@ -1,7 +1,8 @@
 //! Everything that takes messages out of a stream: discard-old limit enforcement after a
-//! store, `max_age` expiry (`Expire { now }`), purge (whole stream, by subject filter, up
+//! store, purge (whole stream, by subject filter, up
 //! to a sequence, or keeping the newest N), single-message delete, and the rollup purge.
-//! Retention-driven removal (work queue, interest) uses `remove_acked`.
+//! Retention-driven removal (work queue, interest) uses `remove_acked`. Expiry (`max_age`
+//! and per-message TTLs) is `expire.rs`.
 //!
 //! Replicated: all of these run only while applying commands, with times from the
 //! commands, so every replica removes the same sequences.
@@ -61,34 +62,6 @@ impl StreamState {
         self.remove_seq(seq)
             .map(|_| ())
             .ok_or(RemoveError::SequenceNotFound { seq })
-    }
-
-    /// Removes messages older than `max_age` (a message is expired once
-    /// `ts <= now - max_age`, as in nats-server). Also ages out the duplicate window.
-    /// Returns the removed sequences, oldest first.
-    pub fn expire(&mut self, now_nanos: i64) -> Vec<u64> {
-        self.dedup
-            .expire(now_nanos, self.limits.duplicate_window_nanos);
-        let Some(max_age) = self.limits.max_age_nanos else {
-            return Vec::new();
-        };
-        let oldest_kept = now_nanos.saturating_sub(max_age);
-        let mut removed = Vec::new();
-        while let Some((seq, msg)) = self.messages.first() {
-            if msg.ts_nanos > oldest_kept {
-                break;
-            }
-            self.remove_seq(seq);
-            removed.push(seq);
-        }
-        removed
-    }
-
-    /// When the next message will be old enough to expire (for the leader's expiry timer).
-    pub fn next_expiry_at(&self) -> Option<i64> {
-        let max_age = self.limits.max_age_nanos?;
-        let (_, oldest) = self.messages.first()?;
-        Some(oldest.ts_nanos.saturating_add(max_age))
     }
 
     /// Removes the given sequences because retention no longer needs them (acked on a work
@@ -210,6 +183,7 @@ impl StreamState {
 
     fn clear_messages(&mut self) {
         self.messages.clear();
+        self.ttls.clear();
         self.subjects.clear();
         self.bytes = 0;
         self.first_seq = self.last_seq + 1;

@@ -54,7 +54,7 @@ impl StreamState {
             .is_some()
             .then(|| self.subjects.last_seq(&subject).unwrap_or(0));
         let size = msg.stored_size(self.limits.storage);
-        let seq = self.insert_next(&subject, msg.ts_nanos, size);
+        let seq = self.insert_next(&subject, msg.ts_nanos, size, msg.headers.as_deref());
         let removed = self.enforce_limits_after_store(&subject);
         match last_subject_seq {
             Some(last_subject_seq) => AppendOutcome::StoredRepublished {

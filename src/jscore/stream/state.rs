@@ -18,6 +18,7 @@ use super::limits::StreamLimits;
 use super::message::{MsgInfo, MsgMeta};
 use super::seq_map::SeqMap;
 use super::subject_index::SubjectIndex;
+use super::ttl_index::TtlIndex;
 
 /// The numbers StreamInfo's `state` object needs (minus `consumer_count`, which the stream
 /// group adds).
@@ -52,6 +53,9 @@ pub struct StreamState {
     /// `Nats-Msg-Id` of the last message that took a sequence ("" when it had none), for
     /// `Nats-Expected-Last-Msg-Id`.
     pub(super) last_msg_id: String,
+    /// Messages with a `Nats-TTL` by deadline, and the `never` and tombstone sets
+    /// (`ttl_index.rs`); derived from the stored headers.
+    pub(super) ttls: TtlIndex,
 }
 
 impl StreamState {
@@ -76,6 +80,7 @@ impl StreamState {
             bytes: 0,
             dedup: DedupWindow::default(),
             last_msg_id: String::new(),
+            ttls: TtlIndex::default(),
         }
     }
 
@@ -275,8 +280,15 @@ impl StreamState {
     }
 
     /// Stores a message at the next sequence (its metadata: the body is the message
-    /// store's). `size` is its `stored_size`. Limits are the caller's business.
-    pub(super) fn insert_next(&mut self, subject: &str, ts_nanos: i64, size: u64) -> u64 {
+    /// store's; its header block only feeds the TTL index). `size` is its `stored_size`.
+    /// Limits are the caller's business.
+    pub(super) fn insert_next(
+        &mut self,
+        subject: &str,
+        ts_nanos: i64,
+        size: u64,
+        headers: Option<&[u8]>,
+    ) -> u64 {
         let seq = self.last_seq + 1;
         if self.messages.is_empty() {
             self.first_seq = seq;
@@ -292,6 +304,9 @@ impl StreamState {
             subject,
         };
         self.messages.insert(seq, meta);
+        if let Some(headers) = headers {
+            self.ttls.insert(seq, ts_nanos, headers);
+        }
         seq
     }
 
@@ -309,6 +324,7 @@ impl StreamState {
     /// Removes one message, keeping bytes, the subject index and `first_seq` right.
     pub(super) fn remove_seq(&mut self, seq: u64) -> Option<MsgMeta> {
         let msg = self.messages.remove(seq)?;
+        self.ttls.forget(seq);
         self.bytes = self.bytes.saturating_sub(u64::from(msg.size));
         self.subjects.remove(msg.subject, seq);
         if seq == self.first_seq || self.messages.is_empty() {
@@ -342,6 +358,8 @@ impl PartialEq for StreamState {
             && self.dedup == other.dedup
             && self.last_msg_id == other.last_msg_id
             && messages(self) == messages(other)
+            && self.ttls.live(|seq| self.contains(seq))
+                == other.ttls.live(|seq| other.contains(seq))
     }
 }
 

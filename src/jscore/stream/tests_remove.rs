@@ -173,9 +173,9 @@ fn max_age_expiry_uses_the_command_time() {
     publish(&mut stream, "s.a", 0);
     publish(&mut stream, "s.a", 5 * SEC);
     assert_eq!(stream.next_expiry_at(), Some(10 * SEC));
-    assert_eq!(stream.expire(10 * SEC - 1), Vec::<u64>::new());
-    assert_eq!(stream.expire(10 * SEC), vec![1]);
-    assert_eq!(stream.expire(100 * SEC), vec![2]);
+    assert_eq!(stream.expire(10 * SEC - 1).removed, Vec::<u64>::new());
+    assert_eq!(stream.expire(10 * SEC).removed, vec![1]);
+    assert_eq!(stream.expire(100 * SEC).removed, vec![2]);
     assert_eq!(stream.next_expiry_at(), None);
     assert_eq!(stream.summary().first_seq, 3);
 }

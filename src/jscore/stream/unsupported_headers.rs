@@ -1,9 +1,10 @@
-//! The publish headers of features jetraft does not implement: per-message TTL (`Nats-TTL`),
-//! counters (`Nats-Incr`), atomic batches (`Nats-Batch-Id`) and schedules (`Nats-Schedule`).
-//! A stream refuses the stream settings that enable them (`jsapi::unsupported`), so every
-//! jetraft stream is one where nats-server refuses these publishes: with the same PubAck
-//! errors, and never storing the message with its header ignored (a TTL that never expires
-//! is worse than a refusal).
+//! The publish headers checked before a publish is proposed: those of features jetraft does
+//! not implement, counters (`Nats-Incr`), atomic batches (`Nats-Batch-Id`) and schedules
+//! (`Nats-Schedule`), and the per-message TTL (`Nats-TTL`), which only a stream with
+//! `allow_msg_ttl` takes and which must parse (`ttl.rs`). A stream refuses the stream
+//! settings that enable the unimplemented ones (`jsapi::unsupported`), so every jetraft
+//! stream is one where nats-server refuses those publishes: with the same PubAck errors,
+//! and never storing the message with its header ignored.
 //!
 //! Checked on the stream leader before the publish is proposed, as nats-server checks them
 //! before its clustered proposal: nothing refused reaches the Raft log, so the replicated
@@ -13,16 +14,27 @@ use crate::wire::headers::lookup;
 
 use super::error::AppendError;
 use super::publish_headers::EXPECTED_STREAM;
+use super::ttl::{parse_ttl, MsgTtl, MSG_TTL};
 
-pub const MSG_TTL: &str = "Nats-TTL";
 pub const MSG_INCR: &str = "Nats-Incr";
 pub const BATCH_ID: &str = "Nats-Batch-Id";
 pub const SCHEDULE: &str = "Nats-Schedule";
 
+/// Whether the stream takes per-message TTLs (its `allow_msg_ttl`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MsgTtls {
+    Allowed,
+    Disabled,
+}
+
 /// The refusal nats-server answers a publish carrying `block` to stream `stream` (which
-/// allows none of TTLs, counters, atomic batches and schedules), in nats-server's order; `Ok`
-/// when nothing unsupported is asked for.
-pub fn refuse_unsupported_headers(block: &[u8], stream: &str) -> Result<(), AppendError> {
+/// allows none of counters, atomic batches and schedules, and TTLs as `ttls` says), in
+/// nats-server's order; `Ok` when nothing refused is asked for.
+pub fn refuse_unsupported_headers(
+    block: &[u8],
+    stream: &str,
+    ttls: MsgTtls,
+) -> Result<(), AppendError> {
     let value = |name: &str| {
         lookup(block, name)
             .map(|value| value.trim_ascii_end())
@@ -42,8 +54,13 @@ pub fn refuse_unsupported_headers(block: &[u8], stream: &str) -> Result<(), Appe
     if value(EXPECTED_STREAM).is_some_and(|expected| expected != stream.as_bytes()) {
         return Ok(());
     }
-    if value(MSG_TTL).is_some_and(asks_for_ttl) {
-        return Err(AppendError::TtlDisabled);
+    if let Some(ttl) = value(MSG_TTL) {
+        match (parse_ttl(ttl), ttls) {
+            (Ok(MsgTtl::None), _) => {}
+            (_, MsgTtls::Disabled) => return Err(AppendError::TtlDisabled),
+            (Err(_), MsgTtls::Allowed) => return Err(AppendError::TtlInvalid),
+            (Ok(_), MsgTtls::Allowed) => {}
+        }
     }
     if value(SCHEDULE).is_some() {
         return Err(AppendError::SchedulesDisabled);
@@ -58,13 +75,6 @@ fn is_big_integer(value: &[u8]) -> bool {
     !digits.is_empty() && digits.iter().all(u8::is_ascii_digit)
 }
 
-/// Whether nats-server reads a (non-empty) `Nats-TTL` value as a TTL, valid or not: it refuses
-/// both the same way on a stream without TTLs. Only a zero integer other than the Go duration
-/// `"0"` (which it parses first, as a duration under a second: invalid) means "no TTL".
-fn asks_for_ttl(value: &[u8]) -> bool {
-    !(value.len() > 1 && value.iter().all(|b| *b == b'0'))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,7 +85,23 @@ mod tests {
             block += &format!("{name}: {value}\r\n");
         }
         block += "\r\n";
-        refuse_unsupported_headers(block.as_bytes(), "S")
+        refuse_unsupported_headers(block.as_bytes(), "S", MsgTtls::Disabled)
+    }
+
+    #[test]
+    fn ttls_on_a_stream_that_allows_them_must_parse() {
+        let check = |ttl: &str| {
+            let block = format!("NATS/1.0\r\nNats-TTL: {ttl}\r\n\r\n");
+            refuse_unsupported_headers(block.as_bytes(), "S", MsgTtls::Allowed)
+        };
+        for ok in ["1", "60", "1m", "never", "00"] {
+            assert_eq!(check(ok), Ok(()), "{ok}");
+        }
+        for invalid in ["0", "500ms", "-1", "banana"] {
+            assert_eq!(check(invalid), Err(AppendError::TtlInvalid), "{invalid}");
+        }
+        let err = AppendError::TtlInvalid.to_api_error();
+        assert_eq!((err.code, err.err_code), (400, 10165));
     }
 
     #[test]

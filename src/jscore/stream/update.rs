@@ -16,9 +16,11 @@ impl StreamState {
     pub fn update_config(&mut self, config: StreamConfig, now_nanos: i64) -> Vec<u64> {
         self.limits = StreamLimits::from_config(&config);
         self.config = config;
+        // The TTL raise depends on the config: back to own deadlines (`ttl_index.rs`).
+        self.ttls.lower_all();
         let mut removed = self.enforce_per_subject_limit_everywhere();
         removed.extend(self.enforce_stream_limits());
-        removed.extend(self.expire(now_nanos));
+        removed.extend(self.expire_without_markers(now_nanos));
         removed
     }
 }
