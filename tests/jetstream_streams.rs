@@ -322,3 +322,44 @@ async fn max_age_expires_messages_over_time(fx: JsFixture) {
     assert_eq!(info.state.last_sequence, 5, "expiry keeps the sequence");
     fx.shutdown().await;
 }
+
+/// What an idle stream costs in tasks on one node (issue 15): only its openraft group's own
+/// (its core, its state-machine worker and its tick task). Its leadership is followed and
+/// its max_age expired by one task per node for every stream, not by a task each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_stream_runs_no_task_of_its_own() {
+    const OPENRAFT_TASKS: usize = 3;
+    const STREAMS: usize = 10;
+    let fx = JsFixture::start(common::fixture::Topology::R1).await;
+    let js = fx.js().await;
+    let config = |i: usize| stream::Config {
+        name: format!("IDLE{i}"),
+        subjects: vec![format!("idle{i}.*")],
+        max_age: std::time::Duration::from_secs(60),
+        ..Default::default()
+    };
+    // The node-wide tasks start with the first stream: count from there.
+    fx.create_stream(&js, config(0)).await;
+    fx.wait_until_served("IDLE0").await;
+    let tasks = || {
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks()
+    };
+    let before = tasks();
+    for i in 1..=STREAMS {
+        fx.create_stream(&js, config(i)).await;
+        fx.wait_until_served(&format!("IDLE{i}")).await;
+    }
+    // Tasks of the creates themselves (requests, blocking calls) end shortly after.
+    let mut last = 0;
+    common::wait_until("the streams' tasks to settle", || {
+        last = tasks();
+        last <= before + STREAMS * OPENRAFT_TASKS
+    })
+    .await;
+    assert!(
+        last >= before + STREAMS,
+        "each stream runs its group ({before} tasks before, {last} after)"
+    );
+}

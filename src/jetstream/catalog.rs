@@ -5,7 +5,7 @@
 //! counters, and whether each group knows a leader.
 //!
 //! The catalog starts and stops nothing. The lifecycle above it (`lifecycle`: start-up,
-//! reconciliation, shutdown), the leadership watchers (`leadership`) and the supervisor
+//! reconciliation, shutdown), the leadership watcher (`leadership`) and the supervisor
 //! (`supervisor`) change what it holds through its few `pub(super)` methods; API handlers,
 //! delivery and monitoring only read it.
 //!
@@ -21,8 +21,10 @@ use tokio::sync::Mutex as AsyncMutex;
 use tokio_util::sync::CancellationToken;
 
 use super::delivery::DeliveryRegistry;
+use super::expiry::Expiry;
 use super::info;
 use super::leader_clock::{LeaderClock, Leaderless};
+use super::leadership_watch::LeadershipWatchers;
 use super::meta::{MetaView, StreamAssignment};
 use super::offline::OfflineStream;
 use super::queue::Dropped;
@@ -52,7 +54,7 @@ pub(super) struct RunningStream {
     pub(super) subjects: Vec<String>,
     /// The stream's mirror and sources: what its leader copies from (`sourcing/`).
     pub(super) origins: Origins,
-    /// Stops the stream's leadership watcher (when removed, or its group is replaced).
+    /// Ends the watch of the stream's leadership (when removed, or its group is replaced).
     pub(super) stop: CancellationToken,
     /// Set while this replica leads the stream: what it serves (see `leadership`).
     pub(super) leading: Option<Leading>,
@@ -81,7 +83,7 @@ impl RunningStream {
 }
 
 /// What the leader of a stream runs: the subscriptions on the stream's subjects (ingest) and
-/// its own tasks (max_age expiry), stopped by `stop` when leadership ends (`leadership`).
+/// its work in the node's tasks (max_age expiry, copying from origins), stopped by `stop` when leadership ends (`leadership`).
 pub(super) struct Leading {
     pub(super) ingest: Vec<Arc<Subscription>>,
     pub(super) stop: CancellationToken,
@@ -118,9 +120,13 @@ pub struct Catalog {
     offline: parking_lot::RwLock<HashMap<String, OfflineStream>>,
     /// Serializes reconciliation (start/stop of stream groups) and the supervisor's restarts.
     pub(super) reconciling: AsyncMutex<()>,
-    /// Notified by a leadership watcher that saw its group stopped: the supervisor wakes.
+    /// Notified by the leadership watcher when it sees a group stopped: the supervisor wakes.
     pub(super) group_stopped: Arc<tokio::sync::Notify>,
     delivery: Arc<DeliveryRegistry>,
+    /// The node's one task following every stream group's leadership (`leadership_watch`).
+    leadership_watchers: LeadershipWatchers,
+    /// The node's one max_age task, for the streams this node leads (`expiry`).
+    expiry: Expiry,
     /// The node's cache of message blocks, shared by every stream group (`stream_machine`).
     block_cache: Arc<BlockCache>,
     pub(crate) api_total: AtomicU64,
@@ -166,6 +172,8 @@ impl Catalog {
     pub(super) fn new(shared: Arc<ServerShared>, topology: Topology, groups: Groups) -> Catalog {
         Catalog {
             delivery: DeliveryRegistry::new(shared.clone()),
+            leadership_watchers: LeadershipWatchers::default(),
+            expiry: Expiry::default(),
             block_cache: Arc::new(BlockCache::new(shared.config.js_cache_bytes)),
             shared,
             topology,
@@ -230,6 +238,16 @@ impl Catalog {
             usage.pinned_bytes += pinned.bytes;
         }
         usage
+    }
+
+    /// The node's leadership watcher (`leadership_watch`).
+    pub(super) fn leadership_watchers(&self) -> &LeadershipWatchers {
+        &self.leadership_watchers
+    }
+
+    /// The node's max_age expiry (`leadership`).
+    pub(super) fn expiry(&self) -> &Expiry {
+        &self.expiry
     }
 
     /// Consumers' delivery: pull requests, push delivery, acks.

@@ -1,13 +1,13 @@
 //! `LeaderClock`: whether a replica of a group knows a leader and since when it knows none —
 //! what decides when it answers for a group without a leader (`api::leaderless`). Written by
-//! the group's leadership watcher (`leadership`), kept with the group in the `catalog`.
+//! the node's leadership watcher (`leadership_watch`, or the meta group's), kept with the group in the `catalog`.
 
 use std::time::{Duration, Instant};
 
 /// Whether a replica of a group (a stream's, or the meta group) knows a leader, since when it
 /// knows none, and whether it has known one since the group started here: what decides when
 /// it answers for a group without a leader (`api::leaderless`). One per group on each node,
-/// written by the group's leadership watcher.
+/// written by the node's leadership watcher.
 #[derive(Debug, Clone, Copy)]
 pub struct LeaderClock {
     /// `None` while a leader is known.

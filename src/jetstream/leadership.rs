@@ -2,86 +2,26 @@
 //! subscribes the stream's subjects, runs its consumers' delivery and acks and its max_age
 //! expiry, and answers the stream's API requests. Followers only apply the log.
 //!
-//! A watcher per stream group on every replica follows the group's Raft metrics and switches
-//! serving on and off as leadership comes and goes. After a failover the new leader's delivery
-//! starts from the replicated consumer state, so whatever was delivered but not acknowledged
+//! The node's one leadership watcher task (`leadership_watch`) follows every stream group's
+//! Raft metrics on every replica and switches serving on and off as leadership comes and
+//! goes. After a failover the new leader's delivery starts from the replicated consumer state, so whatever was delivered but not acknowledged
 //! is delivered again once its ack wait passes (at-least-once). The watcher also notes since
 //! when the replica has known no leader at all, which decides who answers for a leaderless
 //! stream (`api::leaderless`; the clock is `leader_clock`).
 //!
 //! These are functions over the `Catalog`, where each stream's serving state lives: the
-//! watchers hold it weakly, and `lifecycle` (start, resubscribe, removal) and `supervisor`
+//! watcher holds it weakly, and `lifecycle` (start, resubscribe, removal) and `supervisor`
 //! (a restarted group) call in here to start or stop serving.
 
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use openraft::ServerState;
 use tokio_util::sync::CancellationToken;
 
 use super::catalog::{Catalog, Leading};
 use super::publish;
 use super::stream::stopped_reason;
-use crate::consensus::leadership::{leadership_of, quorum_lost_after};
-use crate::consensus::pacer::Mode;
 use crate::consensus::RaftGroup;
-
-async fn watch(
-    catalog: Weak<Catalog>,
-    name: String,
-    group: Arc<RaftGroup>,
-    stop: CancellationToken,
-) {
-    let mut metrics = group.raft().metrics();
-    // A quiet group's metrics do not move: its mode and the node's liveness do.
-    let mut modes = group.signals().modes();
-    let mut liveness = group.pacer().liveness().changes();
-    let lost_after = quorum_lost_after(group.raft().config());
-    // Since when this node has led in the current term without a quorum ack.
-    let mut unacked_since: Option<(u64, Instant)> = None;
-    loop {
-        let lead = {
-            let m = metrics.borrow_and_update();
-            let unacked = m.state == ServerState::Leader && m.millis_since_quorum_ack.is_none();
-            unacked_since = match unacked_since {
-                Some((term, since)) if unacked && term == m.current_term => Some((term, since)),
-                _ if unacked => Some((m.current_term, Instant::now())),
-                _ => None,
-            };
-            let unacked_for = unacked_since.map_or(Duration::ZERO, |(_, since)| since.elapsed());
-            modes.borrow_and_update();
-            liveness.borrow_and_update();
-            let quiet = group.quiet_contact(&m);
-            (
-                leadership_of(&m, group.node(), lost_after, unacked_for, quiet),
-                m.running_state.is_err(),
-            )
-        };
-        let (lead, stopped) = lead;
-        match catalog.upgrade() {
-            Some(catalog) => {
-                if stopped {
-                    catalog.group_stopped.notify_one();
-                }
-                note_leader_known(&catalog, &name, lead.knows_leader);
-                match lead.leads {
-                    true => start_serving(&catalog, &name),
-                    false => stop_serving(&catalog, &name),
-                }
-            }
-            None => return,
-        }
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            changed = metrics.changed() => if changed.is_err() { return },
-            changed = modes.changed() => if changed.is_err() { return },
-            // Liveness matters only to a group that is not active.
-            changed = liveness.changed(), if group.signals().mode() != Mode::Active => {
-                if changed.is_err() { return }
-            }
-        }
-    }
-}
 
 /// Follows whether this node knows a meta leader (`api::leaderless` answers for the meta
 /// group too), from the meta group in place: the supervisor may swap in a restarted one,
@@ -135,9 +75,8 @@ pub(super) fn watch_leadership(
         stop_serving(catalog, name);
     }
     catalog
-        .shared()
-        .tasks
-        .spawn(watch(Arc::downgrade(catalog), name.to_owned(), group, stop));
+        .leadership_watchers()
+        .watch(catalog, name, group, stop);
 }
 
 /// The stream's group was replaced (restarted after a storage failure): stop serving from
@@ -178,9 +117,8 @@ pub(super) fn start_serving(catalog: &Arc<Catalog>, name: &str) {
     catalog.delivery().attach_stream(&handle);
     let stop = catalog.shared().shutdown.child_token();
     catalog
-        .shared()
-        .tasks
-        .spawn(super::expiry::run(handle.clone(), stop.clone()));
+        .expiry()
+        .follow(catalog.shared(), &handle, stop.clone());
     if let Some(copying) = super::sourcing::run(catalog.shared(), &handle, &origins, stop.clone()) {
         catalog.shared().tasks.spawn(copying);
     }
@@ -220,7 +158,7 @@ pub(super) fn end_leading(catalog: &Catalog, name: &str, leading: Leading) {
 }
 
 /// Records whether this replica of stream `name` knows a leader of its group.
-fn note_leader_known(catalog: &Catalog, name: &str, knows_leader: bool) {
+pub(super) fn note_leader_known(catalog: &Catalog, name: &str, knows_leader: bool) {
     let changed = catalog
         .read_stream(name, |stream| {
             stream.leader_clock.knows_leader() != knows_leader

@@ -23,7 +23,8 @@
 //! - `catalog` (`Catalog`: what this node holds, its `DeliveryRegistry` among it, and every
 //!   read of it);
 //! - over the catalog: `groups` (opening Raft groups), `placement` (where a new stream goes),
-//!   `leadership` (serving a stream while leading it), `supervisor` (restarting groups a
+//!   `leadership` (serving a stream while leading it) and `leadership_watch` (the node's one
+//!   task following every group's leadership, a `node_task`), `supervisor` (restarting groups a
 //!   storage failure stopped);
 //! - `lifecycle` (`JetStream`: start-up, reconciliation, shutdown; it starts the watchers, the
 //!   supervisor and the API) and `api/` (the `$JS.API.*` handlers, which propose through it):
@@ -40,8 +41,10 @@ mod groups;
 pub mod info;
 pub mod leader_clock;
 mod leadership;
+mod leadership_watch;
 mod lifecycle;
 pub mod meta;
+mod node_task;
 mod offline;
 pub mod payload;
 pub mod placement;

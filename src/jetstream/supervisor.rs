@@ -1,8 +1,8 @@
 //! The supervisor: one task per node that restarts the groups a fatal storage error stopped.
 //!
 //! A failed WAL write (disk full, unwritable store) makes openraft stop the group that wrote
-//! (fatal); the write was rolled back in the WAL and never acknowledged. When a leadership
-//! watcher sees its group stopped (and every `SUPERVISE_EVERY` anyway) the supervisor looks at
+//! (fatal); the write was rolled back in the WAL and never acknowledged. When the leadership
+//! watchers see a group stopped (and every `SUPERVISE_EVERY` anyway) the supervisor looks at
 //! the meta group and at every running stream group;
 //! a stopped one is restarted in place (`restart_in_place`, the same steps for both): what is
 //! left of it is stopped, it is re-opened from its log and sled state, and the new group is
@@ -34,7 +34,7 @@ use super::stream::{stopped_reason, StreamHandle};
 use crate::consensus::{GroupRegistry, RaftGroup};
 
 /// How often the supervisor looks for stopped groups even when none was reported stopped
-/// (the leadership watchers report them: `Catalog::group_stopped`). Looking costs a read of
+/// (the leadership watcher reports them: `Catalog::group_stopped`). Looking costs a read of
 /// every group's metrics, which with thousands of idle streams was most of an idle node's
 /// CPU at 200 ms.
 pub(super) const SUPERVISE_EVERY: Duration = Duration::from_secs(5);

@@ -11,7 +11,7 @@
 //!   leader's node answers pings); a replica that knows no leader, one
 //!   random election timeout after the last election or wake (the first time, after the lease
 //!   and a timeout: `Pace::startup_lease`). A leader whose log has not grown
-//!   for [`QUIET_AFTER`], every entry applied and held by every voter (a voter whose node is
+//!   for [`QUIET_AFTER`] (500 ms), every entry applied and held by every voter (a voter whose node is
 //!   dead is not waited for, as long as a quorum holds everything), goes **Quiet** — if a
 //!   quorum of the voters' nodes answers its pings, since that is what it then serves by.
 //! - **Quiet**: no heartbeats, no elections, and the replica is not even looked at (the pacer
@@ -46,8 +46,13 @@ pub const ELECTION_TIMEOUT: Range<Duration> =
 /// A dead leader's node (no ping for `liveness::DEAD_AFTER`) is not waited for; a live node
 /// whose group is stuck is, this much longer.
 pub const LIVE_LEADER_GRACE: Duration = Duration::from_secs(2);
-/// How long a group's log must stay still before its leader makes it quiet.
-pub const QUIET_AFTER: Duration = Duration::from_secs(2);
+/// How long a group's log must stay still before its leader makes it quiet: a few
+/// heartbeats, so that the followers learn the last entry is committed and apply it. Each
+/// active moment costs every follower a heartbeat per [`HEARTBEAT`] and the pacer a step per
+/// round; at 2 s, one publish to each of 1000 quiet R3 streams cost ~40 heartbeat RPCs per
+/// publish and most of the nodes' CPU (issue 15). A waking group costs nothing but its
+/// first heartbeat, so a stream published to every second or so may go quiet in between.
+pub const QUIET_AFTER: Duration = Duration::from_millis(500);
 /// Random delay before a woken follower whose leader's node died elects, so that the
 /// followers of a dead leader do not all stand at once and split the vote.
 pub const ELECT_JITTER: Range<Duration> = Duration::from_millis(0)..Duration::from_millis(300);

@@ -331,27 +331,38 @@ impl Pacer {
 }
 
 /// The pacer's task: a round every [`ROUND`] while a group is active, else waits for a wake.
+/// A wake between rounds steps only the groups woken (a woken leader heartbeats at once): a
+/// full round for each wake made a publish to each of many quiet streams step every active
+/// group once per publish (issue 15).
 async fn run(inner: Weak<Inner>, wakes: Arc<Wakes>) {
     let mut rng = StdRng::from_os_rng();
+    let mut next_round = tokio::time::Instant::now();
     loop {
+        let full = tokio::time::Instant::now() >= next_round;
+        if full {
+            next_round = tokio::time::Instant::now() + ROUND;
+        }
         let any_active = match inner.upgrade() {
-            Some(inner) => round(&inner, &mut rng).await,
+            Some(inner) => round(&inner, &mut rng, full).await,
             None => return,
         };
         if any_active {
             tokio::select! {
                 _ = wakes.notify.notified() => {}
-                _ = tokio::time::sleep(ROUND) => {}
+                _ = tokio::time::sleep_until(next_round) => {}
             }
         } else {
             wakes.notify.notified().await;
+            // Nothing was active: the woken groups' first round is a full one.
+            next_round = tokio::time::Instant::now();
         }
     }
 }
 
-/// Wakes what was woken, steps every active group, then sends the heartbeats and starts the
-/// elections decided (outside the lock). Returns whether any group is still active.
-async fn round(inner: &Inner, rng: &mut StdRng) -> bool {
+/// Wakes what was woken, steps every active group (`full`) or only the woken ones, then sends
+/// the heartbeats and starts the elections decided (outside the lock). Returns whether any
+/// group is still active.
+async fn round(inner: &Inner, rng: &mut StdRng, full: bool) -> bool {
     let now = Instant::now();
     let me = inner.node;
     let mut due = Vec::new();
@@ -363,16 +374,24 @@ async fn round(inner: &Inner, rng: &mut StdRng) -> bool {
             generation,
             ..
         } = &mut *state;
+        let mut woken = Vec::new();
         for id in inner.wakes.take() {
             if let Some(t) = tracked.get_mut(&id) {
+                if t.pace.mode() == Mode::Quiet {
+                    woken.push(id);
+                }
                 t.pace.wake(now);
                 publish_mode(t, generation);
                 active.insert(id);
             }
         }
+        let stepped: Vec<GroupId> = match full {
+            true => active.iter().copied().collect(),
+            false => woken,
+        };
         let mut peers = Vec::new();
         let mut quieted = Vec::new();
-        for id in active.iter() {
+        for id in stepped.iter() {
             let Some(t) = tracked.get_mut(id) else {
                 quieted.push(*id);
                 continue;

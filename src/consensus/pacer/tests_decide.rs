@@ -145,20 +145,22 @@ fn a_growing_log_restarts_the_quiet_countdown() {
     let peers = [peer(2, Some(8), true)];
     let before = [peer(2, Some(7), true)];
     let mut pace = Pace::new(t0, &mut rng);
-    for i in 0..150u64 {
+    // One more entry just before the log was still for QUIET_AFTER.
+    let grows_at = QUIET_AFTER.as_millis() as u64 / 10 - 5;
+    for i in 0..grows_at {
         let obs = leader_obs(t0 + ms(i * 10), 7, &before);
         assert_ne!(pace.step(&obs, ME, &mut rng), Action::Quiesce);
     }
-    // One more entry at 1.5 s: quiet two seconds after it, not after the first.
+    // Quiet QUIET_AFTER after the new entry, not after the first.
     let mut quiet_at = None;
-    for i in 150..500u64 {
+    for i in grows_at..grows_at + 500 {
         let obs = leader_obs(t0 + ms(i * 10), 8, &peers);
         if pace.step(&obs, ME, &mut rng) == Action::Quiesce {
             quiet_at = Some(ms(i * 10));
             break;
         }
     }
-    assert_eq!(quiet_at, Some(ms(1_500) + QUIET_AFTER));
+    assert_eq!(quiet_at, Some(ms(grows_at * 10) + QUIET_AFTER));
 }
 
 /// For 20 seeds: how long after its last contact with its leader an active follower stands
