@@ -7,18 +7,11 @@ mod common;
 
 use async_nats::jetstream::{self, consumer::pull, stream};
 use common::cluster::TestCluster;
-use common::jetstream::RETRY_PACE;
+use common::jetstream::{api, RETRY_PACE};
 use common::within;
-use serde_json::{json, Value};
+use serde_json::json;
 
 const STEPDOWN_TYPE: &str = "io.nats.jetstream.api.v1.consumer_leader_stepdown_response";
-
-async fn api(client: &async_nats::Client, subject: &str) -> Value {
-    let reply = within(subject, client.request(subject.to_string(), "".into()))
-        .await
-        .expect("an answer");
-    serde_json::from_slice(&reply.payload).unwrap()
-}
 
 /// Creates `name` with `replicas` and a durable `worker` on it; retried (bounded) as a
 /// cluster client does while leaders are being elected.
@@ -80,7 +73,12 @@ async fn consumer_stepdown_moves_its_streams_leader() {
     wait_until_replicas_current(&js, "ORDERS").await;
 
     let before = cluster.leader_of("ORDERS");
-    let reply = api(&client, "$JS.API.CONSUMER.LEADER.STEPDOWN.ORDERS.worker").await;
+    let reply = api(
+        &client,
+        "$JS.API.CONSUMER.LEADER.STEPDOWN.ORDERS.worker",
+        "",
+    )
+    .await;
     assert_eq!(reply, json!({"type": STEPDOWN_TYPE, "success": true}));
     let after = cluster.wait_for("another leader of ORDERS", || {
         (0..3).find(|&i| {
@@ -91,20 +89,30 @@ async fn consumer_stepdown_moves_its_streams_leader() {
         })
     });
     // The consumer's info names the new leader.
-    let info = api(&client, "$JS.API.CONSUMER.INFO.ORDERS.worker").await;
+    let info = api(&client, "$JS.API.CONSUMER.INFO.ORDERS.worker", "").await;
     assert_eq!(info["cluster"]["leader"], format!("n{after}"), "{info}");
 
     // Unknown stream (the meta leader answers) and unknown consumer (the stream leader does).
-    let reply = api(&client, "$JS.API.CONSUMER.LEADER.STEPDOWN.MISSING.worker").await;
+    let reply = api(
+        &client,
+        "$JS.API.CONSUMER.LEADER.STEPDOWN.MISSING.worker",
+        "",
+    )
+    .await;
     assert_eq!(reply["type"], STEPDOWN_TYPE);
     assert_eq!(reply["error"]["err_code"], 10059, "{reply}");
-    let reply = api(&client, "$JS.API.CONSUMER.LEADER.STEPDOWN.ORDERS.missing").await;
+    let reply = api(
+        &client,
+        "$JS.API.CONSUMER.LEADER.STEPDOWN.ORDERS.missing",
+        "",
+    )
+    .await;
     assert_eq!(reply["type"], STEPDOWN_TYPE);
     assert_eq!(reply["error"]["err_code"], 10014, "{reply}");
 
     // One replica: nothing to hand over, success as nats-server's R1 consumers answer.
     let solo = cluster.leader_of("SOLO");
-    let reply = api(&client, "$JS.API.CONSUMER.LEADER.STEPDOWN.SOLO.worker").await;
+    let reply = api(&client, "$JS.API.CONSUMER.LEADER.STEPDOWN.SOLO.worker", "").await;
     assert_eq!(reply, json!({"type": STEPDOWN_TYPE, "success": true}));
     assert_eq!(cluster.leader_of("SOLO"), solo);
 }

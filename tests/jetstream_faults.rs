@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer, stream};
-use common::jetstream::pull_until_waiting;
+use common::jetstream::{api, pull_until_waiting};
 use common::{within, RunningNode};
 use futures::StreamExt;
 use jetraft::config::Config;
@@ -40,16 +40,6 @@ async fn start_with_faults(dir: &std::path::Path) -> (RunningNode, Arc<FaultInje
         ..LogOptions::default()
     };
     (start(dir, options).await, fault)
-}
-
-async fn api(client: &async_nats::Client, subject: &str, body: &str) -> Value {
-    let reply = within(
-        subject,
-        client.request(subject.to_string(), body.to_string().into()),
-    )
-    .await
-    .unwrap();
-    serde_json::from_slice(&reply.payload).unwrap()
 }
 
 async fn create(js: &jetstream::Context, name: &str, subjects: &str) -> stream::Stream {

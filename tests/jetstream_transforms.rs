@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer::pull, kv, stream};
 use common::fixture::{on_r1_and_r3, JsFixture};
-use common::jetstream::publish_acked;
+use common::jetstream::{api, publish_acked};
 use common::within;
 use futures::StreamExt;
-use serde_json::{json, Value};
+use serde_json::json;
 
 on_r1_and_r3!(
     the_stored_subject_is_the_transformed_one,
@@ -22,16 +22,6 @@ on_r1_and_r3!(
     headers_only_republish_sends_the_size,
     key_value_buckets_republish,
 );
-
-async fn api(client: &async_nats::Client, subject: &str, body: Value) -> Value {
-    let reply = within(
-        subject,
-        client.request(subject.to_owned(), body.to_string().into()),
-    )
-    .await
-    .unwrap();
-    serde_json::from_slice(&reply.payload).unwrap()
-}
 
 async fn stored_subject(js: &jetstream::Context, stream: &str, seq: u64) -> String {
     let stream = js.get_stream(stream).await.expect("stream info");

@@ -11,6 +11,7 @@ use std::time::Duration;
 use async_nats::jetstream::{self, kv};
 use async_nats::HeaderMap;
 use common::fixture::{on_r1_and_r3, JsFixture};
+use common::jetstream::api;
 use common::within;
 use serde_json::{json, Value};
 
@@ -21,16 +22,6 @@ on_r1_and_r3!(
     the_last_message_of_a_subject_leaves_a_marker,
     key_value_per_key_ttl_and_limit_markers,
 );
-
-async fn api(client: &async_nats::Client, subject: &str, body: Value) -> Value {
-    let reply = within(
-        subject,
-        client.request(subject.to_owned(), body.to_string().into()),
-    )
-    .await
-    .unwrap();
-    serde_json::from_slice(&reply.payload).unwrap()
-}
 
 async fn create(fx: &JsFixture, client: &async_nats::Client, body: Value) -> Value {
     let name = body["name"].as_str().unwrap().to_string();

@@ -12,6 +12,7 @@ use async_nats::jetstream::stream;
 use serde_json::{json, Value};
 
 use common::fixture::{on_r1_and_r3, JsFixture};
+use common::jetstream::api;
 use common::within;
 
 on_r1_and_r3!(
@@ -19,17 +20,6 @@ on_r1_and_r3!(
     unsupported_consumer_settings_are_refused_and_not_stored,
     unsupported_publish_headers_are_refused_and_not_stored,
 );
-
-/// Sends `body` to the JetStream API `subject` and returns the JSON reply.
-async fn api(client: &async_nats::Client, subject: String, body: Value) -> Value {
-    let reply = within(
-        "API request",
-        client.request(subject.clone(), body.to_string().into()),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{subject}: {e}"));
-    serde_json::from_slice(&reply.payload).expect("a JSON reply")
-}
 
 fn err_code(reply: &Value) -> u64 {
     reply["error"]["err_code"].as_u64().unwrap_or(0)
@@ -54,7 +44,7 @@ async fn publish_with_header(
 }
 
 async fn stream_names(client: &async_nats::Client) -> Vec<String> {
-    let reply = api(client, "$JS.API.STREAM.NAMES".into(), json!({})).await;
+    let reply = api(client, "$JS.API.STREAM.NAMES", json!({})).await;
     serde_json::from_value(reply["streams"].clone()).unwrap_or_default()
 }
 
@@ -84,7 +74,7 @@ async fn unsupported_stream_settings_are_refused_and_not_stored(fx: JsFixture) {
         if field != "mirror" && field != "sources" {
             body["subjects"] = json!(["x.*"]);
         }
-        let reply = api(&client, "$JS.API.STREAM.CREATE.REFUSED".into(), body).await;
+        let reply = api(&client, "$JS.API.STREAM.CREATE.REFUSED", body).await;
         assert_eq!(err_code(&reply), code, "{field}: {reply}");
         if code == 10052 {
             let description = reply["error"]["description"].as_str().unwrap_or("");
@@ -95,7 +85,7 @@ async fn unsupported_stream_settings_are_refused_and_not_stored(fx: JsFixture) {
             };
             assert!(description.contains(named), "{field}: {description}");
         }
-        let info = api(&client, "$JS.API.STREAM.INFO.REFUSED".into(), json!({})).await;
+        let info = api(&client, "$JS.API.STREAM.INFO.REFUSED", json!({})).await;
         assert_eq!(
             err_code(&info),
             10059,
@@ -109,14 +99,14 @@ async fn unsupported_stream_settings_are_refused_and_not_stored(fx: JsFixture) {
     // `allow_msg_ttl` is implemented (tests/jetstream_ttl.rs): stored as asked.
     let body = json!({"name":"TTL","subjects":["ttl.*"],"num_replicas":replicas,
         "allow_msg_ttl":true,"allow_atomic":true,"allow_batched":true});
-    let reply = api(&client, "$JS.API.STREAM.CREATE.TTL".into(), body).await;
+    let reply = api(&client, "$JS.API.STREAM.CREATE.TTL", body).await;
     assert_eq!(reply["config"]["allow_msg_ttl"], true, "{reply}");
     assert_ne!(reply["config"]["allow_atomic"], true, "{reply}");
     assert_ne!(reply["config"]["allow_batched"], true, "{reply}");
     fx.wait_until_served("TTL").await;
     let ack = publish_with_header(&client, "ttl.a", "Nats-Batch-Id", "b1").await;
     assert_eq!(err_code(&ack), 10174, "{ack}");
-    let reply = api(&client, "$JS.API.STREAM.DELETE.TTL".into(), json!({})).await;
+    let reply = api(&client, "$JS.API.STREAM.DELETE.TTL", json!({})).await;
     assert_eq!(reply["success"], true, "{reply}");
 
     // An update that adds one is refused too, and the stored config keeps its old value.
@@ -132,9 +122,9 @@ async fn unsupported_stream_settings_are_refused_and_not_stored(fx: JsFixture) {
     .await;
     let body = json!({"name":"KEPT","subjects":["kept.*"],"num_replicas":replicas,
         "allow_msg_counter":true});
-    let reply = api(&client, "$JS.API.STREAM.UPDATE.KEPT".into(), body).await;
+    let reply = api(&client, "$JS.API.STREAM.UPDATE.KEPT", body).await;
     assert_eq!(err_code(&reply), 10052, "{reply}");
-    let info = api(&client, "$JS.API.STREAM.INFO.KEPT".into(), json!({})).await;
+    let info = api(&client, "$JS.API.STREAM.INFO.KEPT", json!({})).await;
     assert!(info["config"].get("allow_msg_counter").is_none(), "{info}");
 
     // The typed client sees the same refusal.
@@ -193,22 +183,22 @@ async fn unsupported_consumer_settings_are_refused_and_not_stored(fx: JsFixture)
             config[key] = value.clone();
         }
         let body = json!({"stream_name":"ORDERS","config":config});
-        let reply = api(&client, "$JS.API.CONSUMER.CREATE.ORDERS.C".into(), body).await;
+        let reply = api(&client, "$JS.API.CONSUMER.CREATE.ORDERS.C", body).await;
         assert_eq!(err_code(&reply), 10012, "{field}: {reply}");
         let description = reply["error"]["description"].as_str().unwrap_or("");
         assert!(description.contains(field), "{field}: {description}");
-        let info = api(&client, "$JS.API.CONSUMER.INFO.ORDERS.C".into(), json!({})).await;
+        let info = api(&client, "$JS.API.CONSUMER.INFO.ORDERS.C", json!({})).await;
         assert_eq!(err_code(&info), 10014, "{field}: consumer stored: {info}");
     }
     // The same consumer without the unsupported settings is fine (jsm.go's zero pause time).
     let mut config = pull.clone();
     config["pause_until"] = json!("0001-01-01T00:00:00Z");
     let body = json!({"stream_name":"ORDERS","config":config});
-    let reply = api(&client, "$JS.API.CONSUMER.CREATE.ORDERS.C".into(), body).await;
+    let reply = api(&client, "$JS.API.CONSUMER.CREATE.ORDERS.C", body).await;
     assert!(reply.get("error").is_none(), "{reply}");
     // `CONSUMER.PAUSE` is implemented: it pauses.
     let body = json!({"pause_until":"2999-01-01T00:00:00Z"});
-    let reply = api(&client, "$JS.API.CONSUMER.PAUSE.ORDERS.C".into(), body).await;
+    let reply = api(&client, "$JS.API.CONSUMER.PAUSE.ORDERS.C", body).await;
     assert_eq!(reply["paused"], json!(true), "{reply}");
     fx.shutdown().await;
 }
@@ -228,7 +218,7 @@ async fn unsupported_publish_headers_are_refused_and_not_stored(fx: JsFixture) {
         assert_eq!(err_code(&ack), code, "{name}: {value}: {ack}");
         assert_eq!(ack["error"]["code"], 400, "{ack}");
     }
-    let info = api(&client, "$JS.API.STREAM.INFO.ORDERS".into(), json!({})).await;
+    let info = api(&client, "$JS.API.STREAM.INFO.ORDERS", json!({})).await;
     assert_eq!(info["state"]["messages"], 0, "{info}");
     assert_eq!(info["state"]["last_seq"], 0, "no sequence used: {info}");
     // An ordinary publish still works and takes the first sequence.

@@ -6,6 +6,23 @@ use std::time::Duration;
 use async_nats::jetstream::{self, consumer::pull, context::Publish, stream};
 use futures::StreamExt;
 
+/// Sends `body` (raw JSON) to the JetStream API `subject` through `client` and returns the
+/// JSON reply, failing the test if none comes within [`super::WAIT`].
+pub async fn api(
+    client: &async_nats::Client,
+    subject: impl Into<String>,
+    body: impl ToString,
+) -> serde_json::Value {
+    let subject = subject.into();
+    let reply = super::within(
+        &subject,
+        client.request(subject.clone(), body.to_string().into()),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{subject}: {e}"));
+    serde_json::from_slice(&reply.payload).expect("a JSON reply")
+}
+
 /// The stream the cluster tests publish `order <id>` messages to (`orders.new`).
 pub const STREAM: &str = "ORDERS";
 
