@@ -78,6 +78,7 @@
 //! only when it is not already in the window.
 
 mod block;
+mod block_format;
 mod bodies;
 pub mod cache;
 pub mod entry;
