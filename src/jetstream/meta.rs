@@ -18,6 +18,7 @@ use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
+use super::meta_subjects::SubjectOwners;
 use super::payload::{self, JsonValue, META_COMMAND_V1};
 use crate::consensus::machine::ApplyPosition;
 use crate::consensus::{
@@ -100,10 +101,12 @@ struct StoredAssignment {
 }
 
 /// The meta state: identical on every node that applied the same entries.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Default)]
 pub struct MetaState {
     streams: BTreeMap<String, StreamAssignment>,
     next_group: GroupId,
+    /// The subjects of `streams`, indexed for the overlap check; changed with them.
+    subjects: SubjectOwners,
 }
 
 impl MetaState {
@@ -135,6 +138,7 @@ impl MetaState {
                     .streams
                     .get_mut(&config.name)
                     .ok_or_else(|| ApiError::new(ErrorKind::StreamNotFound))?;
+                self.subjects.set(&config.name, &config.subjects);
                 existing.config = config;
                 Ok(MetaOutcome::Updated {
                     group: existing.group,
@@ -145,6 +149,7 @@ impl MetaState {
                     .streams
                     .remove(&name)
                     .ok_or_else(|| ApiError::new(ErrorKind::StreamNotFound))?;
+                self.subjects.remove(&name);
                 Ok(MetaOutcome::Deleted {
                     group: removed.group,
                 })
@@ -170,29 +175,29 @@ impl MetaState {
         self.check_overlap(&config)?;
         let group = self.next_group.max(FIRST_STREAM_GROUP);
         self.next_group = group + 1;
-        self.streams.insert(
-            config.name.clone(),
-            StreamAssignment {
-                config,
-                created_nanos,
-                group,
-                replicas,
-            },
-        );
+        self.insert(StreamAssignment {
+            config,
+            created_nanos,
+            group,
+            replicas,
+        });
         Ok(MetaOutcome::Created {
             group,
             created: true,
         })
     }
 
-    /// Subjects may not overlap another stream's (nats-server err 10065).
+    /// Adds (or replaces) a stream and its subjects in the index.
+    fn insert(&mut self, assignment: StreamAssignment) {
+        let name = assignment.config.name.clone();
+        self.subjects.set(&name, &assignment.config.subjects);
+        self.streams.insert(name, assignment);
+    }
+
+    /// Subjects may not overlap another stream's (nats-server err 10065). Asks the subject
+    /// index rather than every stream (see `meta_subjects`).
     fn check_overlap(&self, config: &StreamConfig) -> Result<(), ApiError> {
-        let overlaps = self
-            .streams
-            .values()
-            .filter(|other| other.config.name != config.name)
-            .any(|other| other.config.subjects_overlap(config));
-        if overlaps {
+        if self.subjects.overlaps(&config.subjects, &config.name) {
             return Err(ApiError::new(ErrorKind::StreamSubjectOverlap));
         }
         Ok(())
@@ -285,15 +290,12 @@ impl GroupMachine for MetaMachine {
         });
         for stored in v1.chain(v2) {
             let stored: StoredAssignment = stored?;
-            state.streams.insert(
-                stored.config.0.name.clone(),
-                StreamAssignment {
-                    config: stored.config.0,
-                    created_nanos: stored.created_nanos,
-                    group: stored.group,
-                    replicas: stored.replicas,
-                },
-            );
+            state.insert(StreamAssignment {
+                config: stored.config.0,
+                created_nanos: stored.created_nanos,
+                group: stored.group,
+                replicas: stored.replicas,
+            });
         }
         if let Some(next) = view.get(NEXT_GROUP_KEY)? {
             state.next_group = payload::decode(&next)
@@ -474,5 +476,48 @@ mod tests {
             .apply(MetaCommand::DeleteStream { name: "A".into() })
             .unwrap_err();
         assert_eq!(err.err_code, 10059);
+    }
+
+    /// The subject index answers exactly as comparing with every stream did, through creates,
+    /// updates and deletes of random streams, and after a reload.
+    #[test]
+    fn the_subject_index_refuses_exactly_what_pairwise_comparison_refuses() {
+        let mut rng = crate::subject::random_patterns::Rng(0x2545_f491_4f6c_dd1d);
+        let mut state = MetaState::default();
+        for _ in 0..3000 {
+            let name = format!("S{}", rng.below(12));
+            let subjects: Vec<String> = (0..1 + rng.below(3)).map(|_| rng.pattern()).collect();
+            let subjects: Vec<&str> = subjects.iter().map(String::as_str).collect();
+            let candidate = config(&name, &subjects);
+            let pairwise = state.streams().values().any(|other| {
+                other.config.name != name && other.config.subjects_overlap(&candidate)
+            });
+            let exists = state.stream(&name).is_some();
+            let command = match rng.below(3) {
+                0 if exists => MetaCommand::DeleteStream { name },
+                1 if exists => MetaCommand::UpdateStream {
+                    config: JsonValue(candidate),
+                },
+                _ if exists => continue,
+                _ => MetaCommand::CreateStream {
+                    config: JsonValue(candidate),
+                    created_nanos: 1,
+                },
+            };
+            let deleting = matches!(command, MetaCommand::DeleteStream { .. });
+            let refused = state.apply(command).is_err_and(|e| e.err_code == 10065);
+            assert_eq!(refused, pairwise && !deleting);
+        }
+        let mut reloaded = MetaState::default();
+        for assignment in state.streams().values() {
+            reloaded.insert(assignment.clone());
+        }
+        for _ in 0..300 {
+            let candidate = config("NEW", &[&rng.pattern()]);
+            assert_eq!(
+                reloaded.check_overlap(&candidate).is_err(),
+                state.check_overlap(&candidate).is_err()
+            );
+        }
     }
 }

@@ -44,6 +44,7 @@ mod leadership;
 mod leadership_watch;
 mod lifecycle;
 pub mod meta;
+mod meta_subjects;
 mod node_task;
 mod offline;
 pub mod payload;

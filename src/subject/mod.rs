@@ -4,6 +4,8 @@
 
 pub mod cache;
 pub mod pattern;
+#[cfg(test)]
+pub mod random_patterns;
 pub mod transform;
 pub mod trie;
 pub mod validate;

@@ -5,6 +5,8 @@
 //! Generic over the value stored (the server stores `Arc<Subscription>`); values are compared
 //! by pointer, so the same subscription can be removed without a key.
 
+mod overlap;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 
