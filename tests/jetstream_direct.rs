@@ -68,14 +68,7 @@ async fn key_value_reads_through_direct_get(fx: JsFixture) {
             },
         )
         .await;
-    let info = js
-        .get_stream("KV_CFG")
-        .await
-        .unwrap()
-        .info()
-        .await
-        .unwrap()
-        .clone();
+    let info = fx.stream_info("KV_CFG").await;
     assert!(info.config.allow_direct, "the bucket asks for direct gets");
 
     let first = store.put("a", "1".into()).await.unwrap();

@@ -142,6 +142,27 @@ async fn a_mirror_copies_everything_with_the_origins_sequences(fx: JsFixture) {
     changed.num_replicas = fx.stream_replicas();
     let err = js.update_stream(changed).await.unwrap_err();
     assert!(err.to_string().contains("10055"), "{err}");
+
+    // Removing the mirror promotes it to an ordinary stream (nats-server 2.12): it keeps
+    // what it copied, takes publishes of its own and copies nothing more.
+    let promoted = stream::Config {
+        subjects: vec!["mir.*".into()],
+        num_replicas: fx.stream_replicas(),
+        ..origin("MIR", "mir.*")
+    };
+    let info = within("the promotion", js.update_stream(promoted))
+        .await
+        .expect("a mirror can be promoted");
+    assert!(info.config.mirror.is_none());
+    fx.wait_until_known_everywhere("mir.x").await;
+    publish_acked(&js, "orders.d", "o12").await;
+    let own = publish_acked(&js, "mir.x", "m12").await;
+    assert_eq!(own.sequence, 12, "after the 11 copies, and no copy of o12");
+    publish_acked(&js, "orders.e", "o13").await;
+    assert_eq!(publish_acked(&js, "mir.y", "m13").await.sequence, 13);
+    let info = wait_for_state(&client, "MIR", 12, 13).await;
+    assert!(info.get("mirror").is_none(), "{info}");
+    assert_eq!(get(&js, "MIR", 12).await.unwrap().subject.as_str(), "mir.x");
     fx.shutdown().await;
 }
 

@@ -23,16 +23,6 @@ on_r1_and_r3!(
     key_value_per_key_ttl_and_limit_markers,
 );
 
-async fn create(fx: &JsFixture, client: &async_nats::Client, body: Value) -> Value {
-    let name = body["name"].as_str().unwrap().to_string();
-    let mut body = body;
-    body["num_replicas"] = json!(fx.stream_replicas());
-    let reply = api(client, &format!("$JS.API.STREAM.CREATE.{name}"), body).await;
-    assert!(reply["error"].is_null(), "{reply}");
-    fx.wait_until_served(&name).await;
-    reply
-}
-
 /// Publishes with `Nats-TTL: ttl` (none when `None`) and returns the PubAck as JSON.
 async fn publish(client: &async_nats::Client, subject: &str, ttl: Option<&str>) -> Value {
     let mut headers = HeaderMap::new();
@@ -50,12 +40,12 @@ async fn publish(client: &async_nats::Client, subject: &str, ttl: Option<&str>) 
 
 async fn ttl_messages_expire_on_every_replica(fx: JsFixture) {
     let client = fx.client().await;
-    let reply = create(
-        &fx,
-        &client,
-        json!({"name":"T","subjects":["t.>"],"allow_msg_ttl":true,"max_age":60_000_000_000i64}),
-    )
-    .await;
+    let reply = fx
+        .create_stream_raw(
+            &client,
+            json!({"name":"T","subjects":["t.>"],"allow_msg_ttl":true,"max_age":60_000_000_000i64}),
+        )
+        .await;
     assert_eq!(reply["config"]["allow_msg_ttl"], true, "{reply}");
     assert_eq!(publish(&client, "t.a", Some("1s")).await["seq"], 1);
     assert_eq!(publish(&client, "t.b", Some("never")).await["seq"], 2);
@@ -71,9 +61,9 @@ async fn ttl_messages_expire_on_every_replica(fx: JsFixture) {
 
 async fn ttl_errors_are_nats_servers(fx: JsFixture) {
     let client = fx.client().await;
-    create(&fx, &client, json!({"name":"PLAIN","subjects":["p.>"]})).await;
-    create(
-        &fx,
+    fx.create_stream_raw(&client, json!({"name":"PLAIN","subjects":["p.>"]}))
+        .await;
+    fx.create_stream_raw(
         &client,
         json!({"name":"T","subjects":["t.>"],"allow_msg_ttl":true}),
     )
@@ -106,8 +96,7 @@ async fn ttl_errors_are_nats_servers(fx: JsFixture) {
 
 async fn expiry_survives_restart_and_leader_change(mut fx: JsFixture) {
     let client = fx.client().await;
-    create(
-        &fx,
+    fx.create_stream_raw(
         &client,
         json!({"name":"T","subjects":["t.>"],"allow_msg_ttl":true}),
     )
@@ -118,22 +107,12 @@ async fn expiry_survives_restart_and_leader_change(mut fx: JsFixture) {
     // Restarted before the deadline: the index is rebuilt from the stored headers.
     fx.restart().await;
     fx.wait_until_replicas_count("T", 1).await;
-    assert_eq!(
-        fx.js()
-            .await
-            .get_stream("T")
-            .await
-            .unwrap()
-            .info()
-            .await
-            .unwrap()
-            .state
-            .first_sequence,
-        2
-    );
+    assert_eq!(fx.stream_info("T").await.state.first_sequence, 2);
     // After expiry: it stays gone; a new TTL message expires under the new leader.
     fx.restart().await;
     fx.wait_until_replicas_count("T", 1).await;
+    // A publish right after a restart needs a leader and its subjects known everywhere.
+    fx.wait_until_served("T").await;
     let client = fx.client().await;
     assert_eq!(publish(&client, "t.c", Some("2")).await["seq"], 3);
     fx.wait_until_replicas_hold("T", 3).await;
@@ -149,12 +128,12 @@ async fn expiry_survives_restart_and_leader_change(mut fx: JsFixture) {
 
 async fn the_last_message_of_a_subject_leaves_a_marker(fx: JsFixture) {
     let client = fx.client().await;
-    let reply = create(
-        &fx,
-        &client,
-        json!({"name":"T","subjects":["t.>"],"subject_delete_marker_ttl":2_000_000_000i64}),
-    )
-    .await;
+    let reply = fx
+        .create_stream_raw(
+            &client,
+            json!({"name":"T","subjects":["t.>"],"subject_delete_marker_ttl":2_000_000_000i64}),
+        )
+        .await;
     // As nats-server: markers switch TTLs and rollups on.
     assert_eq!(reply["config"]["allow_msg_ttl"], true, "{reply}");
     assert_eq!(reply["config"]["allow_rollup_hdrs"], true, "{reply}");
@@ -194,14 +173,7 @@ async fn the_last_message_of_a_subject_leaves_a_marker(fx: JsFixture) {
     assert!(msg.payload.is_empty());
     // The marker expires by its own TTL and leaves none: only t.b's seq 3 remains.
     fx.wait_until_replicas_count("T", 1).await;
-    let info = js
-        .get_stream("T")
-        .await
-        .unwrap()
-        .info()
-        .await
-        .unwrap()
-        .clone();
+    let info = fx.stream_info("T").await;
     assert_eq!(
         (info.state.first_sequence, info.state.last_sequence),
         (3, 4)
@@ -222,15 +194,16 @@ async fn key_value_per_key_ttl_and_limit_markers(fx: JsFixture) {
             },
         )
         .await;
-    let info = js
-        .get_stream("KV_B")
-        .await
-        .unwrap()
-        .info()
-        .await
-        .unwrap()
-        .clone();
+    let info = fx.stream_info("KV_B").await;
     assert!(info.config.allow_message_ttl);
+    // TTLs need API level 1, as nats-server reports it.
+    assert_eq!(
+        info.config
+            .metadata
+            .get("_nats.req.level")
+            .map(String::as_str),
+        Some("1")
+    );
     assert_eq!(
         info.config.subject_delete_marker_ttl,
         Some(Duration::from_secs(1))

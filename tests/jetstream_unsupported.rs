@@ -3,7 +3,7 @@
 //! asks for one is answered 10052 / 10012 (10005 for placement by tags) and no such stream or
 //! consumer exists afterwards; a publish with `Nats-TTL`, `Nats-Incr`, `Nats-Batch-Id` or
 //! `Nats-Schedule` is answered with nats-server's PubAck error for a stream that does not allow
-//! it, and the stream holds nothing. Raw API requests, so each body sets exactly one field.
+//! it (counters themselves: `jetstream_counter.rs`), and the stream holds nothing. Raw API requests, so each body sets exactly one field.
 //! Every scenario runs on one node (R1) and on a three-node cluster (R3).
 
 mod common;
@@ -62,8 +62,6 @@ async fn unsupported_stream_settings_are_refused_and_not_stored(fx: JsFixture) {
             json!([{"name":"ORIGIN","external":{"api":"$JS.hub.API"}}]),
             10052,
         ),
-        ("allow_msg_counter", json!(true), 10052),
-        ("allow_msg_schedules", json!(true), 10052),
         ("no_ack", json!(true), 10052),
         ("mirror_direct", json!(true), 10052),
         ("placement", json!({"tags":["ssd"]}), 10005),
@@ -94,18 +92,19 @@ async fn unsupported_stream_settings_are_refused_and_not_stored(fx: JsFixture) {
     }
     assert!(stream_names(&client).await.is_empty());
 
-    // `allow_atomic` and `allow_batched` (set by `nats bench js`) are recorded as false, what a
-    // nats-server without atomic batches does; batch publishes are refused (10174).
-    // `allow_msg_ttl` is implemented (tests/jetstream_ttl.rs): stored as asked.
+    // `allow_batched` (set by `nats bench js`) is recorded as false, what a nats-server
+    // without fast batches does. `allow_msg_ttl` (tests/jetstream_ttl.rs) and `allow_atomic`
+    // (tests/jetstream_batch.rs) are implemented: stored as asked, so a batch member is
+    // taken as one (here without its sequence: 10175).
     let body = json!({"name":"TTL","subjects":["ttl.*"],"num_replicas":replicas,
         "allow_msg_ttl":true,"allow_atomic":true,"allow_batched":true});
     let reply = api(&client, "$JS.API.STREAM.CREATE.TTL", body).await;
     assert_eq!(reply["config"]["allow_msg_ttl"], true, "{reply}");
-    assert_ne!(reply["config"]["allow_atomic"], true, "{reply}");
+    assert_eq!(reply["config"]["allow_atomic"], true, "{reply}");
     assert_ne!(reply["config"]["allow_batched"], true, "{reply}");
     fx.wait_until_served("TTL").await;
     let ack = publish_with_header(&client, "ttl.a", "Nats-Batch-Id", "b1").await;
-    assert_eq!(err_code(&ack), 10174, "{ack}");
+    assert_eq!(err_code(&ack), 10175, "{ack}");
     let reply = api(&client, "$JS.API.STREAM.DELETE.TTL", json!({})).await;
     assert_eq!(reply["success"], true, "{reply}");
 
@@ -121,11 +120,11 @@ async fn unsupported_stream_settings_are_refused_and_not_stored(fx: JsFixture) {
     )
     .await;
     let body = json!({"name":"KEPT","subjects":["kept.*"],"num_replicas":replicas,
-        "allow_msg_counter":true});
+        "no_ack":true});
     let reply = api(&client, "$JS.API.STREAM.UPDATE.KEPT", body).await;
     assert_eq!(err_code(&reply), 10052, "{reply}");
     let info = api(&client, "$JS.API.STREAM.INFO.KEPT", json!({})).await;
-    assert!(info["config"].get("allow_msg_counter").is_none(), "{info}");
+    assert_ne!(info["config"]["no_ack"], true, "{info}");
 
     // The typed client sees the same refusal.
     let mirror = stream::Config {

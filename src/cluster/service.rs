@@ -19,7 +19,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use super::proto::{self, cluster_server::Cluster, raft_reply, RaftKind};
 use super::ClusterNode;
-use crate::consensus::{raft_codec, GroupId, Proposal, RaftGroup, TypeConfig};
+use crate::consensus::{pacer, raft_codec, GroupId, Proposal, RaftGroup, TypeConfig};
 
 /// How long a vote request for a group that does not run here waits for it to start. The first
 /// replica of a new stream asks for votes as soon as it has started the group (`Bootstrap`),
@@ -135,7 +135,16 @@ impl Cluster for ClusterService {
                         request.group
                     )));
                 }
-                if candidate.is_some_and(|c| group.pacer().refuses_vote(request.group, c)) {
+                let refused = match candidate {
+                    Some(c) => {
+                        group
+                            .pacer()
+                            .refuses_vote_within(request.group, c, pacer::VOTE_WAIT)
+                            .await
+                    }
+                    None => false,
+                };
+                if refused {
                     return Ok(unavailable(format!(
                         "vote refused: group {} is quiet here and its leader is alive",
                         request.group

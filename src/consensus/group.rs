@@ -412,7 +412,7 @@ impl RaftGroup {
     /// [`batcher`](super::batcher)); each still gets its own response.
     /// On a follower the command is forwarded to the leader.
     pub async fn propose(&self, command: Command) -> Result<Response, ProposeError> {
-        self.signals.touch();
+        self.signals.proposed();
         if let Some((leader, node)) = self.other_leader() {
             let mut responses = self.forward_to(leader, node, vec![command], 0).await?;
             return responses.pop().ok_or(ProposeError::MissingResponses {
@@ -440,7 +440,7 @@ impl RaftGroup {
         commands: Vec<Command>,
         hops: u32,
     ) -> Result<Vec<Response>, ProposeError> {
-        self.signals.touch();
+        self.signals.proposed();
         if let Some((leader, node)) = self.other_leader() {
             return self.forward_to(leader, node, commands, hops).await;
         }

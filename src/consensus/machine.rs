@@ -27,11 +27,12 @@
 //!   (`state_writer.rs`), so a failed write stops the group at its next apply or snapshot.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use bytes::Bytes;
 
 use super::state_db::{self, StateDb, PREFIX_LEN, SPACE_DATA};
-use super::state_writer::{Write, WriteBehindError, WriteTicket};
+use super::state_writer::{FileEffects, Write, WriteBehindError, WriteTicket};
 use super::types::{Command, GroupId, Response};
 
 /// A storage-level failure inside a state machine.
@@ -69,6 +70,10 @@ pub enum MachineError {
         stored: u32,
         computed: u32,
     },
+    /// A file the machine keeps beside its keys (`MachineView::files_dir`) failed to be
+    /// read or written.
+    #[error("group files: {0}")]
+    Files(#[from] std::io::Error),
     /// Reading the state store panicked (sled 0.34 panics on some damaged pages).
     #[error("corrupt state: reading the state store panicked: {0}")]
     ReadPanicked(String),
@@ -98,6 +103,13 @@ impl MachineError {
             ),
             MachineError::Db(sled::Error::Corruption { .. }) => true,
             MachineError::Db(_) | MachineError::Writer(_) => false,
+            // A file a key points into that is missing or shorter than the key says.
+            MachineError::Files(e) => matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound
+                    | std::io::ErrorKind::UnexpectedEof
+                    | std::io::ErrorKind::InvalidData
+            ),
             MachineError::UndecodableCommand { .. } => false,
             MachineError::Corrupt(_)
             | MachineError::UndecodableRecord { .. }
@@ -172,17 +184,44 @@ pub trait GroupMachine: Send + Sync + 'static {
         let _ = ticket;
     }
 
-    /// How to check a stored value (machine key, value) that carries its own checksum before
-    /// it leaves in a snapshot: a leader must not ship damage it has not read since `load`
-    /// (a follower would load it, fail, be rebuilt from the same snapshot, and so on). By
-    /// default nothing is checked.
-    fn stored_value_check(&self) -> StoredValueCheck {
-        |_, _| Ok(())
+    /// How a stored value (machine key, value) leaves in a snapshot: checked, if it carries
+    /// its own checksum (a leader must not ship damage it has not read since `load`: a
+    /// follower would load it, fail, be rebuilt from the same snapshot, and so on), and
+    /// replaced by what it stands for if it points into the group's files (`Some`): a
+    /// snapshot carries values only. By default every value leaves as it is.
+    fn stored_value_export(&self) -> StoredValueExport {
+        Arc::new(|_, _| Ok(None))
+    }
+
+    /// The inverse of [`stored_value_export`](Self::stored_value_export), for a snapshot
+    /// being installed into the group `view` reads: a value that the machine keeps in its
+    /// files (`MachineView::files_dir`) goes there, and what points to it is stored instead.
+    /// By default every value is stored as it came.
+    fn stored_value_import(&self, view: &MachineView) -> Result<Box<ImportFn>, MachineError> {
+        let _ = view;
+        Ok(Box::new(|_, value| {
+            Ok(Imported {
+                value,
+                sync_first: None,
+            })
+        }))
     }
 }
 
-/// See [`GroupMachine::stored_value_check`].
-pub type StoredValueCheck = fn(&[u8], &[u8]) -> Result<(), MachineError>;
+/// (machine key, value) → the value to store instead, and a file it points into that must be
+/// synced before the value is written. See [`GroupMachine::stored_value_import`].
+pub type ImportFn = dyn FnMut(&[u8], Vec<u8>) -> Result<Imported, MachineError> + Send;
+
+/// What a value of a received snapshot becomes (see [`ImportFn`]).
+pub struct Imported {
+    pub value: Vec<u8>,
+    pub sync_first: Option<Arc<std::fs::File>>,
+}
+
+/// See [`GroupMachine::stored_value_export`].
+pub type StoredValueExport = Arc<ExportFn>;
+/// (machine key, value) → the value to dump instead, if any.
+pub type ExportFn = dyn Fn(&[u8], &[u8]) -> Result<Option<Bytes>, MachineError> + Send + Sync;
 
 /// Read access to one group's keys as they are in sled (without any pending txn): each read
 /// first waits until the node's write-behind queue has written every applied batch (see
@@ -238,6 +277,18 @@ impl MachineView {
         self.db.damage().reason(self.group)
     }
 
+    /// `paths` (files of this group's) are removed after the next durable sync of the
+    /// state db: no key in sled points into them now, but until that sync a crash could
+    /// bring back keys that did.
+    pub fn unlink_after_sync(&self, paths: Vec<std::path::PathBuf>) {
+        self.db.writer().unlink_after_sync(paths);
+    }
+
+    /// Where this group's machine keeps files beside its keys (`StateDb::files_dir`).
+    pub fn files_dir(&self) -> std::path::PathBuf {
+        self.db.files_dir(self.group)
+    }
+
     /// The highest write ticket in sled (see [`GroupMachine::submitted`]).
     pub fn written(&self) -> WriteTicket {
         self.db.writer().written()
@@ -271,6 +322,8 @@ pub struct MachineTxn<'a> {
     /// Machine key → new value, `None` = delete. A map so reads see staged writes and the last
     /// write of a key wins.
     staged: BTreeMap<Vec<u8>, Option<Bytes>>,
+    /// Files beside the keys that the batch needs on disk first, or frees (`FileEffects`).
+    files: FileEffects,
 }
 
 impl<'a> MachineTxn<'a> {
@@ -278,6 +331,7 @@ impl<'a> MachineTxn<'a> {
         MachineTxn {
             view,
             staged: BTreeMap::new(),
+            files: FileEffects::default(),
         }
     }
 
@@ -297,6 +351,20 @@ impl<'a> MachineTxn<'a> {
         self.staged.insert(key.into(), None);
     }
 
+    /// `file` (in the group's [`MachineView::files_dir`]) holds data keys of this txn point
+    /// into: it is synced before they are written.
+    pub fn sync_before(&mut self, file: Arc<std::fs::File>) {
+        if !self.files.sync_first.iter().any(|f| Arc::ptr_eq(f, &file)) {
+            self.files.sync_first.push(file);
+        }
+    }
+
+    /// No key points into `path` once this txn is written: it is removed after the next
+    /// durable sync of the state db.
+    pub fn unlink_after_sync(&mut self, path: std::path::PathBuf) {
+        self.files.unlink_after_sync.push(path);
+    }
+
     /// Read-only view of the committed state (does not see staged writes).
     pub fn view(&self) -> &MachineView {
         self.view
@@ -313,10 +381,17 @@ impl<'a> MachineTxn<'a> {
 
     /// Move the staged writes into `batch` with their full sled keys.
     pub(crate) fn into_writes(self) -> Vec<Write> {
+        self.into_parts().0
+    }
+
+    /// The staged writes with their full sled keys, and what they do to files.
+    pub(crate) fn into_parts(self) -> (Vec<Write>, FileEffects) {
         let group = self.view.group;
-        self.staged
+        let writes = self
+            .staged
             .into_iter()
             .map(|(key, value)| (state_db::key(group, SPACE_DATA, &key), value))
-            .collect()
+            .collect();
+        (writes, self.files)
     }
 }

@@ -104,6 +104,13 @@ impl NodeStorage {
         let (log, report) = LogEngine::open(&log_dir, log_options)?;
         let state = StateDb::open(data_dir.join("state"))?;
         check_state_covers_log(&log, &state, &snapshot_root)?;
+        state
+            .remove_files_of_keyless_groups()
+            .map_err(|source| StorageOpenError::Io {
+                action: "removing the files of dropped groups in",
+                path: data_dir.join("state"),
+                source,
+            })?;
         Ok((
             NodeStorage {
                 log,

@@ -1,9 +1,12 @@
 //! Replacing a group's sled keys by a snapshot file's, crash-safely (an install from the
 //! leader, or sled found behind the current snapshot file at open), and clearing them.
 
+use std::fs::File;
 use std::io;
 use std::path::PathBuf;
+use std::sync::Arc;
 
+use super::machine::ImportFn;
 use super::raft_codec;
 use super::snapshot;
 use super::state_db::{self, KEY_APPLIED, KEY_INSTALLING, KEY_MEMBERSHIP, SPACE_RAFT};
@@ -53,10 +56,14 @@ pub(crate) fn clear_group(tree: &sled::Tree, group: GroupId, keep: &[&[u8]]) -> 
 /// verify the file, set the `installing` marker (and drop the applied id) in one batch, clear,
 /// write the records, then write applied + membership and remove the marker in one batch. A
 /// crash anywhere before the last batch leaves the marker, and the next open restores again.
+///
+/// Each record goes through `import` (the machine's `stored_value_import`): the files it
+/// wrote are synced before the batch holding the values that point into them.
 pub(crate) async fn restore(
     tree: sled::Tree,
     group: GroupId,
     path: PathBuf,
+    mut import: Box<ImportFn>,
 ) -> io::Result<SnapshotMeta> {
     blocking(move || {
         let meta = snapshot::verify(&path)?;
@@ -74,16 +81,28 @@ pub(crate) async fn restore(
         clear_group(&tree, group, &[KEY_INSTALLING])?;
         let mut batch = sled::Batch::default();
         let mut n = 0;
+        let mut unsynced: Vec<Arc<File>> = Vec::new();
         snapshot::read_records(&path, |key, value| {
-            batch.insert(state_db::key(group, state_db::SPACE_DATA, &key), value);
+            let imported = import(&key, value).map_err(io::Error::other)?;
+            if let Some(file) = imported.sync_first {
+                if !unsynced.iter().any(|known| Arc::ptr_eq(known, &file)) {
+                    unsynced.push(file);
+                }
+            }
+            batch.insert(
+                state_db::key(group, state_db::SPACE_DATA, &key),
+                imported.value,
+            );
             n += 1;
             if n == RESTORE_BATCH {
+                sync_all(&mut unsynced)?;
                 tree.apply_batch(std::mem::take(&mut batch))
                     .map_err(io::Error::other)?;
                 n = 0;
             }
             Ok(())
         })?;
+        sync_all(&mut unsynced)?;
         batch.insert(
             state_db::key(group, SPACE_RAFT, KEY_APPLIED),
             raft_codec::encode(&meta.last_log_id).as_ref(),
@@ -97,4 +116,12 @@ pub(crate) async fn restore(
         Ok(meta)
     })
     .await
+}
+
+/// `fdatasync`s the files imported values point into, before the batch holding them.
+fn sync_all(files: &mut Vec<Arc<File>>) -> io::Result<()> {
+    for file in files.drain(..) {
+        file.sync_data()?;
+    }
+    Ok(())
 }

@@ -1,5 +1,6 @@
-//! Snapshot files of one group: the file format, the group's snapshot directory, and
-//! [`SnapshotFile`], the handle openraft reads and writes snapshot data through.
+//! Snapshot files of one group: the file format and [`SnapshotFile`], the handle openraft
+//! reads and writes snapshot data through. The group's directory of them is
+//! `snapshot_dir.rs`.
 //!
 //! ## What a snapshot is here
 //!
@@ -21,22 +22,16 @@
 //! trailer  0x00 ++ u64 record count ++ u32 crc32c of every byte before the crc
 //! ```
 //!
-//! ## Directory layout (one directory per group)
-//!
-//! `<index:020>-<seq:020>.snap` are committed snapshots (the greatest name is current; older ones
-//! are deleted once a newer one is committed), `*.tmp` are being built or received and are
-//! deleted on open.
 
 use std::fs::{self, File};
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use tokio::io::{AsyncRead, AsyncSeek, AsyncWrite, ReadBuf};
 
+use super::machine::MachineError;
 use super::raft_codec;
 use super::state_db::{self, SPACE_DATA};
 use super::types::{GroupId, SnapshotMeta};
@@ -177,24 +172,26 @@ fn corrupt(path: &Path, what: impl std::fmt::Display) -> io::Error {
 /// Dump the machine keys of `group` with `meta` into a new file at `path`, fsynced. Blocking.
 ///
 /// The caller guarantees consistency: nothing may apply to the group while this runs.
+#[cfg(test)]
 pub(crate) fn write_dump(
     tree: &sled::Tree,
     group: GroupId,
     meta: &SnapshotMeta,
     path: &Path,
 ) -> io::Result<u64> {
-    write_checked_dump(tree, group, meta, path, |_, _| Ok(()))
+    write_checked_dump(tree, group, meta, path, &|_, _| Ok(None))
 }
 
-/// [`write_dump`], with every record checked by `check` first (the machine's
-/// [`GroupMachine::stored_value_check`](super::GroupMachine::stored_value_check)): a record
-/// failing it fails the dump with [`DamagedRecord`] (as an `InvalidData` I/O error).
+/// [`write_dump`], with every record passed through `export` first (the machine's
+/// [`GroupMachine::stored_value_export`](super::GroupMachine::stored_value_export)): a
+/// record failing it fails the dump with [`DamagedRecord`] (as an `InvalidData` I/O error);
+/// one it replaces is dumped with the replacement.
 pub(crate) fn write_checked_dump(
     tree: &sled::Tree,
     group: GroupId,
     meta: &SnapshotMeta,
     path: &Path,
-    check: super::machine::StoredValueCheck,
+    export: &super::machine::ExportFn,
 ) -> io::Result<u64> {
     let file = fs::OpenOptions::new()
         .write(true)
@@ -213,13 +210,14 @@ pub(crate) fn write_checked_dump(
     for item in tree.scan_prefix(data_prefix) {
         let (key, value) = item.map_err(io::Error::other)?;
         let key = &key[data_prefix.len()..];
-        check(key, &value)
+        let exported = export(key, &value)
             .map_err(|error| io::Error::new(io::ErrorKind::InvalidData, DamagedRecord(error)))?;
+        let value = exported.as_deref().unwrap_or(&value);
         out.write_all(&[TAG_RECORD])?;
         out.write_all(&(key.len() as u32).to_le_bytes())?;
         out.write_all(key)?;
         out.write_all(&(value.len() as u32).to_le_bytes())?;
-        out.write_all(&value)?;
+        out.write_all(value)?;
         count += 1;
     }
     out.write_all(&[TAG_END])?;
@@ -235,7 +233,7 @@ pub(crate) fn write_checked_dump(
 /// A record that failed its machine's check while being dumped.
 #[derive(Debug, thiserror::Error)]
 #[error("damaged record: {0}")]
-pub struct DamagedRecord(pub super::machine::MachineError);
+pub struct DamagedRecord(pub MachineError);
 
 fn read_u32(reader: &mut impl Read) -> io::Result<u32> {
     let mut buf = [0u8; 4];
@@ -354,171 +352,21 @@ fn scan_reader(
     Ok(meta)
 }
 
-/// The snapshot directory of one group: at most one committed snapshot (the current one) plus
-/// temporaries. Owned by the group's state machine.
-#[derive(Debug)]
-pub(crate) struct SnapshotDir {
-    dir: PathBuf,
-    current: Option<(SnapshotMeta, PathBuf)>,
-    next_tmp: AtomicU64,
-}
-
-impl SnapshotDir {
-    /// Open (create) `dir`, delete leftovers of interrupted builds and receives, and find the
-    /// current snapshot. Blocking.
-    pub fn open(dir: PathBuf) -> io::Result<SnapshotDir> {
-        fs::create_dir_all(&dir)?;
-        let mut committed = Vec::new();
-        for entry in fs::read_dir(&dir)? {
-            let path = entry?.path();
-            match path.extension().and_then(|e| e.to_str()) {
-                Some("tmp") => fs::remove_file(&path)?,
-                Some("snap") => committed.push(path),
-                _ => {}
-            }
-        }
-        committed.sort();
-        let mut current = None;
-        // Newest first; a file whose header does not read is skipped (it would have been
-        // renamed into place only after its fsync, so this is damage, not a crash artefact).
-        while let Some(path) = committed.pop() {
-            match read_meta(&path) {
-                Ok(meta) => {
-                    current = Some((meta, path));
-                    break;
-                }
-                Err(e) => {
-                    tracing::error!(path = %path.display(), error = %e, "unreadable snapshot file skipped")
-                }
-            }
-        }
-        Ok(SnapshotDir {
-            dir,
-            current,
-            next_tmp: AtomicU64::new(0),
-        })
+/// A snapshot's meta at `index` (tests).
+#[cfg(test)]
+pub(crate) fn test_meta(index: u64) -> SnapshotMeta {
+    use crate::consensus::types::{LogId, StoredMembership};
+    SnapshotMeta {
+        last_log_id: Some(LogId::new(openraft::CommittedLeaderId::new(1, 1), index)),
+        last_membership: StoredMembership::default(),
+        snapshot_id: format!("s-{index}"),
     }
-
-    #[cfg(test)]
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    /// The current (newest committed) snapshot.
-    pub fn current(&self) -> Option<&(SnapshotMeta, PathBuf)> {
-        self.current.as_ref()
-    }
-
-    /// A fresh path for a file being built or received.
-    pub fn temp_path(&self, kind: &str) -> PathBuf {
-        let n = self.next_tmp.fetch_add(1, Ordering::Relaxed);
-        self.dir.join(format!("{kind}-{n}-{}.tmp", unique_suffix()))
-    }
-
-    /// True if `path` is a temporary file of this directory (a received snapshot that can be
-    /// renamed into place).
-    pub fn owns_temp(&self, path: &Path) -> bool {
-        path.parent() == Some(self.dir.as_path())
-            && path.extension().and_then(|e| e.to_str()) == Some("tmp")
-    }
-
-    /// Make the fsynced temporary file `temp` with `meta` the current snapshot: rename it into
-    /// place, fsync the directory, delete older snapshots. Blocking.
-    ///
-    /// If a newer snapshot was committed meanwhile (an install raced a build), `temp` is deleted
-    /// and the newer one stays current. Returns the current snapshot.
-    pub fn commit(
-        &mut self,
-        temp: &Path,
-        meta: SnapshotMeta,
-    ) -> io::Result<(SnapshotMeta, PathBuf)> {
-        if let Some((current, path)) = &self.current {
-            if current.last_log_id > meta.last_log_id {
-                fs::remove_file(temp)?;
-                return Ok((current.clone(), path.clone()));
-            }
-        }
-        let index = meta.last_log_id.map(|id| id.index + 1).unwrap_or(0);
-        let path = self
-            .dir
-            .join(format!("{index:020}-{:020}.snap", unique_suffix()));
-        fs::rename(temp, &path)?;
-        state_db::sync_dir(&self.dir)?;
-        if let Some((_, old)) = self.current.replace((meta.clone(), path.clone())) {
-            if old != path {
-                fs::remove_file(&old)?;
-            }
-        }
-        Ok((meta, path))
-    }
-
-    /// Delete the current snapshot file if it is older than `meta`, an in-place snapshot
-    /// that supersedes it (`state_machine.rs`). Blocking.
-    pub fn discard_older_than(&mut self, meta: &SnapshotMeta) -> io::Result<()> {
-        if self
-            .current
-            .as_ref()
-            .is_some_and(|(current, _)| current.last_log_id < meta.last_log_id)
-        {
-            if let Some((_, path)) = self.current.take() {
-                fs::remove_file(&path)?;
-                state_db::sync_dir(&self.dir)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// An empty file standing for the data of an in-place snapshot where openraft wants a
-    /// handle but reads only the metadata. Blocking. Installing it would fail (no magic).
-    pub fn placeholder(&self) -> io::Result<Placeholder> {
-        let path = self.temp_path("empty");
-        File::create(&path)?;
-        Ok(Placeholder { path })
-    }
-
-    /// Delete the directory and everything in it (the group is being dropped). Blocking.
-    pub fn remove_all(dir: &Path) -> io::Result<()> {
-        match fs::remove_dir_all(dir) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            other => other,
-        }
-    }
-}
-
-/// An empty temporary file, deleted once opened (see [`SnapshotDir::placeholder`]).
-pub(crate) struct Placeholder {
-    path: PathBuf,
-}
-
-impl Placeholder {
-    /// Open the file and delete its name: the handle is all that is left of it.
-    pub async fn open(self) -> io::Result<SnapshotFile> {
-        let file = SnapshotFile::open(&self.path).await;
-        tokio::fs::remove_file(&self.path).await?;
-        file
-    }
-}
-
-/// Monotonic-enough suffix so names sort by creation: nanoseconds since the epoch.
-fn unique_suffix() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::consensus::types::{LogId, StoredMembership};
-
-    fn meta(index: u64) -> SnapshotMeta {
-        SnapshotMeta {
-            last_log_id: Some(LogId::new(openraft::CommittedLeaderId::new(1, 1), index)),
-            last_membership: StoredMembership::default(),
-            snapshot_id: format!("s-{index}"),
-        }
-    }
+    use test_meta as meta;
 
     #[test]
     fn dump_round_trips_and_detects_damage() {
@@ -573,25 +421,5 @@ mod tests {
         bytes[length_at..length_at + 4].copy_from_slice(&(MAX_FIELD + 1).to_le_bytes());
         let error = verify_bytes(&bytes, Path::new("damaged")).unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::InvalidData, "{error}");
-    }
-
-    #[test]
-    fn directory_keeps_only_the_newest_committed_snapshot() {
-        let root = tempfile::tempdir().unwrap();
-        let db = sled::Config::new().temporary(true).open().unwrap();
-        let tree = db.open_tree("t").unwrap();
-        let mut snaps = SnapshotDir::open(root.path().join("g")).unwrap();
-        assert!(snaps.current().is_none());
-        for index in [3, 8] {
-            let temp = snaps.temp_path("build");
-            write_dump(&tree, 1, &meta(index), &temp).unwrap();
-            snaps.commit(&temp, meta(index)).unwrap();
-        }
-        let leftover = snaps.temp_path("receive");
-        fs::write(&leftover, b"partial").unwrap();
-        let snaps = SnapshotDir::open(root.path().join("g")).unwrap();
-        assert_eq!(snaps.current().unwrap().0, meta(8));
-        let files: Vec<_> = fs::read_dir(snaps.dir()).unwrap().collect();
-        assert_eq!(files.len(), 1, "old snapshot and temp file are gone");
     }
 }

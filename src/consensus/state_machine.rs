@@ -43,7 +43,8 @@ use super::compactor::{Compactor, LogGrowth};
 use super::machine::{ApplyPosition, GroupMachine, MachineError, MachineTxn, MachineView};
 use super::raft_codec;
 use super::restore::{blocking, clear_group, restore};
-use super::snapshot::{self, SnapshotDir, SnapshotFile};
+use super::snapshot::{self, SnapshotFile};
+use super::snapshot_dir::SnapshotDir;
 use super::state_db::{
     self, StateDb, KEY_APPLIED, KEY_INSTALLING, KEY_MEMBERSHIP, KEY_SNAPSHOT, SPACE_RAFT,
 };
@@ -181,7 +182,10 @@ impl GroupStateMachine {
                 interrupted_install = installing.is_some(),
                 "restoring group state from its snapshot file"
             );
-            restore(db.tree().clone(), group, path)
+            let import = machine
+                .stored_value_import(&MachineView::new(db.clone(), group))
+                .map_err(sm_read_err)?;
+            restore(db.tree().clone(), group, path, import)
                 .await
                 .map_err(sm_write_err)?;
             applied = meta.last_log_id;
@@ -256,10 +260,10 @@ impl GroupStateMachine {
             self.group,
             self.owner,
         );
-        let check = self.machine.stored_value_check();
+        let export = self.machine.stored_value_export();
         blocking(move || {
             db.writer().flush(owner).map_err(io::Error::other)?;
-            let dumped = snapshot::write_checked_dump(db.tree(), group, &meta, &temp, check);
+            let dumped = snapshot::write_checked_dump(db.tree(), group, &meta, &temp, &*export);
             if let Err(error) = &dumped {
                 let _ = std::fs::remove_file(&temp);
                 let damaged = error
@@ -287,10 +291,19 @@ impl GroupStateMachine {
 
     /// Delete everything the state machine of `group` stored: its sled keys and its snapshot
     /// directory. For dropping a group that is not running. Blocking.
+    ///
+    /// The group's files go last, once sled's forgetting the keys that point into them is
+    /// durable (`StateDb::sync`): a crash in between leaves files no key points into, which
+    /// the next start removes, never keys pointing into removed files.
     pub fn destroy(db: &StateDb, group: GroupId, snapshot_dir: &Path) -> io::Result<()> {
         db.writer().flush_all().map_err(io::Error::other)?;
         clear_group(db.tree(), group, &[])?;
-        SnapshotDir::remove_all(snapshot_dir)
+        SnapshotDir::remove_all(snapshot_dir)?;
+        if db.files_dir(group).exists() {
+            db.sync()?;
+            db.discard_files(group)?;
+        }
+        Ok(())
     }
 
     fn apply_entries(
@@ -339,7 +352,7 @@ impl GroupStateMachine {
         self.machine
             .finish(&mut txn)
             .map_err(|e| StorageIOError::apply(last_log_id, AnyError::new(&e)))?;
-        let mut writes = txn.into_writes();
+        let (mut writes, files) = txn.into_parts();
         let removed_keys = writes.iter().filter(|(_, value)| value.is_none()).count() as u64;
         writes.push((
             state_db::key(self.group, SPACE_RAFT, KEY_APPLIED),
@@ -356,7 +369,7 @@ impl GroupStateMachine {
         let ticket = self
             .db
             .writer()
-            .submit(self.owner, writes)
+            .submit_with(self.owner, writes, files)
             .map_err(sm_write_err)?;
         self.machine.submitted(ticket);
         self.applied = last_applied;
@@ -524,7 +537,11 @@ impl RaftStateMachine<TypeConfig> for GroupStateMachine {
         blocking(move || db.writer().flush_all().map_err(io::Error::other))
             .await
             .map_err(sm_write_err)?;
-        restore(self.db.tree().clone(), self.group, path)
+        let import = self
+            .machine
+            .stored_value_import(&self.view)
+            .map_err(sm_read_err)?;
+        restore(self.db.tree().clone(), self.group, path, import)
             .await
             .map_err(sm_write_err)?;
         self.applied = meta.last_log_id;

@@ -22,12 +22,20 @@
 //!
 //! The queue is bounded ([`MAX_QUEUED`] batches): an apply that outruns sled waits for room.
 //!
+//! A batch may come with [`FileEffects`]: files a machine wrote beside its keys (a stream's
+//! message segments) that must be on disk before sled can hold keys pointing into them, so
+//! the writer `fdatasync`s them before it writes the batch; and files the batch's keys no
+//! longer point into, which may go only once sled holds that durably, so the writer hands
+//! them to the next [`StateDb::sync`](super::StateDb::sync) ([`StateWriter::take_unlinks`]).
+//!
 //! Each submitted batch gets a [`WriteTicket`], increasing in queue order, and the writer
 //! publishes the highest ticket it has written ([`StateWriter::written`]): a machine that keeps
 //! something in memory only until sled has it (a stream's newest message blocks) checks its
 //! batch's ticket against it without waiting.
 
 use std::collections::HashMap;
+use std::fs::File;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::{self, JoinHandle};
@@ -52,11 +60,28 @@ pub type Write = (Vec<u8>, Option<Bytes>);
 /// after its owner failed).
 pub type WriteTicket = u64;
 
+/// What a batch does to files beside sled (see the module docs).
+#[derive(Debug, Default)]
+pub struct FileEffects {
+    /// Synced (`fdatasync`) before the batch is written.
+    pub sync_first: Vec<Arc<File>>,
+    /// Removed by the first [`StateDb::sync`](super::StateDb::sync) after the batch is written.
+    pub unlink_after_sync: Vec<PathBuf>,
+}
+
+impl FileEffects {
+    pub fn is_empty(&self) -> bool {
+        self.sync_first.is_empty() && self.unlink_after_sync.is_empty()
+    }
+}
+
 /// Writing a batch failed; the owner's state in sled stops at its last written batch.
 #[derive(Clone, Debug, thiserror::Error)]
 pub enum WriteBehindError {
     #[error("state db write failed: {0}")]
     Failed(Arc<sled::Error>),
+    #[error("syncing a file beside the state db failed: {0}")]
+    FileSync(Arc<std::io::Error>),
     #[error("state db writer stopped")]
     Stopped,
 }
@@ -66,6 +91,7 @@ enum Job {
         owner: Owner,
         ticket: WriteTicket,
         writes: Vec<Write>,
+        files: FileEffects,
     },
     /// Answered once every job before it was handled.
     Flush(mpsc::SyncSender<()>),
@@ -77,6 +103,8 @@ struct Shared {
     failed: Mutex<HashMap<Owner, WriteBehindError>>,
     /// Highest ticket written (or skipped).
     written: AtomicU64,
+    /// Files no key of a written batch points into any more, for the next sync.
+    unlinks: Mutex<Vec<PathBuf>>,
 }
 
 /// The node's write-behind queue into sled. See the module docs.
@@ -126,6 +154,16 @@ impl StateWriter {
         owner: Owner,
         writes: Vec<Write>,
     ) -> Result<WriteTicket, WriteBehindError> {
+        self.submit_with(owner, writes, FileEffects::default())
+    }
+
+    /// [`submit`](Self::submit), with what the batch does to files beside sled.
+    pub fn submit_with(
+        &self,
+        owner: Owner,
+        writes: Vec<Write>,
+        files: FileEffects,
+    ) -> Result<WriteTicket, WriteBehindError> {
         self.check(owner)?;
         let jobs = self.jobs.as_ref().ok_or(WriteBehindError::Stopped)?;
         let mut last = self.last_ticket.lock();
@@ -134,6 +172,7 @@ impl StateWriter {
             owner,
             ticket,
             writes,
+            files,
         })
         .map_err(|_| WriteBehindError::Stopped)?;
         *last = ticket;
@@ -161,6 +200,17 @@ impl StateWriter {
     pub fn flush(&self, owner: Owner) -> Result<(), WriteBehindError> {
         self.flush_all()?;
         self.check(owner)
+    }
+
+    /// The files written batches no longer point into (see [`FileEffects`]): the caller
+    /// removes them once sled holds everything written so far durably.
+    pub fn take_unlinks(&self) -> Vec<PathBuf> {
+        std::mem::take(&mut *self.shared.unlinks.lock())
+    }
+
+    /// Files no key points into, written or queued (see [`FileEffects`]), for the next sync.
+    pub fn unlink_after_sync(&self, paths: Vec<PathBuf>) {
+        self.shared.unlinks.lock().extend(paths);
     }
 
     /// Forget `owner` (its state machine is gone).
@@ -205,10 +255,11 @@ fn run(tree: sled::Tree, jobs: mpsc::Receiver<Job>, shared: Arc<Shared>) {
                 owner,
                 ticket,
                 writes,
+                files,
             } => {
                 // Merge the writes queued right behind this one into the same sled batch.
                 let mut owners = vec![owner];
-                let mut merged = vec![writes];
+                let mut merged = vec![(writes, files)];
                 let mut last_ticket = ticket;
                 while merged.len() < MAX_MERGED {
                     match jobs.try_recv() {
@@ -216,9 +267,10 @@ fn run(tree: sled::Tree, jobs: mpsc::Receiver<Job>, shared: Arc<Shared>) {
                             owner,
                             ticket,
                             writes,
+                            files,
                         }) => {
                             owners.push(owner);
-                            merged.push(writes);
+                            merged.push((writes, files));
                             last_ticket = ticket;
                         }
                         Ok(flush) => {
@@ -235,15 +287,41 @@ fn run(tree: sled::Tree, jobs: mpsc::Receiver<Job>, shared: Arc<Shared>) {
     }
 }
 
-fn write(tree: &sled::Tree, shared: &Shared, owners: Vec<Owner>, merged: Vec<Vec<Write>>) {
+fn write(
+    tree: &sled::Tree,
+    shared: &Shared,
+    owners: Vec<Owner>,
+    merged: Vec<(Vec<Write>, FileEffects)>,
+) {
     let mut batch = sled::Batch::default();
     let mut written = Vec::with_capacity(owners.len());
+    let mut synced: Vec<Arc<File>> = Vec::new();
+    let mut unlinks = Vec::new();
     {
-        let failed = shared.failed.lock();
-        for (owner, writes) in owners.into_iter().zip(merged) {
+        let mut failed = shared.failed.lock();
+        for (owner, (writes, files)) in owners.into_iter().zip(merged) {
             // Batches an owner queued after its failure are skipped: sled keeps its state as
             // of the last good batch.
             if failed.contains_key(&owner) {
+                continue;
+            }
+            // Keys may point into these files only once they are on disk.
+            let mut sync_failed = None;
+            for file in files.sync_first {
+                if synced.iter().any(|done| Arc::ptr_eq(done, &file)) {
+                    continue;
+                }
+                match file.sync_data() {
+                    Ok(()) => synced.push(file),
+                    Err(error) => {
+                        sync_failed = Some(error);
+                        break;
+                    }
+                }
+            }
+            if let Some(error) = sync_failed {
+                tracing::error!(%error, "syncing a group's files failed; the group stops");
+                failed.insert(owner, WriteBehindError::FileSync(Arc::new(error)));
                 continue;
             }
             for (key, value) in writes {
@@ -252,6 +330,7 @@ fn write(tree: &sled::Tree, shared: &Shared, owners: Vec<Owner>, merged: Vec<Vec
                     None => batch.remove(key),
                 }
             }
+            unlinks.extend(files.unlink_after_sync);
             written.push(owner);
         }
     }
@@ -262,6 +341,10 @@ fn write(tree: &sled::Tree, shared: &Shared, owners: Vec<Owner>, merged: Vec<Vec
         for owner in written {
             failed.insert(owner, error.clone());
         }
+        return;
+    }
+    if !unlinks.is_empty() {
+        shared.unlinks.lock().extend(unlinks);
     }
 }
 

@@ -237,10 +237,17 @@ impl StreamStateFixture {
             }
         }
         tree.apply_batch(batch)?;
+        // Self-contained: blocks as a snapshot carries them, not locators into this
+        // fixture's segment files (ADR 0022).
+        let export = machine.stored_value_export();
         let keys = view
             .scan_prefix(b"")
-            .map(|item| item.map(|(key, value)| (key, value.to_vec())))
-            .collect::<Result<Vec<_>, _>>()?;
+            .map(|item| {
+                let (key, value) = item?;
+                let value = export(&key, &value)?.unwrap_or(value);
+                Ok((key, value.to_vec()))
+            })
+            .collect::<Result<Vec<_>, MachineError>>()?;
         let meta = SnapshotMeta {
             last_log_id: Some(log_id(11)),
             last_membership: StoredMembership::default(),
@@ -248,7 +255,8 @@ impl StreamStateFixture {
         };
         let path = dir.join("seed.snap");
         let corrupt = |error: std::io::Error| MachineError::Corrupt(error.to_string());
-        snapshot::write_dump(tree, super::FIXTURE_GROUP, &meta, &path).map_err(corrupt)?;
+        snapshot::write_checked_dump(tree, super::FIXTURE_GROUP, &meta, &path, &*export)
+            .map_err(corrupt)?;
         let snapshot = std::fs::read(&path).map_err(corrupt)?;
         std::fs::remove_file(&path).map_err(corrupt)?;
         Ok(SampleState { keys, snapshot })

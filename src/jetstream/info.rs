@@ -16,8 +16,9 @@ use super::meta::StreamAssignment;
 use super::stream::StreamHandle;
 use super::topology::Topology;
 
-/// The JetStream API level jetraft implements (nats-server 2.11's feature set).
-pub const API_LEVEL: i64 = 1;
+/// The JetStream API level jetraft implements (nats-server 2.12's feature set: counters,
+/// atomic batches with them and with one-shot schedules, mirror promotion).
+pub const API_LEVEL: i64 = 2;
 
 /// A stream's `cluster` block: its group's (see [`cluster_info`]), or what `compat` reports
 /// without a cluster.
@@ -117,7 +118,7 @@ pub fn stream_info(
         state
     });
     let mut config = assignment.config;
-    add_server_metadata(&mut config.metadata);
+    add_stream_metadata(&mut config);
     let mirror = config
         .mirror
         .as_ref()
@@ -148,6 +149,15 @@ pub fn add_server_metadata(metadata: &mut std::collections::BTreeMap<String, Str
     );
     metadata.insert("_nats.level".into(), API_LEVEL.to_string());
     metadata.insert("_nats.req.level".into(), "0".into());
+}
+
+/// The `_nats.*` entries of a reported stream config, with the API level it needs.
+pub fn add_stream_metadata(config: &mut crate::jsapi::StreamConfig) {
+    add_server_metadata(&mut config.metadata);
+    config.metadata.insert(
+        "_nats.req.level".into(),
+        config.required_api_level().to_string(),
+    );
 }
 
 fn timestamp_or_zero(nanos: i64) -> Timestamp {

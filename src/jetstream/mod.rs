@@ -32,6 +32,7 @@
 
 mod advisories;
 pub mod api;
+mod atomic_publish;
 pub mod catalog;
 mod compat;
 pub mod delivery;

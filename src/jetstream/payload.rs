@@ -14,6 +14,7 @@
 //! | 1 | `STREAM_COMMAND_V1` | stream | postcard `StreamCommandWire` | `stream_machine/entry.rs` |
 //! | 2 | [`META_COMMAND_V1`] | meta | postcard `MetaCommand` | here (`meta.rs` has the enum) |
 //! | 3 | `STREAM_APPEND_V1` | stream | raw append fields | `stream_machine/entry.rs` |
+//! | 4 | `STREAM_APPEND_BATCH_V1` | stream | raw atomic batch (appends) | `stream_machine/entry.rs` |
 //!
 //! Responses carry no kind: a response answers the command at the same position, and is
 //! postcard `Result<Outcome, WireError>`, `Outcome` being the group's outcome type.

@@ -23,13 +23,18 @@ use futures::future::BoxFuture;
 use futures::stream::{FuturesOrdered, StreamExt};
 use tokio::sync::mpsc;
 
+use super::atomic_publish::{self, AtomicBatches, AtomicResult, Taken};
 use super::republish::StreamTransforms;
 use super::stream::StreamHandle;
 use super::stream_machine::entry;
 use crate::consensus::gather::Bursts;
 use crate::jsapi::{ApiError, ErrorKind, PubAck, PubAckResponse};
+use crate::jscore::atomic_batch::batch_id;
 use crate::jscore::group::StreamOutcome;
-use crate::jscore::stream::{refuse_unsupported_headers, AppendError, AppendOutcome, MsgTtls};
+use crate::jscore::stream::{
+    header_rules, refuse_unsupported_headers, stored_schedule_headers, value_body, AppendError,
+    AppendOutcome, HeaderRules,
+};
 use crate::server::dispatch::{self, Dispatch};
 use crate::server::message::Message;
 use crate::server::subscription::{InternalSubscriber, Subscription};
@@ -107,11 +112,16 @@ impl InternalSubscriber for Ingest {
             self.refuse(msg);
             return true;
         }
-        // Headers of features jetraft does not implement (counters, batches, schedules) and
-        // TTLs the stream does not take or cannot read: refused here, before the proposal,
-        // as nats-server does; never stored and ignored.
+        // Batches on a stream without `allow_atomic`, TTLs the stream does not take or
+        // cannot read, increments on a stream that does not count (or cannot be read) and
+        // schedules it does not take or jetraft does not implement (ADR 0023):
+        // refused here, before the proposal, as nats-server does; never stored and ignored.
+        // An atomic batch's member goes on to the ingest task, which stages it.
         let unsupported = msg.headers.as_deref().map_or(Ok(()), |block| {
-            refuse_unsupported_headers(block, &self.stream, self.msg_ttls())
+            if batch_id(block).is_some() && self.allows_atomic() {
+                return Ok(());
+            }
+            self.refuse_headers(block, std::str::from_utf8(&msg.subject).unwrap_or_default())
         });
         if let Err(error) = unsupported {
             self.backlog.taken(msg);
@@ -131,20 +141,31 @@ impl InternalSubscriber for Ingest {
 }
 
 impl Ingest {
-    /// Whether the stream takes `Nats-TTL` (its replicated `allow_msg_ttl`, which can
-    /// only be switched on); read only for publishes with headers.
-    fn msg_ttls(&self) -> MsgTtls {
-        let allowed = self.start.as_ref().is_some_and(|start| {
+    /// The refusal of a publish with header block `block` to `subject`, by what the
+    /// stream's config lets headers ask for (`jscore::stream::header_rules`, its schedule
+    /// rules); read only for publishes with headers.
+    fn refuse_headers(&self, block: &[u8], subject: &str) -> Result<(), AppendError> {
+        let refuse = |rules: HeaderRules<'_>| {
+            refuse_unsupported_headers(block, subject, &self.stream, rules)
+        };
+        match &self.start {
+            Some(start) => start
+                .stream
+                .view()
+                .read(|group| refuse(header_rules(group.stream().config()))),
+            None => refuse(HeaderRules::NONE),
+        }
+    }
+
+    /// Whether the stream takes atomic batches (its replicated `allow_atomic`); read only
+    /// for batch members.
+    fn allows_atomic(&self) -> bool {
+        self.start.as_ref().is_some_and(|start| {
             start
                 .stream
                 .view()
-                .read(|group| group.stream().config().allow_msg_ttl)
-        });
-        if allowed {
-            MsgTtls::Allowed
-        } else {
-            MsgTtls::Disabled
-        }
+                .read(|group| group.stream().config().allow_atomic)
+        })
     }
 
     /// The ingest task's queue, starting the task on first use; None once the server is
@@ -241,20 +262,29 @@ struct BatchResult {
     outcomes: Result<Vec<Result<StreamOutcome, ApiError>>, ApiError>,
 }
 
+/// A proposal of the ingest task: gathered publishes, or a committed atomic batch.
+enum Proposed {
+    Publishes(BatchResult),
+    Atomic(AtomicResult),
+}
+
 async fn run(
     shared: Arc<ServerShared>,
     stream: Arc<StreamHandle>,
     mut incoming: mpsc::UnboundedReceiver<Message>,
     backlog: Arc<Backlog>,
 ) {
-    let mut in_flight: FuturesOrdered<BoxFuture<'static, BatchResult>> = FuturesOrdered::new();
+    let mut in_flight: FuturesOrdered<BoxFuture<'static, Proposed>> = FuturesOrdered::new();
     // Whether the last batch was a burst (see `gather`).
     let mut bursts = Bursts::default();
+    // Atomic batches being staged (leader memory: they end with this task).
+    let mut atomic = AtomicBatches::default();
     loop {
+        let idle_deadline = atomic.next_idle_deadline();
         tokio::select! {
             biased;
-            Some(batch) = in_flight.next(), if !in_flight.is_empty() => {
-                answer(&shared, stream.name(), batch);
+            Some(proposed) = in_flight.next(), if !in_flight.is_empty() => {
+                answer_proposed(&shared, stream.name(), proposed);
             }
             received = incoming.recv(), if in_flight.len() < MAX_IN_FLIGHT => {
                 let Some(first) = received else { break };
@@ -262,14 +292,74 @@ async fn run(
                 let mut batch = vec![first];
                 gather(&mut incoming, &backlog, &mut batch, &bursts).await;
                 bursts.record(batch.len());
-                in_flight.push_back(Box::pin(propose_batch(stream.clone(), batch)));
+                let batch = stage_members(&shared, &stream, &mut atomic, batch, &mut in_flight);
+                if !batch.is_empty() {
+                    let proposal = propose_batch(stream.clone(), batch);
+                    in_flight.push_back(Box::pin(async { Proposed::Publishes(proposal.await) }));
+                }
+            }
+            _ = sleep_until_nanos(idle_deadline.unwrap_or(i64::MAX)), if idle_deadline.is_some() => {
+                atomic.abandon_idle(stream.name(), super::now_nanos());
             }
             _ = shared.shutdown.cancelled() => break,
         }
     }
     // Whatever was proposed still gets its answer if it completes.
-    while let Some(batch) = in_flight.next().await {
-        answer(&shared, stream.name(), batch);
+    while let Some(proposed) = in_flight.next().await {
+        answer_proposed(&shared, stream.name(), proposed);
+    }
+}
+
+/// Hands the atomic batch members among `batch` to `atomic` (answering them, or proposing
+/// a committed batch); returns the other messages, in order.
+fn stage_members(
+    shared: &ServerShared,
+    stream: &Arc<StreamHandle>,
+    atomic: &mut AtomicBatches,
+    batch: Vec<Message>,
+    in_flight: &mut FuturesOrdered<BoxFuture<'static, Proposed>>,
+) -> Vec<Message> {
+    let is_member = |msg: &Message| msg.headers.as_deref().and_then(batch_id).is_some();
+    if !batch.iter().any(is_member) {
+        return batch;
+    }
+    let mut dispatch = Dispatch::default();
+    let mut others = Vec::with_capacity(batch.len());
+    for msg in batch {
+        if !is_member(&msg) {
+            others.push(msg);
+            continue;
+        }
+        match atomic.take(stream, msg, super::now_nanos()) {
+            Taken::Answer(Some(answer)) => {
+                let matches = shared.router.matches(&answer.subject);
+                dispatch.route(&shared.router, &matches, &answer, None);
+            }
+            Taken::Answer(None) => {}
+            Taken::Propose(committed) => {
+                let proposal = atomic_publish::propose(stream.clone(), committed);
+                in_flight.push_back(Box::pin(async { Proposed::Atomic(proposal.await) }));
+            }
+        }
+    }
+    dispatch.wake_all(&shared.stats);
+    others
+}
+
+/// Sleeps until the wall-clock time `deadline_nanos` (`now_nanos`' clock).
+async fn sleep_until_nanos(deadline_nanos: i64) {
+    let wait = deadline_nanos.saturating_sub(super::now_nanos()).max(0);
+    tokio::time::sleep(std::time::Duration::from_nanos(wait as u64)).await;
+}
+
+fn answer_proposed(shared: &ServerShared, stream: &str, proposed: Proposed) {
+    match proposed {
+        Proposed::Publishes(batch) => answer(shared, stream, batch),
+        Proposed::Atomic(result) => {
+            let mut dispatch = Dispatch::default();
+            atomic_publish::answer(shared, &mut dispatch, stream, result);
+            dispatch.wake_all(&shared.stats);
+        }
     }
 }
 
@@ -315,6 +405,10 @@ async fn propose_batch(stream: Arc<StreamHandle>, mut batch: Vec<Message>) -> Ba
     let transforms = StreamTransforms::of(&stream);
     for msg in &mut batch {
         msg.subject = transforms.stored_subject(&msg.subject);
+        // A schedule is stored with `Nats-Rollup: sub` (checked by the ingest, ADR 0023).
+        if let Some(headers) = msg.headers.as_deref().and_then(stored_schedule_headers) {
+            msg.headers = Some(Bytes::from(headers));
+        }
     }
     let commands = batch
         .iter()
@@ -346,13 +440,15 @@ fn answer(shared: &ServerShared, stream: &str, batch: BatchResult) {
     let mut dispatch = Dispatch::default();
     for (msg, outcome) in messages.iter().zip(outcomes) {
         if let Ok(StreamOutcome::Appended(appended)) = &outcome {
+            // A counter stream republishes what it stored: the counter's value.
+            let counted = counted_message(msg, appended);
             transforms.republish(
                 &shared.router,
                 &mut dispatch,
                 stream,
-                msg,
+                counted.as_ref().unwrap_or(msg),
                 now_nanos,
-                appended,
+                appended.uncounted(),
             );
         }
         let Some(reply) = &msg.reply else { continue };
@@ -362,6 +458,10 @@ fn answer(shared: &ServerShared, stream: &str, batch: BatchResult) {
                 seq: appended.seq(),
                 domain: String::new(),
                 duplicate: matches!(appended, AppendOutcome::Duplicate { .. }),
+                val: match &appended {
+                    AppendOutcome::Counted { val, .. } => val.clone(),
+                    _ => String::new(),
+                },
             }),
             Ok(other) => {
                 tracing::error!(stream, "append answered with {other:?}");
@@ -374,6 +474,15 @@ fn answer(shared: &ServerShared, stream: &str, batch: BatchResult) {
         dispatch.route(&shared.router, &matches, &ack, None);
     }
     dispatch.wake_all(&shared.stats);
+}
+
+/// What a counter stream stored for `msg` (`Counted`): its headers and the value body.
+fn counted_message(msg: &Message, outcome: &AppendOutcome) -> Option<Message> {
+    let AppendOutcome::Counted { val, headers, .. } = outcome else {
+        return None;
+    };
+    let stored = Message::new(msg.subject.clone(), value_body(val));
+    Some(stored.with_headers(Some(headers.clone())))
 }
 
 #[cfg(test)]

@@ -224,13 +224,33 @@ error_table! {
     StreamWrongLastSequenceConstant = 400, 10164, "wrong last sequence";
     MessageTtlInvalid = 400, 10165, "invalid per-message TTL";
     MessageTtlDisabled = 400, 10166, "per-message TTL is disabled";
-    /// `Nats-Incr` on a stream that is not a counter stream (every jetraft stream).
+    /// `Nats-Incr` on a stream that is not a counter stream.
     MessageIncrDisabled = 400, 10168, "message counters is disabled";
+    MessageIncrMissing = 400, 10169, "message counter increment is missing";
+    MessageIncrPayload = 400, 10170, "message counter has payload";
     MessageIncrInvalid = 400, 10171, "message counter increment is invalid";
+    MessageCounterBroken = 400, 10172, "message counter is broken";
     /// `Nats-Batch-Id` on a stream without atomic publish (every jetraft stream).
     AtomicPublishDisabled = 400, 10174, "atomic publish is disabled";
-    /// `Nats-Schedule` on a stream without schedules (every jetraft stream).
+    /// Atomic batch publish (ADR-50): the refusals of a batch member or commit.
+    AtomicPublishMissingSeq = 400, 10175, "atomic publish sequence is missing";
+    AtomicPublishIncompleteBatch = 400, 10176, "atomic publish batch is incomplete";
+    AtomicPublishUnsupportedHeader = 400, 10177, "atomic publish unsupported header used: {header}";
+    AtomicPublishInvalidBatchId = 400, 10179, "atomic publish batch ID is invalid";
+    AtomicPublishTooLargeBatch = 400, 10199, "atomic publish batch is too large: {size}";
+    AtomicPublishInvalidBatchCommit = 400, 10200, "atomic publish batch commit is invalid";
+    AtomicPublishDuplicateMsgId = 400, 10201, "atomic publish batch contains duplicate message id";
+    AtomicPublishTooManyInflight = 429, 10210, "atomic publish too many inflight";
+    /// `Nats-Schedule` on a stream without `allow_msg_schedules`; then the schedule checks.
     MessageSchedulesDisabled = 400, 10188, "message schedules is disabled";
+    MessageSchedulesPatternInvalid = 400, 10189, "message schedules pattern is invalid";
+    MessageSchedulesTargetInvalid = 400, 10190, "message schedules target is invalid";
+    MessageSchedulesTtlInvalid = 400, 10191, "message schedules invalid per-message TTL";
+    MessageSchedulesRollupInvalid = 400, 10192, "message schedules invalid rollup";
+    MessageSchedulesSourceInvalid = 400, 10203, "message schedules source is invalid";
+    MessageSchedulesSchedulerInvalid = 400, 10212, "message schedules invalid scheduler";
+    MirrorWithMsgSchedules = 400, 10186, "stream mirrors can not also schedule messages";
+    SourceWithMsgSchedules = 400, 10187, "stream source can not also schedule messages";
     StreamTooManyRequests = 429, 10167, "too many requests";
     StreamMinLastSeq = 412, 10180, "min last sequence";
     StreamExpectedLastSeqPerSubjectInvalid = 400, 10193, "missing sequence for expected last sequence per subject";
@@ -239,6 +259,7 @@ error_table! {
     // ---- mirrors and sources ----
     MirrorConsumerSetupFailed = 500, 10029, "{err}";
     MirrorMaxMessageSizeTooBig = 400, 10030, "stream mirror must have max message size >= source";
+    MirrorWithAtomicPublish = 400, 10198, "stream mirrors can not also use atomic publishing";
     MirrorWithSources = 400, 10031, "stream mirrors can not also contain other sources";
     MirrorWithStartSeqAndTime = 400, 10032, "stream mirrors can not have both start seq and start time configured";
     MirrorWithSubjectFilters = 400, 10033, "stream mirrors can not contain filtered subjects";
@@ -248,6 +269,7 @@ error_table! {
     SourceDuplicateDetected = 400, 10140, "duplicate source configuration detected";
     SourceInvalidStreamName = 400, 10141, "sourced stream name is invalid";
     MirrorInvalidStreamName = 400, 10142, "mirrored stream name is invalid";
+    MirrorWithCounters = 400, 10173, "stream mirrors can not also calculate counters";
     MirrorWithFirstSeq = 400, 10143, "stream mirrors can not have first sequence configured";
     SourceMultipleFiltersNotAllowed = 400, 10144, "source with multiple subject transforms cannot also have a single subject filter";
     SourceInvalidSubjectFilter = 400, 10145, "source transform source: {err}";

@@ -19,6 +19,7 @@ pub mod account_info;
 pub mod ack;
 pub mod advisory;
 mod base64;
+pub mod batch_pub_ack;
 pub mod consumer_config;
 mod consumer_config_check;
 #[cfg(test)]
@@ -50,6 +51,7 @@ mod unsupported_tests;
 
 pub use account_info::{AccountInfo, AccountLimits, AccountUsage, ApiStats};
 pub use ack::{AckKind, AckReply, AckSubjectError, ACK_PREFIX};
+pub use batch_pub_ack::batch_pub_ack_json;
 pub use consumer_config::{
     AckPolicy, ConsumerAction, ConsumerConfig, CreateConsumerRequest, DeliverPolicy,
     PriorityPolicy, ReplayPolicy,

@@ -1,5 +1,6 @@
 //! The reply to a publish into a stream: `{"stream","seq"}` (plus `duplicate` when the
-//! `Nats-Msg-Id` was seen within the window, `domain` when configured), or on failure
+//! `Nats-Msg-Id` was seen within the window, `domain` when configured, `val` on a counter
+//! stream), or on failure
 //! `{"error":{…},"stream":…,"seq":0}`. There is no `type` field.
 
 use serde::{Deserialize, Serialize};
@@ -21,6 +22,12 @@ pub struct PubAck {
     pub domain: String,
     #[serde(deserialize_with = "nullable", skip_serializing_if = "is_false")]
     pub duplicate: bool,
+    /// A counter stream's new value (ADR-49), an integer in decimal.
+    #[serde(
+        deserialize_with = "nullable",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub val: String,
 }
 
 /// What goes on the wire: a PubAck, or an error with the stream name and `seq: 0`.
@@ -75,6 +82,10 @@ impl PubAck {
         if self.duplicate {
             out.extend_from_slice(br#","duplicate":true"#);
         }
+        if !self.val.is_empty() {
+            out.extend_from_slice(br#","val":"#);
+            write_json_string(&mut out, &self.val);
+        }
         out.push(b'}');
         out
     }
@@ -123,6 +134,7 @@ mod tests {
             seq: 17,
             duplicate: true,
             domain: "hub".into(),
+            ..PubAck::default()
         });
         assert_eq!(
             dup.to_json(),
@@ -137,12 +149,17 @@ mod tests {
             ("S", "hub"),
             ("we\"ird\\na\u{1}me\n\t\r\u{8}\u{c}é", "d\"o"),
         ] {
-            for (seq, duplicate) in [(0, false), (1, true), (u64::MAX, false)] {
+            for (seq, duplicate, val) in [
+                (0, false, ""),
+                (1, true, ""),
+                (u64::MAX, false, "-123456789012345678901234567890"),
+            ] {
                 let ack = PubAck {
                     stream: stream.into(),
                     seq,
                     domain: domain.into(),
                     duplicate,
+                    val: val.into(),
                 };
                 let response = PubAckResponse::success(ack.clone());
                 assert_eq!(ack.to_json(), serde_json::to_vec(&response).unwrap());

@@ -237,6 +237,22 @@ impl StreamConfig {
             ..Self::default()
         }
     }
+
+    /// The API level this config needs (its `_nats.req.level`), as nats-server 2.15 reckons
+    /// it: TTLs and delete markers are level 1; counters, atomic batches, schedules and the
+    /// async persist mode level 2.
+    pub fn required_api_level(&self) -> i64 {
+        let level_two = self.allow_msg_counter
+            || self.allow_atomic
+            || self.allow_msg_schedules
+            || self.persist_mode == Some(PersistMode::Async);
+        let level_one = self.allow_msg_ttl || self.subject_delete_marker_ttl > 0;
+        match (level_two, level_one) {
+            (true, _) => 2,
+            (false, true) => 1,
+            (false, false) => 0,
+        }
+    }
 }
 
 /// Where replicas may be placed.
@@ -369,6 +385,27 @@ mod tests {
         "max_msg_size":-1,"storage":"file","discard":"old","num_replicas":1,
         "duplicate_window":120000000000,"sealed":false,"deny_delete":false,"deny_purge":false,
         "allow_rollup_hdrs":false,"allow_direct":true,"mirror_direct":false,"consumer_limits":{}}"#;
+
+    #[test]
+    fn required_api_level_follows_the_features_asked_for() {
+        let with = |body: &str| -> i64 {
+            serde_json::from_str::<StreamConfig>(body)
+                .unwrap()
+                .required_api_level()
+        };
+        assert_eq!(with(NATSCLI_CREATE), 0);
+        assert_eq!(with(r#"{"name":"T","allow_msg_ttl":true}"#), 1);
+        assert_eq!(
+            with(r#"{"name":"T","subject_delete_marker_ttl":1000000000}"#),
+            1
+        );
+        assert_eq!(with(r#"{"name":"C","allow_msg_counter":true}"#), 2);
+        assert_eq!(
+            with(r#"{"name":"A","allow_atomic":true,"allow_msg_ttl":true}"#),
+            2
+        );
+        assert_eq!(with(r#"{"name":"P","persist_mode":"async"}"#), 2);
+    }
 
     #[test]
     fn decodes_natscli_create_body() {

@@ -225,11 +225,21 @@ impl StreamConfig {
             if !self.sources.is_empty() {
                 return Err(ErrorKind::MirrorWithSources.into());
             }
+            if self.allow_msg_counter {
+                return Err(ErrorKind::MirrorWithCounters.into());
+            }
+            if self.allow_msg_schedules {
+                return Err(ErrorKind::MirrorWithMsgSchedules.into());
+            }
             if !mirror.filter_subject.is_empty() && !mirror.subject_transforms.is_empty() {
                 return Err(ErrorKind::MirrorMultipleFiltersNotAllowed.into());
             }
             if mirror.opt_start_seq > 0 && mirror.opt_start_time.is_some() {
                 return Err(ErrorKind::MirrorWithStartSeqAndTime.into());
+            }
+            // A mirror stores its origin's messages, never batches of its own (ADR-50).
+            if self.allow_atomic {
+                return Err(ErrorKind::MirrorWithAtomicPublish.into());
             }
             if self.subject_delete_marker_ttl > 0 {
                 return Err(ApiError::invalid_config(
@@ -252,6 +262,9 @@ impl StreamConfig {
                     ErrorKind::MirrorInvalidTransformDestination,
                 )?;
             }
+        }
+        if !self.sources.is_empty() && self.allow_msg_schedules {
+            return Err(ErrorKind::SourceWithMsgSchedules.into());
         }
         let mut seen = std::collections::HashSet::new();
         for source in &self.sources {
@@ -421,13 +434,25 @@ impl StreamConfig {
                 "stream configuration update can not cancel deny purge",
             ));
         }
-        if self.mirror != old.mirror {
+        // A mirror's origin cannot change; removing it promotes the mirror to an ordinary
+        // stream (nats-server 2.12), whose copy task stops with the config update.
+        if self.mirror.is_some() && self.mirror != old.mirror {
             return Err(ErrorKind::StreamMirrorNotUpdatable.into());
         }
-        if self.allow_msg_ttl != old.allow_msg_ttl {
+        // TTLs can be switched on by an update, not off (nats-server 2.12).
+        if old.allow_msg_ttl && !self.allow_msg_ttl {
+            return Err(invalid("message TTL status can not be disabled"));
+        }
+        // A counter's value is its subject's last message: a stream cannot start or stop
+        // counting.
+        if self.allow_msg_counter != old.allow_msg_counter {
             return Err(invalid(
-                "message TTL status can not be changed after stream creation",
+                "stream configuration update can not change message counter setting",
             ));
+        }
+        // Schedules can be switched on by an update, not off (nats-server 2.15.1).
+        if old.allow_msg_schedules && !self.allow_msg_schedules {
+            return Err(invalid("message schedules can not be disabled"));
         }
         Ok(())
     }

@@ -204,10 +204,132 @@ fn update_rules() {
 }
 
 #[test]
+fn a_mirror_is_promoted_by_removing_it_and_its_origin_never_changes() {
+    let mut mirror = StreamConfig::new("M", &[]);
+    mirror.subjects.clear();
+    mirror.mirror = Some(StreamSource {
+        name: "ORIGIN".into(),
+        ..StreamSource::default()
+    });
+    let mirror = mirror.checked().unwrap();
+    let promoted = StreamConfig::new("M", &["m.>"]).checked().unwrap();
+    assert!(promoted.validate_update(&mirror).is_ok());
+    let mut moved = mirror.clone();
+    moved.mirror.as_mut().unwrap().name = "OTHER".into();
+    assert_eq!(moved.validate_update(&mirror).unwrap_err().err_code, 10055);
+    // An ordinary stream does not become a mirror.
+    assert_eq!(
+        mirror.validate_update(&promoted).unwrap_err().err_code,
+        10055
+    );
+}
+
+#[test]
+fn message_ttls_are_switched_on_by_an_update_not_off() {
+    let plain = StreamConfig::new("S", &["s.>"]).checked().unwrap();
+    let mut ttl = plain.clone();
+    ttl.allow_msg_ttl = true;
+    assert!(ttl.validate_update(&plain).is_ok());
+    let err = plain.validate_update(&ttl).unwrap_err();
+    assert_eq!(
+        (err.err_code, err.description.as_str()),
+        (10052, "message TTL status can not be disabled")
+    );
+}
+
+#[test]
 fn overlap_between_streams() {
     let a = StreamConfig::new("A", &["orders.*"]);
     let b = StreamConfig::new("B", &["orders.new"]);
     let c = StreamConfig::new("C", &["billing.>"]);
     assert!(a.subjects_overlap(&b));
     assert!(!a.subjects_overlap(&c));
+}
+
+#[test]
+fn counter_streams_as_nats_server_checks_them() {
+    let mut cfg = StreamConfig::new("C", &["c.>"]);
+    cfg.allow_msg_counter = true;
+    let counter = cfg.clone().checked().unwrap().refuse_unsupported().unwrap();
+    assert!(counter.allow_msg_counter);
+    for (change, text) in [
+        (
+            (|c: &mut StreamConfig| c.discard = DiscardPolicy::New) as fn(&mut StreamConfig),
+            "counter stream cannot use discard new",
+        ),
+        (
+            |c| c.allow_msg_ttl = true,
+            "counter stream cannot use message TTLs",
+        ),
+        (
+            |c| c.retention = RetentionPolicy::Interest,
+            "counter stream can only use limits retention",
+        ),
+    ] {
+        let mut bad = cfg.clone();
+        change(&mut bad);
+        let err = err_of(bad);
+        assert_eq!((err.err_code, err.description.as_str()), (10052, text));
+    }
+    let mut mirror = StreamConfig::new("M", &[]);
+    mirror.mirror = Some(StreamSource {
+        name: "C".into(),
+        ..StreamSource::default()
+    });
+    mirror.allow_msg_counter = true;
+    let err = err_of(mirror);
+    assert_eq!(
+        (err.err_code, err.description.as_str()),
+        (10173, "stream mirrors can not also calculate counters")
+    );
+    // Neither switched on nor off by an update.
+    let plain = StreamConfig::new("C", &["c.>"]).checked().unwrap();
+    for (new, old) in [(&counter, &plain), (&plain, &counter)] {
+        let err = new.validate_update(old).unwrap_err();
+        assert_eq!(
+            err.description,
+            "stream configuration update can not change message counter setting"
+        );
+    }
+}
+
+#[test]
+fn schedule_streams_as_nats_server_checks_them() {
+    let mut cfg = StreamConfig::new("S", &["s.>"]);
+    cfg.allow_msg_schedules = true;
+    cfg.deny_purge = true;
+    let schedules = cfg.clone().checked().unwrap().refuse_unsupported().unwrap();
+    // Schedules need rollups and purges (nats-server 2.15.1 stores them so).
+    assert!(schedules.allow_msg_schedules && schedules.allow_rollup_hdrs);
+    assert!(!schedules.deny_purge);
+    let mut discard_new = cfg.clone();
+    discard_new.discard = DiscardPolicy::New;
+    let err = err_of(discard_new);
+    assert_eq!(
+        (err.err_code, err.description.as_str()),
+        (10052, "message scheduling cannot use discard new")
+    );
+    let mut mirror = StreamConfig::new("M", &[]);
+    mirror.mirror = Some(StreamSource {
+        name: "S".into(),
+        ..StreamSource::default()
+    });
+    mirror.allow_msg_schedules = true;
+    let err = err_of(mirror);
+    assert_eq!((err.code, err.err_code), (400, 10186));
+    let mut sourcing = cfg.clone();
+    sourcing.sources = vec![StreamSource {
+        name: "O".into(),
+        ..StreamSource::default()
+    }];
+    let err = err_of(sourcing);
+    assert_eq!(
+        (err.err_code, err.description.as_str()),
+        (10187, "stream source can not also schedule messages")
+    );
+    // Switched on by an update, not off.
+    let plain = StreamConfig::new("S", &["s.>"]).checked().unwrap();
+    assert!(schedules.validate_update(&plain).is_ok());
+    let err = plain.validate_update(&schedules).unwrap_err();
+    assert_eq!(err.description, "message schedules can not be disabled");
 }

@@ -236,8 +236,13 @@ fn parse_rfc3339(text: &str) -> Option<Timestamp> {
 }
 
 /// Parses a Go duration string (`"300ms"`, `"1.5h"`, `"2m30s"`, `"-5s"`, `"0"`) into
-/// nanoseconds, as Go's `time.ParseDuration` does. `None` on malformed input or overflow.
+/// nanoseconds, as Go's `time.ParseDuration` does: an optional sign, then one or more decimal
+/// numbers (with an optional fraction) each followed by a unit (`ns`, `us`, `µs`, `μs`, `ms`,
+/// `s`, `m`, `h`); `"0"` alone is allowed. `None` where Go returns an error (including
+/// overflow). Integer arithmetic, so fractions truncate as Go's do (`-NAK` delays, `Nats-TTL`).
 pub fn parse_go_duration(text: &str) -> Option<i64> {
+    // Go accepts exactly 2^63 ns only with a minus sign.
+    const MAX: u128 = i64::MAX as u128 + 1;
     let (negative, mut rest) = match text.as_bytes().first()? {
         b'-' => (true, &text[1..]),
         b'+' => (false, &text[1..]),
@@ -249,36 +254,56 @@ pub fn parse_go_duration(text: &str) -> Option<i64> {
     if rest.is_empty() {
         return None;
     }
-    let mut total: f64 = 0.0;
+    let mut total: u128 = 0;
     while !rest.is_empty() {
-        let number_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        if number_len == 0 {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let whole: u128 = if digits > 0 {
+            rest[..digits].parse().ok().filter(|v| *v <= MAX)?
+        } else {
+            0
+        };
+        rest = &rest[digits..];
+        let (mut fraction, mut scale, mut fraction_digits) = (0u128, 1u128, 0usize);
+        if let Some(after_dot) = rest.strip_prefix('.') {
+            fraction_digits = after_dot.bytes().take_while(u8::is_ascii_digit).count();
+            for digit in after_dot[..fraction_digits].bytes() {
+                // Go stops accumulating once more digits could not matter.
+                if scale < 10u128.pow(30) {
+                    fraction = fraction * 10 + u128::from(digit - b'0');
+                    scale *= 10;
+                }
+            }
+            rest = &after_dot[fraction_digits..];
+        }
+        if digits == 0 && fraction_digits == 0 {
             return None;
         }
-        let value: f64 = rest[..number_len].parse().ok()?;
-        rest = &rest[number_len..];
         let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let unit = match &rest[..unit_len] {
-            "ns" => 1.0,
-            "us" | "µs" | "μs" => 1e3,
-            "ms" => 1e6,
-            "s" => 1e9,
-            "m" => 60e9,
-            "h" => 3600e9,
+            .char_indices()
+            .find(|(_, c)| *c == '.' || c.is_ascii_digit())
+            .map_or(rest.len(), |(at, _)| at);
+        let unit: u128 = match &rest[..unit_len] {
+            "ns" => 1,
+            "us" | "\u{b5}s" | "\u{3bc}s" => 1_000,
+            "ms" => 1_000_000,
+            "s" => 1_000_000_000,
+            "m" => 60_000_000_000,
+            "h" => 3_600_000_000_000,
             _ => return None,
         };
         rest = &rest[unit_len..];
-        total += value * unit;
+        let value = whole.checked_mul(unit).filter(|v| *v <= MAX)? + fraction * unit / scale;
+        total += value;
+        if total > MAX {
+            return None;
+        }
     }
-    if total > i64::MAX as f64 {
-        return None;
+    match (negative, total) {
+        (true, MAX) => Some(i64::MIN),
+        (true, total) => Some(-(total as i64)),
+        (false, MAX) => None,
+        (false, total) => Some(total as i64),
     }
-    let nanos = total.round() as i64;
-    Some(if negative { -nanos } else { nanos })
 }
 
 #[cfg(test)]
@@ -344,5 +369,19 @@ mod tests {
         assert_eq!(parse_go_duration("5"), None);
         assert_eq!(parse_go_duration("abc"), None);
         assert_eq!(parse_go_duration(""), None);
+        assert_eq!(parse_go_duration("1h2m3.5s"), Some(3_723_500_000_000));
+        assert_eq!(parse_go_duration("1\u{b5}s"), Some(1_000));
+        assert_eq!(parse_go_duration(".5s"), Some(500_000_000));
+        assert_eq!(parse_go_duration("1.s"), Some(NANOS_PER_SEC));
+        assert_eq!(parse_go_duration("."), None);
+        assert_eq!(parse_go_duration("1.0000000009s"), Some(NANOS_PER_SEC));
+        assert_eq!(
+            parse_go_duration("2562047h"),
+            Some(9_223_369_200_000_000_000)
+        );
+        assert_eq!(parse_go_duration("2562048h"), None);
+        assert_eq!(parse_go_duration("9223372036854775807ns"), Some(i64::MAX));
+        assert_eq!(parse_go_duration("9223372036854775808ns"), None);
+        assert_eq!(parse_go_duration("-9223372036854775808ns"), Some(i64::MIN));
     }
 }

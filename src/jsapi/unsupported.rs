@@ -10,11 +10,11 @@
 //! with 10012 (consumer create failed), each naming the JSON field, so a user sees which
 //! setting to drop. When a feature is implemented, its line here goes.
 //!
-//! One exception: `allow_atomic: true` and `allow_batched: true` are recorded as `false`
-//! (what a nats-server without those features does with them): the nats CLI's `nats bench
-//! js` sets both on the streams it creates; the stream then reports both off (clients gate
-//! batch publishing on them), and a batch publish (`Nats-Batch-Id`) is refused with 10174
-//! (atomic publish is disabled).
+//! One exception: `allow_batched: true` (2.14's fast batch publish) is recorded as `false`
+//! (what a nats-server without that feature does with it): the nats CLI's `nats bench js`
+//! sets it on the streams it creates; the stream then reports it off (clients gate fast
+//! batch publishing on it). `allow_atomic` (atomic batch publish, ADR-50) is implemented
+//! (`jscore::atomic_batch`, `jetstream::atomic_publish`) and stored as asked.
 //!
 //! Accepted on purpose although jetraft does something stronger than asked: `persist_mode:
 //! async` (every write is committed through Raft before the ack anyway), `compression: s2`
@@ -27,7 +27,10 @@
 //! implemented (`jscore::consumer::pause`, `jetstream::delivery::{pause, priority}`); so were
 //! a stream's `subject_transform`, `republish`, `mirror` and `sources` (`jetstream::republish`,
 //! `jetstream::sourcing`). Of mirrors and sources, an `external` origin (another account or
-//! domain) and a durable sourcing `consumer` (2.14) are still refused.
+//! domain) and a durable sourcing `consumer` (2.14) are still refused. Counter streams
+//! (`allow_msg_counter`) likewise, until `jscore::stream::counter` implemented them, and
+//! message schedules (`allow_msg_schedules`) until `jscore::stream::{schedule, fire}` did
+//! (their `@at` form; the others are refused per message, ADR 0023).
 
 use super::consumer_config::{AckPolicy, ConsumerConfig, ReplayPolicy};
 use super::error::{ApiError, ErrorKind};
@@ -40,11 +43,10 @@ fn not_supported(what: &str, field: &str) -> String {
 
 impl StreamConfig {
     /// The (normalized, validated) config as jetraft stores it, or 10052 if it sets a stream
-    /// feature jetraft does not implement. `allow_atomic` and `allow_batched`
-    /// are recorded as `false` (see the module docs). Placement is the placement module's (it needs the topology).
+    /// feature jetraft does not implement. `allow_batched` is recorded as `false` (see the
+    /// module docs). Placement is the placement module's (it needs the topology).
     pub fn refuse_unsupported(mut self) -> Result<StreamConfig, ApiError> {
         self.check_supported()?;
-        self.allow_atomic = false;
         self.allow_batched = false;
         Ok(self)
     }
@@ -55,7 +57,7 @@ impl StreamConfig {
     }
 
     fn check_supported(&self) -> Result<(), ApiError> {
-        let refusals: [(bool, &str, &str); 7] = [
+        let refusals: [(bool, &str, &str); 5] = [
             // Origins in another account or domain (read through another API prefix), and
             // 2.14's durable sourcing consumers.
             (
@@ -67,16 +69,6 @@ impl StreamConfig {
                 self.origins().any(|origin| origin.consumer.is_some()),
                 "sourcing consumers are",
                 "consumer",
-            ),
-            (
-                self.allow_msg_counter,
-                "message counters are",
-                "allow_msg_counter",
-            ),
-            (
-                self.allow_msg_schedules,
-                "message schedules are",
-                "allow_msg_schedules",
             ),
             // jetraft answers every publish that has a reply subject.
             (self.no_ack, "streams without publish acks are", "no_ack"),

@@ -44,13 +44,12 @@ fn client_default_streams_are_accepted() {
     assert!(stored.allow_msg_ttl);
     assert_eq!(stored.subject_delete_marker_ttl, 5_000_000_000);
     // `nats bench js` (nats CLI 0.5.0) sets `allow_atomic` and `allow_batched` on its streams:
-    // recorded as false,
-    // so batch publishes get 10174.
+    // atomic batches are implemented and stored as asked; fast batches are recorded as false.
     let mut body = natscli_stream();
     body["allow_atomic"] = json!(true);
     body["allow_batched"] = json!(true);
     let stored = stream(&body).refuse_unsupported().unwrap();
-    assert!(!stored.allow_atomic);
+    assert!(stored.allow_atomic);
     assert!(!stored.allow_batched);
     // Mirrors and sources on this cluster are implemented (tests/jetstream_mirror.rs).
     stream_with("mirror", json!({"name":"ORIGIN","filter_subject":"a.*"}))
@@ -95,8 +94,6 @@ fn every_unsupported_stream_setting_is_refused_with_10052_naming_it() {
             "external",
             json!({"name":"ORIGIN","external":{"api":"$JS.other.API"}}),
         ),
-        ("allow_msg_counter", json!(true)),
-        ("allow_msg_schedules", json!(true)),
         ("no_ack", json!(true)),
         ("mirror_direct", json!(true)),
         ("template_owner", json!("T")),
@@ -118,6 +115,17 @@ fn every_unsupported_stream_setting_is_refused_with_10052_naming_it() {
             "{field}: {}",
             err.description
         );
+    }
+}
+
+#[test]
+fn atomic_batches_go_with_counters_and_schedules() {
+    for feature in ["allow_msg_schedules", "allow_msg_counter"] {
+        let mut body = natscli_stream();
+        body[feature] = json!(true);
+        body["allow_atomic"] = json!(true);
+        let stored = stream(&body).refuse_unsupported().expect(feature);
+        assert!(stored.allow_atomic, "{feature}");
     }
 }
 

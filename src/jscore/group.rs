@@ -14,7 +14,10 @@ use crate::jsapi::stream_config::{RetentionPolicy, StreamConfig};
 use crate::jscore::consumer::{AckOutcome, ConsumerCommand, ConsumerOutcome, ConsumerState};
 use crate::jscore::retention;
 use crate::jscore::sourcing::{SourceKind, SourcePositions, SourcedMessage};
-use crate::jscore::stream::{AppendOutcome, AppendRequest, PurgeRequest, StoredMsg, StreamState};
+use crate::jscore::stream::{
+    AppendOutcome, AppendRequest, CounterBase, Produced, PurgeRequest, ScheduleBody, StoredMsg,
+    StreamState,
+};
 
 /// The entries of a stream group's log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,6 +51,8 @@ pub enum StreamCommand {
     },
     /// A message copied from a mirror's origin or a source (`jscore::sourcing`).
     Sourced(SourcedMessage),
+    /// A committed atomic batch (ADR-50): every member stored, in order, or none.
+    AppendBatch(Vec<AppendRequest>),
 }
 
 /// What applying a `StreamCommand` did.
@@ -81,6 +86,17 @@ pub enum StreamOutcome {
     Expired {
         removed: Vec<u64>,
         markers: Vec<u64>,
+    },
+    /// An `AppendBatch` stored whole: each member's outcome, in order.
+    BatchAppended(Vec<AppendOutcome>),
+    /// An `Expire` that fired schedules (ADR-51, `jscore::stream::fire`): what it removed
+    /// (expired messages, the fired schedules, what the produced messages' limits took),
+    /// its delete markers, and the produced messages with their bodies. An `Expire` that
+    /// fired none answers `Removed` or `Expired` as before.
+    Scheduled {
+        removed: Vec<u64>,
+        markers: Vec<u64>,
+        produced: Vec<Produced>,
     },
 }
 
@@ -141,8 +157,29 @@ impl StreamGroup {
     }
 
     pub fn apply(&mut self, command: StreamCommand) -> Result<StreamOutcome, ApiError> {
+        self.apply_counted(command, None)
+    }
+
+    /// On a counter stream, the message whose body `command` (a publish or a copy from a
+    /// source) adds to: the caller reads it (the state keeps no bodies) and passes it to
+    /// `apply_counted`. `None` for other commands and streams, or nothing to add to.
+    pub fn counter_base_seq(&self, command: &StreamCommand) -> Option<u64> {
+        let subject = match command {
+            StreamCommand::Append(request) => &request.subject,
+            StreamCommand::Sourced(message) => &message.subject,
+            _ => return None,
+        };
+        self.stream.counter_base_seq(subject)
+    }
+
+    /// `apply`, with the body of the message `counter_base_seq` named, if any.
+    pub fn apply_counted(
+        &mut self,
+        command: StreamCommand,
+        base: Option<&CounterBase>,
+    ) -> Result<StreamOutcome, ApiError> {
         match command {
-            StreamCommand::Append(request) => self.append(request),
+            StreamCommand::Append(request) => self.append(request, base),
             StreamCommand::Purge(request) => {
                 let purged = self.stream.purge(&request)?;
                 for consumer in self.consumers.values_mut() {
@@ -180,12 +217,111 @@ impl StreamGroup {
             } => self.upsert_consumer(name, config, created_nanos),
             StreamCommand::DeleteConsumer { name } => self.delete_consumer(&name),
             StreamCommand::Consumer { name, command } => self.consumer_command(&name, command),
-            StreamCommand::Sourced(message) => self.apply_sourced(message),
+            StreamCommand::Sourced(message) => self.apply_sourced(message, base),
+            StreamCommand::AppendBatch(members) => {
+                let applied = self.apply_batch_with(members, |group, member| {
+                    Ok::<_, std::convert::Infallible>(group.append(member, None))
+                });
+                match applied {
+                    Ok(outcome) => outcome,
+                    Err(never) => match never {},
+                }
+            }
         }
     }
 
+    /// Applies an atomic batch (ADR-50): the whole batch is checked first, so a refused
+    /// batch changes nothing; then each member is applied by `apply_member` (here a plain
+    /// append; the stream machine also stages each member's writes). `E` is the caller's
+    /// own failure (the machine's storage errors), passed through untouched.
+    pub fn apply_batch_with<E>(
+        &mut self,
+        members: Vec<AppendRequest>,
+        mut apply_member: impl FnMut(
+            &mut StreamGroup,
+            AppendRequest,
+        ) -> Result<Result<StreamOutcome, ApiError>, E>,
+    ) -> Result<Result<StreamOutcome, ApiError>, E> {
+        if let Err(refusal) = self.check_batch(&members) {
+            return Ok(Err(refusal));
+        }
+        let mut outcomes = Vec::with_capacity(members.len());
+        for member in members {
+            match apply_member(self, member)? {
+                Ok(StreamOutcome::Appended(outcome)) => outcomes.push(outcome),
+                // The check makes these unreachable; were one reached, every replica would
+                // reach it alike (the apply is deterministic), so the replicas still agree.
+                Ok(_) => return Ok(Err(ApiError::new(ErrorKind::StreamInvalid))),
+                Err(refusal) => return Ok(Err(refusal)),
+            }
+        }
+        Ok(Ok(StreamOutcome::BatchAppended(outcomes)))
+    }
+
+    /// The schedules an `Expire` at `now_nanos` fires (`StreamState::due_schedules`): the
+    /// caller reads their bodies (the state keeps none) for
+    /// [`expire_and_fire`](Self::expire_and_fire).
+    pub fn due_schedules(&self, now_nanos: i64) -> Vec<u64> {
+        self.stream.due_schedules(now_nanos)
+    }
+
+    /// `Expire { now_nanos }`, firing the due schedules whose bodies are `schedules`.
+    pub fn expire_and_fire(
+        &mut self,
+        now_nanos: i64,
+        schedules: Vec<ScheduleBody>,
+    ) -> Result<StreamOutcome, ApiError> {
+        let expired = self.stream.expire(now_nanos);
+        let consumers = &self.consumers;
+        let has_interest = |subject: &str| {
+            consumers
+                .values()
+                .any(|consumer| consumer.policy().filter.matches(subject))
+        };
+        let fired = self
+            .stream
+            .fire_schedules(now_nanos, schedules, &has_interest);
+        let mut removed = expired.removed;
+        removed.extend(fired.removed);
+        removed.sort_unstable();
+        removed.dedup();
+        if !removed.is_empty() {
+            self.notify_removed();
+        }
+        Ok(
+            match (fired.produced.is_empty(), expired.markers.is_empty()) {
+                (true, true) => StreamOutcome::Removed { seqs: removed },
+                (true, false) => StreamOutcome::Expired {
+                    removed,
+                    markers: expired.markers,
+                },
+                (false, _) => StreamOutcome::Scheduled {
+                    removed,
+                    markers: expired.markers,
+                    produced: fired.produced,
+                },
+            },
+        )
+    }
+
+    /// Whether an atomic batch would be stored whole (`StreamState::check_batch`, with this
+    /// group's consumers' interest).
+    fn check_batch(&self, members: &[AppendRequest]) -> Result<(), ApiError> {
+        let consumers = &self.consumers;
+        let has_interest = |subject: &str| {
+            consumers
+                .values()
+                .any(|consumer| consumer.policy().filter.matches(subject))
+        };
+        Ok(self.stream.check_batch(members, &has_interest)?)
+    }
+
     /// Copies one origin message if it continues its origin's chain (`jscore::sourcing`).
-    fn apply_sourced(&mut self, message: SourcedMessage) -> Result<StreamOutcome, ApiError> {
+    fn apply_sourced(
+        &mut self,
+        message: SourcedMessage,
+        base: Option<&CounterBase>,
+    ) -> Result<StreamOutcome, ApiError> {
         if !self.sources.accepts(&message) {
             return Ok(StreamOutcome::SourceSkipped {
                 position: self.sources.get(&message.source),
@@ -199,7 +335,7 @@ impl StreamGroup {
         };
         let outcome = match message.kind {
             SourceKind::Mirror => self.stream.store_mirrored(message.origin_seq, stored),
-            SourceKind::Source => self.stream.store_sourced(stored),
+            SourceKind::Source => self.stream.store_sourced_counted(stored, base),
         }
         .map_err(|error| error.to_api_error())?;
         self.sources.set(&message.source, message.origin_seq);
@@ -212,14 +348,18 @@ impl StreamGroup {
         Ok(StreamOutcome::Appended(outcome))
     }
 
-    fn append(&mut self, request: AppendRequest) -> Result<StreamOutcome, ApiError> {
+    fn append(
+        &mut self,
+        request: AppendRequest,
+        base: Option<&CounterBase>,
+    ) -> Result<StreamOutcome, ApiError> {
         let consumers = &self.consumers;
         let has_interest = |subject: &str| {
             consumers
                 .values()
                 .any(|consumer| consumer.policy().filter.matches(subject))
         };
-        let outcome = self.stream.append(request, &has_interest)?;
+        let outcome = self.stream.append_counted(request, &has_interest, base)?;
         if let Some((_, removed)) = outcome.stored() {
             if !removed.is_empty() {
                 self.notify_removed();

@@ -11,9 +11,12 @@
 //! * `group.rs` — `StreamGroup`: one stream with its consumers, the single `apply` entry
 //!   point a stream's Raft state machine calls.
 //! * `subject_filter.rs` — consumer filters and overlap checks.
+//! * `atomic_batch/` — atomic batch publish (ADR-50): a member's batch headers and the
+//!   leader's staging state machine; the batch's check is `stream/batch_check.rs`.
 //! * `sourcing.rs` — mirrors and sources: the replicated origin positions and the command
 //!   that copies one origin message.
 
+pub mod atomic_batch;
 pub mod consumer;
 pub mod group;
 pub mod retention;

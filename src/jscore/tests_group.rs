@@ -184,3 +184,44 @@ fn limits_retention_ignores_acks_and_removals_reach_consumers() {
     group.apply(StreamCommand::DeleteMsg { seq: 2 }).unwrap();
     assert_eq!(group.consumer("c").unwrap().num_ack_pending(), 0);
 }
+
+fn member(subject: &str, headers: Option<&'static str>) -> AppendRequest {
+    AppendRequest {
+        subject: subject.into(),
+        headers: headers.map(|block| Bytes::from_static(block.as_bytes())),
+        payload: Bytes::from_static(b"x"),
+        now_nanos: 1,
+    }
+}
+
+#[test]
+fn an_atomic_batch_is_stored_whole_or_not_at_all() {
+    let mut group = group(RetentionPolicy::Limits);
+    publish(&mut group, "s.x");
+    let batch = vec![
+        member("s.a", None),
+        member("s.b", None),
+        member("s.c", None),
+    ];
+    match group.apply(StreamCommand::AppendBatch(batch)).unwrap() {
+        StreamOutcome::BatchAppended(outcomes) => {
+            let seqs: Vec<u64> = outcomes.iter().map(AppendOutcome::seq).collect();
+            assert_eq!(seqs, vec![2, 3, 4]);
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    // The last member expects a sequence it will not see: nothing of the batch is stored.
+    let before = group.clone();
+    let refused = vec![
+        member("s.a", None),
+        member(
+            "s.b",
+            Some("NATS/1.0\r\nNats-Expected-Last-Sequence: 4\r\n\r\n"),
+        ),
+    ];
+    let error = group
+        .apply(StreamCommand::AppendBatch(refused))
+        .unwrap_err();
+    assert_eq!(error.err_code, 10071);
+    assert_eq!(group, before);
+}

@@ -306,6 +306,9 @@ mod tests {
         fn peer(&self) -> u64 {
             self.id
         }
+        fn is_up(&self) -> bool {
+            true
+        }
         fn forward(&self, _: &Message, queues: &[Bytes], _: Option<&Bytes>) -> Forwarded {
             let mut sent = self.sent.lock();
             let queues = queues

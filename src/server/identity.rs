@@ -7,7 +7,7 @@ use rand::distr::{Alphanumeric, SampleString};
 /// The NATS server version jetraft claims in INFO. Clients gate features on it (nats.go needs at
 /// least 2.9 for the named consumer-create subjects, nats-py parses it as strict semver), so it
 /// is the nats-server release whose client-visible behaviour jetraft matches.
-pub const NATS_COMPAT_VERSION: &str = "2.11.0";
+pub const NATS_COMPAT_VERSION: &str = "2.12.0";
 
 /// NATS client protocol version: 1 = clients may receive asynchronous INFO.
 pub const PROTOCOL_VERSION: u8 = 1;

@@ -35,6 +35,16 @@ impl Matches {
     pub fn is_empty(&self) -> bool {
         self.plain.is_empty() && self.queue_groups.is_empty()
     }
+
+    /// Whether a message would find a receiver now: a subscription on this node, or one
+    /// whose route to its node is up (interest can arrive before the route back is open).
+    pub fn has_receiver(&self) -> bool {
+        let up = |sub: &Arc<Subscription>| match &sub.subscriber {
+            Subscriber::Remote(link) => link.is_up(),
+            _ => true,
+        };
+        self.plain.iter().any(up) || self.queue_groups.iter().flatten().any(up)
+    }
 }
 
 /// One unit of interest as peers see it: a subject pattern and an optional queue group.
@@ -279,6 +289,9 @@ mod tests {
     impl super::super::subscription::RemoteSubscriber for Peer {
         fn peer(&self) -> u64 {
             7
+        }
+        fn is_up(&self) -> bool {
+            false
         }
         fn forward(
             &self,

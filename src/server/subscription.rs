@@ -25,6 +25,8 @@ pub trait InternalSubscriber: Send + Sync + fmt::Debug {
 pub trait RemoteSubscriber: Send + Sync + fmt::Debug {
     /// The node the messages go to.
     fn peer(&self) -> u64;
+    /// Whether [`forward`](Self::forward) reaches the peer now (its route is open).
+    fn is_up(&self) -> bool;
     /// Queues `msg` for the peer, which delivers it to its local plain subscriptions and to
     /// one local member of each of `queues` — matching them by `route` if given, else by the
     /// message's subject. Runs on the publisher's task: never blocks.

@@ -3,7 +3,7 @@
 //! restarted node comes back at the same addresses with its data directory.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use super::process::JetraftProcess;
@@ -19,19 +19,6 @@ pub struct TestCluster {
     extra_args: Vec<String>,
     /// `proxies[&(from, to)]` carries node `from`'s connections to node `to`.
     proxies: std::collections::HashMap<(usize, usize), Proxy>,
-}
-
-/// `count` distinct free loopback ports. The listeners are held until all are bound: ports
-/// taken one at a time could repeat (the kernel may hand out a port again once it is
-/// released), and a node's client port equal to another's cluster port fails its start.
-fn free_ports(count: usize) -> Vec<u16> {
-    let listeners: Vec<TcpListener> = (0..count)
-        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    listeners
-        .iter()
-        .map(|listener| listener.local_addr().unwrap().port())
-        .collect()
 }
 
 impl TestCluster {
@@ -106,7 +93,7 @@ impl TestCluster {
     }
 
     fn prepare(size: usize, extra_args: &[&str]) -> TestCluster {
-        let ports = free_ports(3 * size);
+        let ports = super::ports::free_ports(3 * size);
         TestCluster {
             proxies: Default::default(),
             extra_args: extra_args.iter().map(|a| a.to_string()).collect(),

@@ -13,7 +13,8 @@ pub enum Files {
     Wal,
     /// sled's files (`state/`: `db`, `conf`, `blobs/*`, `snap.*`).
     Sled,
-    /// The stored message blocks, through sled ([`flip_in_message_blocks`]).
+    /// The stored message blocks: in their segment files, or through sled for blocks kept
+    /// there ([`flip_in_message_blocks`]).
     Blocks,
 }
 
@@ -177,12 +178,36 @@ pub fn flip_in_message_blocks(store: &Path, count: usize, rng: &mut Rng) -> Vec<
     for _ in 0..count {
         let key = &blocks[rng.below(blocks.len() as u64) as usize];
         let mut value = tree.get(key).unwrap().unwrap().to_vec();
-        let at = rng.below(value.len() as u64) as usize;
         let bit = rng.below(8) as u8;
+        if let Some((segment, offset, len)) = locator(&value) {
+            // `stream_machine/segments.rs`: the block is in a segment file of its group.
+            let group = u64::from_be_bytes(key[..8].try_into().unwrap());
+            let path = store
+                .join("state/files")
+                .join(format!("{group:016x}"))
+                .join(format!("{segment:08x}.seg"));
+            let at = offset + rng.below(len);
+            flip(&path, at, bit);
+            done.push(format!("flipped bit {bit} at {at} of {}", path.display()));
+            continue;
+        }
+        let at = rng.below(value.len() as u64) as usize;
         value[at] ^= 1 << bit;
         tree.insert(key, value).unwrap();
         done.push(format!("flipped bit {bit} at {at} of block key {key:?}"));
     }
     db.flush().unwrap();
     done
+}
+
+/// The (segment, offset, length) of a `b/` value that locates its block in a segment file
+/// (`stream_machine/segments.rs`: version 3, u32, u64, u32, little endian).
+fn locator(value: &[u8]) -> Option<(u32, u64, u64)> {
+    if value.len() != 17 || value[0] != 3 {
+        return None;
+    }
+    let segment = u32::from_le_bytes(value[1..5].try_into().unwrap());
+    let offset = u64::from_le_bytes(value[5..13].try_into().unwrap());
+    let len = u32::from_le_bytes(value[13..17].try_into().unwrap());
+    Some((segment, offset, u64::from(len)))
 }

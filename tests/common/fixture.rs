@@ -59,17 +59,6 @@ pub struct JsFixture {
     next_client: AtomicUsize,
 }
 
-/// `count` distinct free loopback ports, bound all at once so none repeats.
-fn free_ports(count: usize) -> Vec<u16> {
-    let listeners: Vec<std::net::TcpListener> = (0..count)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("a free port"))
-        .collect();
-    listeners
-        .iter()
-        .map(|listener| listener.local_addr().expect("bound").port())
-        .collect()
-}
-
 fn node_configs(topology: Topology, dirs: &[tempfile::TempDir]) -> Vec<Config> {
     let base = |dir: &tempfile::TempDir| {
         let mut config = Config::loopback();
@@ -81,7 +70,7 @@ fn node_configs(topology: Topology, dirs: &[tempfile::TempDir]) -> Vec<Config> {
         Topology::R1 => vec![base(&dirs[0])],
         Topology::R3 => {
             // Fixed ports: a restarted node comes back where its peers' tables say it is.
-            let ports = free_ports(2 * dirs.len());
+            let ports = super::ports::free_ports(2 * dirs.len());
             let (client_ports, cluster_ports) = ports.split_at(dirs.len());
             let routes: Vec<String> = cluster_ports
                 .iter()
@@ -266,6 +255,35 @@ impl JsFixture {
         }
     }
 
+    /// Creates a stream from a raw `STREAM.CREATE` body (for settings async-nats does not
+    /// know) with this topology's replicas, asserts it was accepted, waits until every node
+    /// serves it and returns the reply.
+    pub async fn create_stream_raw(
+        &self,
+        client: &async_nats::Client,
+        mut body: serde_json::Value,
+    ) -> serde_json::Value {
+        let name = body["name"].as_str().expect("a stream name").to_string();
+        body["num_replicas"] = serde_json::json!(self.stream_replicas());
+        let subject = format!("$JS.API.STREAM.CREATE.{name}");
+        let reply = super::jetstream::api(client, subject, body).await;
+        assert!(reply["error"].is_null(), "{reply}");
+        self.wait_until_served(&name).await;
+        reply
+    }
+
+    /// Stream `name`'s info as the server answers it now.
+    pub async fn stream_info(&self, name: &str) -> stream::Info {
+        let js = self.js().await;
+        let mut stream = within("stream lookup", js.get_stream(name))
+            .await
+            .expect("stream exists");
+        within("stream info", stream.info())
+            .await
+            .expect("stream info")
+            .clone()
+    }
+
     /// Creates the key-value bucket with this topology's replicas, served from every node.
     pub async fn create_key_value(&self, js: &jetstream::Context, config: kv::Config) -> kv::Store {
         let stream = format!("KV_{}", config.bucket);
@@ -292,7 +310,7 @@ impl JsFixture {
     }
 
     /// Waits until a node leads stream `name` and every node's router delivers the stream's
-    /// subjects and its acks to it: from then on a client of any node publishes, acks and
+    /// subjects and its acks to it (over a route that is up, not only known interest): from then on a client of any node publishes, acks and
     /// pulls without "no responders". On R1 this holds once the create has answered.
     pub async fn wait_until_served(&self, name: &str) {
         let subjects = self.node_subjects_of(name).await;
@@ -305,7 +323,7 @@ impl JsFixture {
                 led && self.running().all(|node| {
                     subjects
                         .iter()
-                        .all(|subject| !node.shared().router.matches(subject).is_empty())
+                        .all(|subject| node.shared().router.matches(subject).has_receiver())
                 })
             },
         )
@@ -318,7 +336,7 @@ impl JsFixture {
         let subject = Bytes::copy_from_slice(subject.as_bytes());
         wait_until("interest to reach every node", || {
             self.running()
-                .all(|node| !node.shared().router.matches(&subject).is_empty())
+                .all(|node| node.shared().router.matches(&subject).has_receiver())
         })
         .await;
     }

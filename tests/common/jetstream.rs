@@ -6,6 +6,27 @@ use std::time::Duration;
 use async_nats::jetstream::{self, consumer::pull, context::Publish, stream};
 use futures::StreamExt;
 
+/// Publishes `payload` with `headers` to `subject` as a request and returns the PubAck (or
+/// error) as JSON, failing the test if none comes within [`super::WAIT`].
+pub async fn publish_with_headers(
+    client: &async_nats::Client,
+    subject: &str,
+    headers: &[(&str, &str)],
+    payload: &'static str,
+) -> serde_json::Value {
+    let mut map = async_nats::HeaderMap::new();
+    for (name, value) in headers {
+        map.insert(*name, *value);
+    }
+    let reply = super::within(
+        "a PubAck",
+        client.request_with_headers(subject.to_owned(), map, payload.into()),
+    )
+    .await
+    .unwrap();
+    serde_json::from_slice(&reply.payload).unwrap()
+}
+
 /// Sends `body` (raw JSON) to the JetStream API `subject` through `client` and returns the
 /// JSON reply, failing the test if none comes within [`super::WAIT`].
 pub async fn api(

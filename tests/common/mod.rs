@@ -18,6 +18,8 @@ pub mod process_fixture;
 
 pub mod damage;
 
+pub mod ports;
+
 use std::future::Future;
 use std::time::Duration;
 

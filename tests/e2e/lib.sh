@@ -164,17 +164,30 @@ wait_exit() {
     fi
     wait "$pid" 2>/dev/null || WAIT_RC=$?
 }
-free_port() {
-    "${PYTHON:-python3}" -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'
-}
+# Ports come from below the kernel's ephemeral range (ip_local_port_range, 32768+ by
+# default): a port from bind(0) lies in that range, and between its release and the
+# server's bind it may become the local end of some client's outgoing connection ("Address
+# already in use", seen in CI). Below the range only another listener can take it. Each
+# call starts at a random point and skips ports that do not bind.
 free_ports() {
     "${PYTHON:-python3}" -c '
-import socket, sys
-socks = [socket.socket() for _ in range(int(sys.argv[1]))]
-for s in socks:
-    s.bind(("127.0.0.1", 0))
+import random, socket, sys
+want, socks, port = int(sys.argv[1]), [], random.randrange(20000, 32000)
+for _ in range(12000):
+    if len(socks) == want:
+        break
+    port = 20000 + (port - 20000 + 1) % 12000
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+        socks.append(s)
+    except OSError:
+        s.close()
+if len(socks) < want:
+    sys.exit("no free loopback port below the ephemeral range")
 print("\n".join(str(s.getsockname()[1]) for s in socks))' "$1"
 }
+free_port() { free_ports 1; }
 wait_port() {
     local pid=$1 port=$2 secs=${3:-10} i
     for ((i = 0; i < secs * 10; i++)); do # every 0.1 s

@@ -3,7 +3,8 @@
 #   tests/e2e/nats_cli.sh, tests/e2e/nats_py.sh, tests/e2e/jetstream_cli.sh,
 #   tests/e2e/jetstream_py.sh, tests/e2e/jetstream_cluster.sh, tests/e2e/docker_cluster.sh
 #   (the compose cluster in containers; skips without a Docker engine), bench/core.sh --smoke,
-#   bench/jetstream.sh --smoke, bench/cluster.sh --smoke, bench/scale.sh --smoke
+#   bench/jetstream.sh --smoke, bench/cluster.sh --smoke, bench/scale.sh --smoke,
+#   bench/store.sh --smoke
 # and prints a final "N passed, M failed" summing the checks of all of them.
 # Exits non-zero if any suite fails (or prints no summary).
 #
@@ -30,6 +31,7 @@ SUITES=(
     "JetStream bench (smoke)|$REPO_ROOT/bench/jetstream.sh --smoke"
     "cluster bench (smoke)|$REPO_ROOT/bench/cluster.sh --smoke"
     "scale bench (smoke)|$REPO_ROOT/bench/scale.sh --smoke"
+    "store bench (smoke)|$REPO_ROOT/bench/store.sh --smoke"
 )
 
 TOTAL_PASSED=0

@@ -12,12 +12,17 @@ use tokio_util::sync::CancellationToken;
 
 use super::*;
 
-/// subscriptions here.
+/// The outbound link to one peer: what this node sends it, and the remote subscriber its
+/// interest is installed with here.
 #[derive(Debug)]
 pub(crate) struct PeerLink {
     pub(super) peer: u64,
     pub(super) queue: Mutex<Outbound>,
     pub(super) wake_writer: Notify,
+    /// The peer opened a route to this node, so it is up: an outbound route waiting out its
+    /// reconnect backoff tries at once (a restarted peer's interest arrives over its inbound
+    /// route, and until the outbound one is back nothing can be forwarded to it).
+    pub(super) peer_heard: Notify,
     pub(super) started: AtomicBool,
     pub(super) dropped: AtomicU64,
     /// Traffic with this peer, as nats-server's `/routez` counts it (messages and their
@@ -129,6 +134,7 @@ impl PeerLink {
             peer,
             queue: Mutex::new(Outbound::default()),
             wake_writer: Notify::new(),
+            peer_heard: Notify::new(),
             started: AtomicBool::new(false),
             dropped: AtomicU64::new(0),
             traffic: Traffic::default(),
@@ -205,6 +211,10 @@ impl PeerLink {
 impl RemoteSubscriber for PeerLink {
     fn peer(&self) -> u64 {
         self.peer
+    }
+
+    fn is_up(&self) -> bool {
+        self.queue.lock().connected
     }
 
     fn forward(&self, msg: &Message, queues: &[Bytes], route: Option<&Bytes>) -> Forwarded {

@@ -235,6 +235,7 @@ impl Routes {
             }
             tokio::select! {
                 _ = tokio::time::sleep(backoff) => {}
+                _ = link.peer_heard.notified() => {}
                 _ = shutdown.cancelled() => break,
             }
             backoff = (backoff * 2).min(MAX_BACKOFF);
@@ -274,6 +275,10 @@ impl Routes {
         }
         let (stream, superseded) = self.claim_inbound(peer);
         tracing::info!(peer, "inbound route opened");
+        let link = self.link(peer);
+        if !link.is_up() {
+            link.peer_heard.notify_one();
+        }
         let mut inbound = Inbound::new(self.clone(), peer, stream);
         let result = async {
             inbound.apply(first).await?;

@@ -129,3 +129,28 @@ fn forwarded_frames_carry_reply_headers_and_queues() {
     assert_eq!(routed.queues.len(), 1);
     assert_eq!(&routed.queues[0][..], b"q");
 }
+
+#[test]
+fn remote_interest_is_a_receiver_only_while_its_route_is_up() {
+    use crate::server::router::Matches;
+    let link = Arc::new(PeerLink::new(2));
+    let sub = Arc::new(Subscription::new(
+        Subscriber::Remote(link.clone()),
+        Bytes::from_static(b"a"),
+        None,
+        Bytes::from_static(b"route"),
+    ));
+    let matches = Matches {
+        plain: vec![sub],
+        queue_groups: Vec::new(),
+    };
+    assert!(!matches.is_empty());
+    assert!(
+        !matches.has_receiver(),
+        "interest known, route back not open"
+    );
+    link.open(1, &mut std::iter::empty());
+    assert!(matches.has_receiver());
+    link.close();
+    assert!(!matches.has_receiver());
+}

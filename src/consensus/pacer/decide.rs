@@ -11,7 +11,7 @@
 //!   leader's node answers pings); a replica that knows no leader, one
 //!   random election timeout after the last election or wake (the first time, after the lease
 //!   and a timeout: `Pace::startup_lease`). A leader whose log has not grown
-//!   for [`QUIET_AFTER`] (500 ms), every entry applied and held by every voter (a voter whose node is
+//!   for [`QUIET_AFTER`] (200 ms), every entry applied and held by every voter (a voter whose node is
 //!   dead is not waited for, as long as a quorum holds everything), goes **Quiet** — if a
 //!   quorum of the voters' nodes answers its pings, since that is what it then serves by.
 //! - **Quiet**: no heartbeats, no elections, and the replica is not even looked at (the pacer
@@ -46,13 +46,15 @@ pub const ELECTION_TIMEOUT: Range<Duration> =
 /// A dead leader's node (no ping for `liveness::DEAD_AFTER`) is not waited for; a live node
 /// whose group is stuck is, this much longer.
 pub const LIVE_LEADER_GRACE: Duration = Duration::from_secs(2);
-/// How long a group's log must stay still before its leader makes it quiet: a few
-/// heartbeats, so that the followers learn the last entry is committed and apply it. Each
-/// active moment costs every follower a heartbeat per [`HEARTBEAT`] and the pacer a step per
-/// round; at 2 s, one publish to each of 1000 quiet R3 streams cost ~40 heartbeat RPCs per
-/// publish and most of the nodes' CPU (issue 15). A waking group costs nothing but its
-/// first heartbeat, so a stream published to every second or so may go quiet in between.
-pub const QUIET_AFTER: Duration = Duration::from_millis(500);
+/// How long a group's log must stay still before its leader makes it quiet. The followers
+/// learn that the last entry is committed without a heartbeat (openraft sends the new commit
+/// index to every follower as soon as it moves), so this is only how long a leader waits for
+/// more: each active moment costs every follower a heartbeat per [`HEARTBEAT`] and the pacer a
+/// step per round. At 2 s, one publish to each of 1000 quiet R3 streams cost ~40 heartbeat
+/// RPCs per publish and most of the nodes' CPU; at 500 ms, ~10, still more RPCs than the
+/// appends themselves (issue 15). A wake by a proposal costs no heartbeat of its own, so a
+/// stream published to every few hundred milliseconds may go quiet in between for little.
+pub const QUIET_AFTER: Duration = Duration::from_millis(200);
 /// Random delay before a woken follower whose leader's node died elects, so that the
 /// followers of a dead leader do not all stand at once and split the vote.
 pub const ELECT_JITTER: Range<Duration> = Duration::from_millis(0)..Duration::from_millis(300);
@@ -63,6 +65,16 @@ pub enum Mode {
     Active,
     Quiet,
     Waking,
+}
+
+/// What woke a quiet replica.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wake {
+    /// A proposal to the group.
+    Proposal,
+    /// Anything else: an RPC of the group, a stepdown, its leader's node dying, a peer
+    /// coming back, a ping naming the group stale.
+    Event,
 }
 
 /// The replica's Raft role, from its metrics.
@@ -173,15 +185,21 @@ impl Pace {
         self.quiet_with.filter(|_| self.mode == Mode::Quiet)
     }
 
-    /// An event woke the replica at `now` (a no-op unless quiet).
-    pub fn wake(&mut self, now: Instant) {
+    /// `wake` woke the replica at `now` (a no-op unless quiet). A leader woken by anything
+    /// but a proposal heartbeats at once (a peer came back, a follower knows a higher term);
+    /// a proposal's own append reaches the followers at once, so its first heartbeat is due
+    /// a period later, as after any append.
+    pub fn wake(&mut self, now: Instant, wake: Wake) {
         if self.mode != Mode::Quiet {
             return;
         }
         self.mode = Mode::Waking;
         self.quiet_with = None;
         self.last_start = now;
-        self.next_heartbeat = now;
+        self.next_heartbeat = match wake {
+            Wake::Proposal => now + HEARTBEAT,
+            Wake::Event => now,
+        };
         self.log_still = None;
         self.jitter_until = None;
     }

@@ -140,6 +140,19 @@ impl Liveness {
         now.saturating_duration_since(heard) <= DEAD_AFTER
     }
 
+    /// When `peer` counts as dead if nothing more is heard from it (this node never does).
+    pub fn dead_from(&self, peer: NodeId) -> Option<Instant> {
+        if peer == self.node {
+            return None;
+        }
+        let heard = self
+            .peers
+            .read()
+            .get(&peer)
+            .map_or(self.started, |seen| seen.heard);
+        Some(heard + DEAD_AFTER + Duration::from_millis(1))
+    }
+
     /// Whether a quorum of `voters` (this node counts if it is one) answered a ping sent within
     /// [`LEASE`] of `now`: a quiet leader of a group with these voters may serve.
     pub fn lease_holds(&self, voters: impl IntoIterator<Item = NodeId>, now: Instant) -> bool {
@@ -221,6 +234,24 @@ mod tests {
         // Reported once.
         assert_eq!(live.refresh(t0 + ms(2_000)), Vec::<NodeId>::new());
         assert!(live.is_alive(ME, t0 + ms(10_000)));
+    }
+
+    #[test]
+    fn a_peer_is_dead_from_the_instant_dead_from_names() {
+        let t0 = Instant::now();
+        let live = Liveness::started_at(ME, t0);
+        live.track(2);
+        live.heard_from(2, t0 + ms(300));
+        let dead = live.dead_from(2).expect("a peer");
+        assert!(live.is_alive(2, dead - ms(1)));
+        assert!(!live.is_alive(2, dead));
+        live.heard_from(2, t0 + ms(500));
+        assert_eq!(
+            live.dead_from(2),
+            Some(dead + ms(200)),
+            "moves with what is heard"
+        );
+        assert_eq!(live.dead_from(ME), None);
     }
 
     #[test]

@@ -32,7 +32,7 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 
 pub use decide::Mode;
-use decide::{Action, Observation, Pace, Peer, Role};
+use decide::{Action, Observation, Pace, Peer, Role, Wake};
 pub use liveness::Liveness;
 pub use signals::GroupSignals;
 use signals::Wakes;
@@ -49,6 +49,12 @@ pub struct ModeCounts {
     pub quiet: usize,
     pub waking: usize,
 }
+
+/// How long a quiet follower may hold a vote request whose refusal is about to end (see
+/// [`Pacer::refuses_vote_within`]): below the candidate's vote timeout, which openraft sets
+/// to the minimum election timeout (300 ms), so that the answer still arrives.
+pub const VOTE_WAIT: Duration = Duration::from_millis(200);
+const _: () = assert!(VOTE_WAIT.as_millis() + 50 < decide::ELECTION_TIMEOUT.start.as_millis());
 
 /// The node's pacer (see the module docs). Cheap to clone.
 #[derive(Clone)]
@@ -135,6 +141,11 @@ impl Pacer {
         let mut state = self.inner.state.lock();
         state.tracked.insert(group, tracked);
         state.active.insert(group);
+        // A leader's quiet list heard before this group started here was answered without
+        // it, and a list heard again at the same generation is answered from that cache: a
+        // replica rebuilt after amnesia that started after its leader's first ping would
+        // never tell the leader to wake, and never catch up (seen in cluster_corruption).
+        state.generation += 1;
         drop(state);
         self.inner.wakes.notify.notify_one();
         signals
@@ -177,15 +188,49 @@ impl Pacer {
     /// here and its leader, another node, is alive. The candidate lost touch with a leader
     /// that this node still hears, which keeps serving with this node as its quorum; granting
     /// the vote would make two nodes serve the stream. A vote that is refused wakes nothing.
-    pub fn refuses_vote(&self, group: GroupId, candidate: NodeId) -> bool {
+    ///
+    /// A refusal that would end within `bound` (the leader's node is about to count as dead
+    /// here too) is waited out instead. The survivors of a dead leader hear its last pings up
+    /// to a ping period apart, so the first to stand often asks a voter that still has the
+    /// leader alive for a few more milliseconds; refused, it stood again only after an
+    /// election timeout (300-600 ms), and the voter's own election could split the vote with
+    /// it: an idle stream's failover took up to 2 s. The vote is granted under the same rule
+    /// (the leader's node is dead here), only later; `bound` must stay below the candidate's
+    /// vote timeout.
+    pub async fn refuses_vote_within(
+        &self,
+        group: GroupId,
+        candidate: NodeId,
+        bound: Duration,
+    ) -> bool {
+        let give_up = Instant::now() + bound;
+        loop {
+            match self.refused_until(group, candidate) {
+                Some(until) if until > give_up => return true,
+                Some(until) if until > Instant::now() => {
+                    tokio::time::sleep_until(until.into()).await
+                }
+                _ => return false,
+            }
+        }
+    }
+
+    /// Until when this node refuses `candidate`'s vote in `group` unless the leader's node
+    /// is heard again: the group is quiet here and its leader is another node (None: no
+    /// refusal).
+    fn refused_until(&self, group: GroupId, candidate: NodeId) -> Option<Instant> {
         let leader = {
             let state = self.inner.state.lock();
-            match state.tracked.get(&group).and_then(|t| t.pace.quiet_with()) {
-                Some((_, leader)) => leader,
-                None => return false,
-            }
+            state
+                .tracked
+                .get(&group)
+                .and_then(|t| t.pace.quiet_with())?
+                .1
         };
-        leader != candidate && leader != self.inner.node && self.is_alive(leader)
+        if leader == candidate || leader == self.inner.node {
+            return None;
+        }
+        self.inner.liveness.dead_from(leader)
     }
 
     /// The groups this node leads quietly with `peer` among their voters, with their terms:
@@ -238,14 +283,22 @@ impl Pacer {
             heard,
             ..
         } = &mut *state;
+        let mut woke = false;
         for (id, t) in tracked.iter_mut() {
             if let Some((term, quiet_leader)) = t.pace.quiet_with() {
                 if quiet_leader == leader && quiet_leader != me && listed.get(id) != Some(&term) {
-                    t.pace.wake(now);
+                    t.pace.wake(now, Wake::Event);
                     publish_mode(t, generation);
                     active.insert(*id);
+                    woke = true;
                 }
             }
+        }
+        // The task may be waiting for a wake with nothing active: without this it would not
+        // step the woken groups, and one whose leader then died would never elect (seen in
+        // jetstream_schedule's leader-change test, 1 run in 25).
+        if woke {
+            self.inner.wakes.notify.notify_one();
         }
         for (id, term) in quiet {
             let Some(t) = tracked.get_mut(id) else {
@@ -281,7 +334,7 @@ impl Pacer {
     /// Wakes `groups` (a peer said it knows them at a higher term).
     pub fn wake(&self, groups: &[GroupId]) {
         for group in groups {
-            self.inner.wakes.push(*group);
+            self.inner.wakes.push(*group, Wake::Event);
         }
     }
 
@@ -307,14 +360,21 @@ impl Pacer {
             return;
         }
         let state = self.inner.state.lock();
+        let mut woken = 0;
         for (id, t) in &state.tracked {
             if t.pace
                 .quiet_with()
                 .is_some_and(|(_, leader)| died.contains(&leader))
             {
-                self.inner.wakes.push(*id);
+                self.inner.wakes.push(*id, Wake::Event);
+                woken += 1;
             }
         }
+        tracing::info!(
+            ?died,
+            woken,
+            "peer nodes not heard from: their quiet groups wake"
+        );
     }
 
     /// `peer` is alive again: quiet groups led here that it is behind in wake to catch it up.
@@ -324,7 +384,7 @@ impl Pacer {
         for (id, t) in &state.tracked {
             let led_here = t.pace.quiet_with().is_some_and(|(_, leader)| leader == me);
             if led_here && t.quiet_peers.iter().any(|p| p.id == peer && !p.alive) {
-                self.inner.wakes.push(*id);
+                self.inner.wakes.push(*id, Wake::Event);
             }
         }
     }
@@ -375,12 +435,12 @@ async fn round(inner: &Inner, rng: &mut StdRng, full: bool) -> bool {
             ..
         } = &mut *state;
         let mut woken = Vec::new();
-        for id in inner.wakes.take() {
+        for (id, wake) in inner.wakes.take() {
             if let Some(t) = tracked.get_mut(&id) {
                 if t.pace.mode() == Mode::Quiet {
                     woken.push(id);
                 }
-                t.pace.wake(now);
+                t.pace.wake(now, wake);
                 publish_mode(t, generation);
                 active.insert(id);
             }
@@ -417,7 +477,9 @@ async fn round(inner: &Inner, rng: &mut StdRng, full: bool) -> bool {
                     quieted.push(*id);
                 }
                 Action::Elect if !t.signals.campaigns() => {}
-                Action::Heartbeat | Action::Elect => due.push((*id, t.raft.clone(), action)),
+                Action::Heartbeat | Action::Elect => {
+                    due.push((*id, t.raft.clone(), action, obs.term))
+                }
             }
         }
         for id in quieted {
@@ -425,7 +487,14 @@ async fn round(inner: &Inner, rng: &mut StdRng, full: bool) -> bool {
         }
         !active.is_empty()
     };
-    for (id, raft, action) in due {
+    for (id, raft, action, term) in due {
+        // A vote granted (or a leader heard) since the decision moved the term on: electing
+        // now would depose the leader this replica just voted for, and the stream would be
+        // without one for another election (seen after a failover: the two survivors'
+        // jitters a few milliseconds apart).
+        if action == Action::Elect && raft.metrics().borrow().current_term != term {
+            continue;
+        }
         let sent = match action {
             Action::Elect => raft.trigger().elect().await,
             _ => raft.trigger().heartbeat().await,

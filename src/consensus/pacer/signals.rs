@@ -10,23 +10,23 @@ use std::time::Instant;
 use parking_lot::Mutex;
 use tokio::sync::{watch, Notify};
 
-use super::decide::Mode;
+use super::decide::{Mode, Wake};
 use crate::consensus::types::GroupId;
 
-/// Groups woken since the pacer's last round.
+/// Groups woken since the pacer's last round, with what woke them.
 #[derive(Debug, Default)]
 pub(super) struct Wakes {
-    queue: Mutex<Vec<GroupId>>,
+    queue: Mutex<Vec<(GroupId, Wake)>>,
     pub(super) notify: Notify,
 }
 
 impl Wakes {
-    pub(super) fn push(&self, group: GroupId) {
-        self.queue.lock().push(group);
+    pub(super) fn push(&self, group: GroupId, wake: Wake) {
+        self.queue.lock().push((group, wake));
         self.notify.notify_one();
     }
 
-    pub(super) fn take(&self) -> Vec<GroupId> {
+    pub(super) fn take(&self) -> Vec<(GroupId, Wake)> {
         std::mem::take(&mut *self.queue.lock())
     }
 }
@@ -68,10 +68,20 @@ impl GroupSignals {
         self.modes.subscribe()
     }
 
-    /// Something happened in the group (a proposal, an RPC): a quiet group wakes.
+    /// Something happened in the group (an RPC, a stepdown): a quiet group wakes.
     pub fn touch(&self) {
+        self.woken(Wake::Event);
+    }
+
+    /// A proposal arrived: a quiet group wakes, and its leader's append is its first
+    /// contact with the followers (no heartbeat beside it).
+    pub fn proposed(&self) {
+        self.woken(Wake::Proposal);
+    }
+
+    fn woken(&self, wake: Wake) {
         if self.mode() == Mode::Quiet {
-            self.wakes.push(self.group);
+            self.wakes.push(self.group, wake);
         }
     }
 

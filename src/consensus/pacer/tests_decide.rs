@@ -305,7 +305,7 @@ fn a_woken_follower_of_a_dead_leader_elects_within_the_jitter() {
         let mut pace = Pace::new(t0, &mut rng);
         assert!(pace.leader_is_quiet(&follower_obs(t0, Some(t0), true), 2, 3));
         let woke = t0 + ms(60_000);
-        pace.wake(woke);
+        pace.wake(woke, Wake::Event);
         assert_eq!(pace.mode(), Mode::Waking);
         let (at, action) = first_action(
             &mut pace,
@@ -327,7 +327,7 @@ fn a_woken_follower_of_a_live_leader_waits_for_it_from_the_wake() {
     let mut pace = Pace::new(t0, &mut rng);
     assert!(pace.leader_is_quiet(&follower_obs(t0, Some(t0), true), 2, 3));
     let woke = t0 + ms(60_000);
-    pace.wake(woke);
+    pace.wake(woke, Wake::Event);
     // Its last contact is a minute old, yet it gives the leader (whose node is alive) a lease,
     // a timeout and the grace.
     let (at, _) = first_action(
@@ -345,7 +345,7 @@ fn a_woken_follower_of_a_live_leader_waits_for_it_from_the_wake() {
     // Hearing the leader after the wake makes it active.
     let mut heard = Pace::new(t0, &mut rng);
     assert!(heard.leader_is_quiet(&follower_obs(t0, Some(t0), true), 2, 3));
-    heard.wake(woke);
+    heard.wake(woke, Wake::Event);
     let obs = follower_obs(woke + ms(20), Some(woke + ms(10)), true);
     assert_eq!(heard.step(&obs, ME, &mut rng), Action::Nothing);
     assert_eq!(heard.mode(), Mode::Active);
@@ -362,7 +362,7 @@ fn a_woken_leader_heartbeats_at_once_and_is_active_once_a_quorum_answered() {
         now += ms(10);
     }
     let woke = now + ms(30_000);
-    pace.wake(woke);
+    pace.wake(woke, Wake::Event);
     let mut obs = leader_obs(woke, 7, &peers);
     obs.since_quorum_ack = Some(ms(32_000));
     assert_eq!(pace.step(&obs, ME, &mut rng), Action::Heartbeat);
@@ -371,4 +371,31 @@ fn a_woken_leader_heartbeats_at_once_and_is_active_once_a_quorum_answered() {
     acked.since_quorum_ack = Some(ms(5));
     pace.step(&acked, ME, &mut rng);
     assert_eq!(pace.mode(), Mode::Active);
+}
+
+#[test]
+fn a_leader_woken_by_a_proposal_heartbeats_a_period_later() {
+    let mut rng = StdRng::seed_from_u64(10);
+    let t0 = Instant::now();
+    let peers = [peer(2, Some(7), true), peer(3, Some(7), true)];
+    let mut pace = Pace::new(t0, &mut rng);
+    let mut now = t0;
+    while pace.step(&leader_obs(now, 7, &peers), ME, &mut rng) != Action::Quiesce {
+        now += ms(10);
+    }
+    let woke = now + ms(30_000);
+    pace.wake(woke, Wake::Proposal);
+    assert_eq!(pace.mode(), Mode::Waking);
+    // The proposal's append is on its way to the followers: no heartbeat beside it...
+    let mut at = woke;
+    while at < woke + HEARTBEAT {
+        let obs = leader_obs(at, 8, &peers);
+        assert_eq!(pace.step(&obs, ME, &mut rng), Action::Nothing, "{at:?}");
+        at += ms(10);
+    }
+    // ...but one a period later, as after any append.
+    assert_eq!(
+        pace.step(&leader_obs(woke + HEARTBEAT, 8, &peers), ME, &mut rng),
+        Action::Heartbeat
+    );
 }

@@ -84,7 +84,7 @@ pub async fn update(js: &Arc<JetStream>, stream: &str, body: &[u8]) -> Result<Ve
     // This node's meta state may not have applied the update yet (it answers as the
     // stream's leader, the meta leader may be another node): echo what was accepted.
     let mut echoed = config;
-    crate::jetstream::info::add_server_metadata(&mut echoed.metadata);
+    crate::jetstream::info::add_stream_metadata(&mut echoed);
     info.config = echoed;
     Ok(encode_success(
         ResponseType::StreamUpdate,

@@ -65,6 +65,11 @@ impl Block {
         })
     }
 
+    /// The sequence of its first message.
+    pub fn first_seq(&self) -> Option<u64> {
+        self.places.first().map(|place| place.seq)
+    }
+
     /// What it costs the cache's budget: the value and the places.
     pub fn cost(&self) -> u64 {
         (self.value.len() + self.places.len() * std::mem::size_of::<Place>() + 64) as u64

@@ -22,11 +22,13 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use bytes::Bytes;
 use parking_lot::Mutex;
 
 use super::block::{Block, Body};
 use super::cache::{BlockCache, BlockKey};
 use super::keys;
+use super::segments::{Locator, Segments};
 use crate::consensus::{MachineError, MachineView, WriteTicket};
 use crate::jsapi::stream_config::StorageType;
 
@@ -49,6 +51,8 @@ struct Inner {
     blocks: BTreeMap<u64, Slot>,
     /// First sequences of pinned blocks, in the order they were written.
     pinned: VecDeque<u64>,
+    /// The group's segment files, where `b/` locators point (set by `reset`).
+    segments: Option<Arc<Segments>>,
 }
 
 impl std::fmt::Debug for Inner {
@@ -106,14 +110,22 @@ impl MessageStore {
     pub fn close(&self) {
         let mut inner = self.inner.lock();
         inner.view = None;
+        inner.segments = None;
         inner.blocks.clear();
         inner.pinned.clear();
     }
 
-    /// After `load`: the group's keys are `view`'s, its blocks these (first, last sequence).
-    pub fn reset(&self, view: MachineView, blocks: impl IntoIterator<Item = (u64, u64)>) {
+    /// After `load`: the group's keys are `view`'s, its blocks these (first, last sequence)
+    /// in sled or in `segments`.
+    pub fn reset(
+        &self,
+        view: MachineView,
+        blocks: impl IntoIterator<Item = (u64, u64)>,
+        segments: Arc<Segments>,
+    ) {
         let mut inner = self.inner.lock();
         inner.view = Some(view);
+        inner.segments = Some(segments);
         inner.epoch = NEXT_EPOCH.fetch_add(1, Ordering::Relaxed);
         inner.blocks = blocks
             .into_iter()
@@ -241,9 +253,10 @@ impl MessageStore {
     }
 
     fn locate(&self, seq: u64) -> Option<Found> {
-        let (key, last, view) = {
+        let (key, last, view, segments) = {
             let inner = self.inner.lock();
             let view = inner.view.clone()?;
+            let segments = inner.segments.clone()?;
             match inner.blocks.range(..=seq).next_back() {
                 Some((&first, slot)) if seq <= slot.last_seq => {
                     if let Some(pin) = &slot.pin {
@@ -253,7 +266,7 @@ impl MessageStore {
                             block: pin.block.clone(),
                         });
                     }
-                    ((inner.epoch, first), slot.last_seq, view)
+                    ((inner.epoch, first), slot.last_seq, view, segments)
                 }
                 _ => return legacy_body(&view, seq).map(Found::Legacy),
             }
@@ -261,7 +274,7 @@ impl MessageStore {
         let block = match self.cache.get(key) {
             Some(block) => block,
             None => {
-                let block = match read_block(&view, key) {
+                let block = match read_block(&view, &segments, key) {
                     Ok(block) => Arc::new(block?),
                     Err(error) => {
                         failed_read(&view, seq, &error);
@@ -277,6 +290,25 @@ impl MessageStore {
             last,
             block,
         })
+    }
+
+    /// Whether the stream's messages must survive a restart (a memory stream's need not:
+    /// its segments are not synced).
+    pub fn durable(&self) -> bool {
+        self.storage == StorageType::File
+    }
+
+    /// The group's segment files (after `load`).
+    pub fn segments(&self) -> Option<Arc<Segments>> {
+        self.inner.lock().segments.clone()
+    }
+
+    /// The block `locator` points at, read from its segment.
+    pub fn read_located(&self, locator: Locator) -> Result<Bytes, MachineError> {
+        let segments = self
+            .segments()
+            .ok_or_else(|| MachineError::Corrupt("stream read before its load".into()))?;
+        Ok(segments.read(locator)?)
     }
 
     pub fn pinned(&self) -> PinnedStats {
@@ -299,11 +331,27 @@ enum Found {
     Legacy(Body),
 }
 
-fn read_block(view: &MachineView, (_, first): BlockKey) -> Result<Option<Block>, MachineError> {
-    match view.get_written(&keys::block(first))? {
-        Some(value) => Block::decode(value).map(Some),
-        None => Ok(None),
+/// Block `b/<first>` from sled, or from the segment its locator there names (checked to be
+/// the block the key names: a locator pointing elsewhere is damage, not another block).
+fn read_block(
+    view: &MachineView,
+    segments: &Segments,
+    (_, first): BlockKey,
+) -> Result<Option<Block>, MachineError> {
+    let Some(value) = view.get_written(&keys::block(first))? else {
+        return Ok(None);
+    };
+    let Some(locator) = Locator::decode(&value)? else {
+        return Block::decode(value).map(Some);
+    };
+    let block = Block::decode(segments.read(locator)?)?;
+    if block.first_seq() != Some(first) {
+        return Err(MachineError::Corrupt(format!(
+            "segment {} at {} holds no block {first}",
+            locator.segment, locator.offset
+        )));
     }
+    Ok(Some(block))
 }
 
 /// A message of layout 1 (`m/<seq>`).

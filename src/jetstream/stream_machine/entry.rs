@@ -7,13 +7,15 @@
 //! |---|---|---|
 //! | 1 | [`STREAM_COMMAND_V1`] | postcard [`StreamCommandWire`] (every command; older logs hold appends this way too) |
 //! | 3 | [`STREAM_APPEND_V1`] | an `Append` as raw fields ([`encode_append`]: the publish hot path) |
+//! | 4 | [`STREAM_APPEND_BATCH_V1`] | an `AppendBatch` (atomic batch, ADR-50): member count, then each member as a length and a `STREAM_APPEND_V1` payload ([`encode_append_batch`]) |
 //!
 //! (Kinds are one namespace with the meta group's: see `jetstream::payload`.)
 //!
 //! Variant indexes of `StreamCommandWire` (postcard writes the index first): 0 Append,
 //! 1 Purge, 2 DeleteMsg, 3 Expire, 4 UpdateStream, 5 UpsertConsumer, 6 DeleteConsumer,
 //! 7 Consumer, 8 Sourced (a `jscore::sourcing::SourcedMessage`: source, kind (0 Mirror,
-//! 1 Source), origin seq, expected position, subject, headers, payload, time). Of `jscore::consumer::ConsumerCommand` (inside `Consumer`): 0 DeliverNext,
+//! 1 Source), origin seq, expected position, subject, headers, payload, time), 9 AppendBatch
+//! (each member's `STREAM_APPEND_V1` payload; written as kind 4, this form only decodes). Of `jscore::consumer::ConsumerCommand` (inside `Consumer`): 0 DeliverNext,
 //! 1 Ack, 2 AckAll, 3 Nak, 4 Term, 5 InProgress.
 //!
 //! Appends are most of a stream's log: written raw they cost no serde, and are read back
@@ -48,11 +50,15 @@ pub const STREAM_COMMAND_V1: u16 = 1;
 /// A stream group `Append` as raw fields rather than postcard ([`encode_append`] has the
 /// layout). Same meaning as `STREAM_COMMAND_V1`'s `Append`.
 pub const STREAM_APPEND_V1: u16 = 3;
+/// A stream group `AppendBatch` (one atomic batch: all its members in one entry, so every
+/// replica applies all or none) as raw fields ([`encode_append_batch`] has the layout).
+pub const STREAM_APPEND_BATCH_V1: u16 = 4;
 
 /// A committed stream command that did not decode.
 #[derive(Debug, thiserror::Error)]
 pub enum EntryError {
-    /// A `STREAM_APPEND_V1` payload shorter than its lengths say, or a subject not UTF-8.
+    /// A `STREAM_APPEND_V1` payload (alone or in a batch) shorter than its lengths say, or a
+    /// subject not UTF-8.
     #[error("malformed append")]
     MalformedAppend,
     /// Not a stream command kind, or an undecodable postcard payload.
@@ -111,6 +117,10 @@ pub enum StreamCommandWire {
     },
     /// A mirrored or sourced message (plain data: `SourcedMessage`'s own serde).
     Sourced(SourcedMessage),
+    /// An atomic batch: each member as a `STREAM_APPEND_V1` payload (written as kind 4).
+    AppendBatch {
+        members: Vec<Bytes>,
+    },
 }
 
 impl From<StreamCommand> for StreamCommandWire {
@@ -149,13 +159,18 @@ impl From<StreamCommand> for StreamCommandWire {
                 StreamCommandWire::Consumer { name, command }
             }
             StreamCommand::Sourced(message) => StreamCommandWire::Sourced(message),
+            StreamCommand::AppendBatch(members) => StreamCommandWire::AppendBatch {
+                members: members.iter().map(append_payload).collect(),
+            },
         }
     }
 }
 
-impl From<StreamCommandWire> for StreamCommand {
-    fn from(wire: StreamCommandWire) -> Self {
-        match wire {
+impl TryFrom<StreamCommandWire> for StreamCommand {
+    type Error = EntryError;
+
+    fn try_from(wire: StreamCommandWire) -> Result<Self, EntryError> {
+        Ok(match wire {
             StreamCommandWire::Append {
                 subject,
                 headers,
@@ -186,7 +201,14 @@ impl From<StreamCommandWire> for StreamCommand {
                 StreamCommand::Consumer { name, command }
             }
             StreamCommandWire::Sourced(message) => StreamCommand::Sourced(message),
-        }
+            StreamCommandWire::AppendBatch { members } => StreamCommand::AppendBatch(
+                members
+                    .iter()
+                    .map(decode_append)
+                    .collect::<Option<_>>()
+                    .ok_or(EntryError::MalformedAppend)?,
+            ),
+        })
     }
 }
 
@@ -253,7 +275,55 @@ pub fn decode_append(payload: &Bytes) -> Option<AppendRequest> {
     })
 }
 
-/// The Raft command for `command`: appends in their raw form, everything else postcard.
+/// The `STREAM_APPEND_V1` payload of `request`.
+fn append_payload(request: &AppendRequest) -> Bytes {
+    encode_append(
+        request.subject.as_bytes(),
+        request.headers.as_deref(),
+        &request.payload,
+        request.now_nanos,
+    )
+    .payload
+}
+
+/// An `AppendBatch` as a command of kind `STREAM_APPEND_BATCH_V1`: the member count (u32
+/// LE), then each member as its length (u32 LE) and its `STREAM_APPEND_V1` payload
+/// ([`encode_append`]). Read back without copying a payload.
+pub fn encode_append_batch(members: &[AppendRequest]) -> Command {
+    let payloads: Vec<Bytes> = members.iter().map(append_payload).collect();
+    let total: usize = payloads.iter().map(|member| 4 + member.len()).sum();
+    let mut out = Vec::with_capacity(4 + total);
+    out.extend_from_slice(&(payloads.len() as u32).to_le_bytes());
+    for member in &payloads {
+        out.extend_from_slice(&(member.len() as u32).to_le_bytes());
+        out.extend_from_slice(member);
+    }
+    Command::new(STREAM_APPEND_BATCH_V1, out)
+}
+
+/// The members of a `STREAM_APPEND_BATCH_V1` command; `None` if it is malformed (a torn
+/// member, bytes left over, or fewer members than its count).
+pub fn decode_append_batch(payload: &Bytes) -> Option<Vec<AppendRequest>> {
+    let take_u32 = |at: usize| -> Option<usize> {
+        Some(u32::from_le_bytes(payload.get(at..at + 4)?.try_into().ok()?) as usize)
+    };
+    let count = take_u32(0)?;
+    // Each member takes at least its length and a 16-byte append: a count beyond that is
+    // malformed, not an allocation.
+    let mut members = Vec::with_capacity(count.min(payload.len() / 20));
+    let mut at = 4;
+    for _ in 0..count {
+        let len = take_u32(at)?;
+        let end = (at + 4).checked_add(len)?;
+        payload.get(at + 4..end)?;
+        members.push(decode_append(&payload.slice(at + 4..end))?);
+        at = end;
+    }
+    (at == payload.len()).then_some(members)
+}
+
+/// The Raft command for `command`: appends and atomic batches in their raw form, everything
+/// else postcard.
 pub fn encode_command(command: StreamCommand) -> Command {
     match command {
         StreamCommand::Append(request) => encode_append(
@@ -262,17 +332,21 @@ pub fn encode_command(command: StreamCommand) -> Command {
             &request.payload,
             request.now_nanos,
         ),
+        StreamCommand::AppendBatch(members) => encode_append_batch(&members),
         other => payload::command(STREAM_COMMAND_V1, &StreamCommandWire::from(other)),
     }
 }
 
-/// The group command in a Raft command of either stream kind.
+/// The group command in a Raft command of any stream kind.
 pub fn decode_command(command: &Command) -> Result<StreamCommand, EntryError> {
     match command.kind {
         STREAM_APPEND_V1 => decode_append(&command.payload)
             .map(StreamCommand::Append)
             .ok_or(EntryError::MalformedAppend),
-        _ => Ok(payload::decode_command::<StreamCommandWire>(STREAM_COMMAND_V1, command)?.into()),
+        STREAM_APPEND_BATCH_V1 => decode_append_batch(&command.payload)
+            .map(StreamCommand::AppendBatch)
+            .ok_or(EntryError::MalformedAppend),
+        _ => payload::decode_command::<StreamCommandWire>(STREAM_COMMAND_V1, command)?.try_into(),
     }
 }
 
@@ -284,7 +358,7 @@ mod tests {
         let encoded =
             payload::command(STREAM_COMMAND_V1, &StreamCommandWire::from(command.clone()));
         let wire: StreamCommandWire = payload::decode_command(STREAM_COMMAND_V1, &encoded).unwrap();
-        assert_eq!(StreamCommand::from(wire), command);
+        assert_eq!(StreamCommand::try_from(wire).unwrap(), command);
     }
 
     #[test]
@@ -377,6 +451,35 @@ mod tests {
             decode_command(&encode_command(purge.clone())).unwrap(),
             purge
         );
+    }
+
+    #[test]
+    fn atomic_batches_travel_raw_and_torn_ones_are_refused() {
+        let member = |subject: &str, headers: Option<&'static [u8]>| AppendRequest {
+            subject: subject.into(),
+            headers: headers.map(Bytes::from_static),
+            payload: Bytes::from_static(b"xy"),
+            now_nanos: 9,
+        };
+        let batch = StreamCommand::AppendBatch(vec![
+            member("s.a", Some(b"NATS/1.0\r\nNats-Batch-Id: b\r\n\r\n")),
+            member("s.b", None),
+        ]);
+        let command = encode_command(batch.clone());
+        assert_eq!(command.kind, STREAM_APPEND_BATCH_V1);
+        assert_eq!(decode_command(&command).unwrap(), batch);
+        for cut in 0..command.payload.len() {
+            let torn = Command::new(STREAM_APPEND_BATCH_V1, command.payload.slice(..cut));
+            assert!(decode_command(&torn).is_err(), "cut at {cut}");
+        }
+        let mut longer = command.payload.to_vec();
+        longer.push(0);
+        assert!(decode_command(&Command::new(STREAM_APPEND_BATCH_V1, longer)).is_err());
+        // A huge member count in a short payload is malformed, not an allocation.
+        let lying = Command::new(STREAM_APPEND_BATCH_V1, u32::MAX.to_le_bytes().to_vec());
+        assert!(decode_command(&lying).is_err());
+        // The postcard form (variant 9) decodes to the same batch.
+        round_trip(batch);
     }
 
     #[test]

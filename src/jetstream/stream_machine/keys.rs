@@ -24,6 +24,9 @@ pub const LAYOUT_V1: u8 = 1;
 /// Layout 2: messages in `b/` blocks with `x/` tombstones; `m/` keys left by layout 1 are
 /// still read, and deleted as their messages go.
 pub const LAYOUT_V2: u8 = 2;
+/// Layout 3: as layout 2, but a `b/` value may also be a locator of the block in the
+/// group's segment files (`segments.rs`, ADR 0022); blocks in sled are still read.
+pub const LAYOUT_V3: u8 = 3;
 /// Version byte of every value written by this code, `b/` blocks excepted.
 pub const VALUE_V1: u8 = 1;
 /// Version byte of the `b/` blocks written by this code: the postcard body follows a crc32c

@@ -9,14 +9,18 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use crate::consensus::machine::ApplyPosition;
+use crate::consensus::machine::{ApplyPosition, ImportFn, Imported, StoredValueExport};
 use crate::consensus::{
     Command, GroupMachine, MachineError, MachineTxn, MachineView, Response, WriteTicket,
 };
 use crate::jsapi::stream_config::StreamConfig;
+use crate::jsapi::ApiError;
 use crate::jscore::consumer::{ConsumerState, PendingEntry};
-use crate::jscore::group::{StreamCommand, StreamGroup};
-use crate::jscore::stream::{stored_size, AppendRequest, DedupRecord, MsgInfo, StreamState};
+use crate::jscore::group::{StreamCommand, StreamGroup, StreamOutcome};
+use crate::jscore::stream::{
+    stored_size, value_body, AppendOutcome, AppendRequest, CounterBase, DedupRecord, MsgInfo,
+    ScheduleBody, StreamState,
+};
 
 use super::block::Body;
 use super::bodies::MessageStore;
@@ -24,6 +28,7 @@ use super::cache::BlockCache;
 use super::entry;
 use super::keys::{self, ConsumerConfigV1, ConsumerKey, ConsumerStateV1, DedupEntryV1};
 use super::response::encode_response;
+use super::segments::{Locator, Segments};
 use super::stage::{self, Before, BlockInfo, Persisted};
 use super::view::{StreamView, StreamViewWriter};
 
@@ -66,14 +71,47 @@ impl StreamMachine {
 
 impl GroupMachine for StreamMachine {
     /// Message blocks carry a checksum (ADR 0018): checked before they leave in a snapshot.
-    fn stored_value_check(&self) -> crate::consensus::machine::StoredValueCheck {
-        |key, value| match key.starts_with(keys::BLOCK_PREFIX) {
-            true => keys::parse_block(value).map(drop),
-            false => Ok(()),
-        }
+    /// A block in the group's segment files leaves as the block itself.
+    fn stored_value_export(&self) -> StoredValueExport {
+        let store = self.store.clone();
+        Arc::new(move |key, value| {
+            if !key.starts_with(keys::BLOCK_PREFIX) {
+                return Ok(None);
+            }
+            match Locator::decode(value)? {
+                None => keys::parse_block(value).map(|_| None),
+                Some(locator) => {
+                    let block = store.read_located(locator)?;
+                    keys::parse_block(&block)?;
+                    Ok(Some(block))
+                }
+            }
+        })
+    }
+
+    /// Blocks of a received snapshot go to new segment files, their locators to sled, as
+    /// `finish` writes them (ADR 0022).
+    fn stored_value_import(&self, view: &MachineView) -> Result<Box<ImportFn>, MachineError> {
+        let segments = Segments::open(view.files_dir())?;
+        Ok(Box::new(move |key, value| {
+            let inline = key.starts_with(keys::BLOCK_PREFIX) && Locator::decode(&value)?.is_none();
+            if !inline {
+                return Ok(Imported {
+                    value,
+                    sync_first: None,
+                });
+            }
+            keys::parse_block(&value)?;
+            let (locator, file) = segments.append(&value)?;
+            Ok(Imported {
+                value: locator.encode().to_vec(),
+                sync_first: Some(file),
+            })
+        }))
     }
 
     fn load(&mut self, view: &MachineView) -> Result<(), MachineError> {
+        let segments = Arc::new(Segments::open(view.files_dir())?);
         let (group, persisted) = match view.get(keys::LAYOUT)? {
             None => {
                 if let Some(item) = view.scan_prefix(b"").next() {
@@ -86,10 +124,13 @@ impl GroupMachine for StreamMachine {
                 (group, Persisted::default())
             }
             Some(layout) if layout.as_ref() == [keys::LAYOUT_V1] => {
-                load_keys(view, keys::LAYOUT_V1)?
+                load_keys(view, keys::LAYOUT_V1, &segments)?
             }
             Some(layout) if layout.as_ref() == [keys::LAYOUT_V2] => {
-                load_keys(view, keys::LAYOUT_V2)?
+                load_keys(view, keys::LAYOUT_V2, &segments)?
+            }
+            Some(layout) if layout.as_ref() == [keys::LAYOUT_V3] => {
+                load_keys(view, keys::LAYOUT_V3, &segments)?
             }
             Some(layout) => {
                 return Err(MachineError::Corrupt(format!(
@@ -97,12 +138,16 @@ impl GroupMachine for StreamMachine {
                 )))
             }
         };
+        view.unlink_after_sync(
+            segments.unreferenced(&persisted.segments.keys().copied().collect())?,
+        );
         self.store.reset(
             view.clone(),
             persisted
                 .blocks
                 .iter()
                 .map(|(first, block)| (*first, block.last_seq)),
+            segments,
         );
         self.writer.replace(group);
         self.persisted = persisted;
@@ -117,38 +162,12 @@ impl GroupMachine for StreamMachine {
     ) -> Result<Response, MachineError> {
         let command = entry::decode_command(command).map_err(MachineError::undecodable(at))?;
         let persisted = &mut self.persisted;
-        let outcome = self.writer.write(|group| {
-            let before = Before::capture(group, &command);
-            // Staging reads no field of an append (its outcome says what it stored), so an
-            // append is not cloned for it; its body (shared, not copied) goes to the block
-            // `finish` writes, since the stream state keeps none.
-            let (applied, staged, body) = match command {
-                StreamCommand::Append(request) => {
-                    let body = Body {
-                        headers: request.headers.clone(),
-                        payload: request.payload.clone(),
-                    };
-                    let stand_in = StreamCommand::Append(AppendRequest {
-                        subject: String::new(),
-                        headers: None,
-                        payload: bytes::Bytes::new(),
-                        now_nanos: request.now_nanos,
-                    });
-                    (StreamCommand::Append(request), stand_in, Some(body))
-                }
-                StreamCommand::Sourced(message) => {
-                    let body = Body {
-                        headers: message.headers.clone(),
-                        payload: message.payload.clone(),
-                    };
-                    let staged = StreamCommand::Sourced(message.clone());
-                    (StreamCommand::Sourced(message), staged, Some(body))
-                }
-                other => (other.clone(), other, None),
-            };
-            let outcome = group.apply(applied);
-            stage::stage(persisted, group, &before, &staged, body, &outcome, txn)?;
-            Ok::<_, MachineError>(outcome)
+        let store = &self.store;
+        let outcome = self.writer.write(|group| match command {
+            StreamCommand::AppendBatch(members) => {
+                apply_batch(group, persisted, store, members, txn)
+            }
+            command => apply_one(group, persisted, store, command, txn),
         })?;
         self.last_applied = at.index;
         Ok(encode_response(&outcome))
@@ -169,9 +188,135 @@ impl GroupMachine for StreamMachine {
     }
 }
 
+/// Applies one command to `group` and stages the sled writes it caused.
+fn apply_one(
+    group: &mut StreamGroup,
+    persisted: &mut Persisted,
+    store: &MessageStore,
+    command: StreamCommand,
+    txn: &mut MachineTxn<'_>,
+) -> Result<Result<StreamOutcome, ApiError>, MachineError> {
+    // An `Expire` fires the due schedules, whose bodies it reads (ADR 0023).
+    if let StreamCommand::Expire { now_nanos } = command {
+        let due = group.due_schedules(now_nanos);
+        if !due.is_empty() {
+            let before = Before::capture(group, &command);
+            let bodies = due
+                .into_iter()
+                .map(|seq| {
+                    let body = stored_body(persisted, store, seq, "schedule")?;
+                    Ok(ScheduleBody {
+                        seq,
+                        headers: body.headers.unwrap_or_default(),
+                        payload: body.payload,
+                    })
+                })
+                .collect::<Result<Vec<_>, MachineError>>()?;
+            let outcome = group.expire_and_fire(now_nanos, bodies);
+            stage::stage(persisted, group, &before, &command, None, &outcome, txn)?;
+            return Ok(outcome);
+        }
+    }
+    // A counter stream adds to the body of the subject's last message (ADR 0020).
+    let base = match group.counter_base_seq(&command) {
+        Some(seq) => Some(counter_base(persisted, store, seq)?),
+        None => None,
+    };
+    let before = Before::capture(group, &command);
+    // Staging reads no field of an append (its outcome says what it stored), so an
+    // append is not cloned for it; its body (shared, not copied) goes to the block
+    // `finish` writes, since the stream state keeps none.
+    let (applied, staged, body) = match command {
+        StreamCommand::Append(request) => {
+            let body = Body {
+                headers: request.headers.clone(),
+                payload: request.payload.clone(),
+            };
+            let stand_in = StreamCommand::Append(AppendRequest {
+                subject: String::new(),
+                headers: None,
+                payload: bytes::Bytes::new(),
+                now_nanos: request.now_nanos,
+            });
+            (StreamCommand::Append(request), stand_in, Some(body))
+        }
+        StreamCommand::Sourced(message) => {
+            let body = Body {
+                headers: message.headers.clone(),
+                payload: message.payload.clone(),
+            };
+            let staged = StreamCommand::Sourced(message.clone());
+            (StreamCommand::Sourced(message), staged, Some(body))
+        }
+        other => (other.clone(), other, None),
+    };
+    let outcome = group.apply_counted(applied, base.as_ref());
+    // What a counter stream stores is the value the apply computed.
+    let body = match &outcome {
+        Ok(StreamOutcome::Appended(AppendOutcome::Counted { val, headers, .. })) => Some(Body {
+            headers: Some(headers.clone()),
+            payload: value_body(val),
+        }),
+        _ => body,
+    };
+    stage::stage(persisted, group, &before, &staged, body, &outcome, txn)?;
+    Ok(outcome)
+}
+
+/// The body of message `seq`, the last on a counter's subject: stored by this apply call
+/// (not yet in a block) or read through the message store. Every replica holds it; one that
+/// cannot read it is damaged (the read reported it, ADR 0018) and must not count from
+/// anything else.
+fn counter_base(
+    persisted: &Persisted,
+    store: &MessageStore,
+    seq: u64,
+) -> Result<CounterBase, MachineError> {
+    let body = stored_body(persisted, store, seq, "counter")?;
+    Ok(CounterBase {
+        headers: body.headers,
+        payload: body.payload,
+    })
+}
+
+/// The body of live message `seq` (a `what` message): stored by this apply call (not yet in
+/// a block) or read through the message store.
+fn stored_body(
+    persisted: &Persisted,
+    store: &MessageStore,
+    seq: u64,
+    what: &str,
+) -> Result<Body, MachineError> {
+    let unflushed = &persisted.unflushed;
+    let body = match unflushed.binary_search_by_key(&seq, |(stored, _)| *stored) {
+        Ok(index) => Some(unflushed[index].1.clone()),
+        Err(_) => store.body(seq),
+    };
+    body.ok_or_else(|| MachineError::Corrupt(format!("{what} message {seq} has no readable body")))
+}
+
+/// Applies an atomic batch (ADR-50) as `StreamGroup::apply_batch_with` does, each member
+/// applied and staged as an `Append`, all in this one entry's apply and sled batch. (Counter
+/// streams take no batches, `jsapi::unsupported`.)
+fn apply_batch(
+    group: &mut StreamGroup,
+    persisted: &mut Persisted,
+    store: &MessageStore,
+    members: Vec<AppendRequest>,
+    txn: &mut MachineTxn<'_>,
+) -> Result<Result<StreamOutcome, ApiError>, MachineError> {
+    group.apply_batch_with(members, |group, member| {
+        apply_one(group, persisted, store, StreamCommand::Append(member), txn)
+    })
+}
+
 /// Rebuilds the group and what is known to be in sled from layout-1 or layout-2 keys (a
 /// layout-1 store has only `m/` message keys; layout 2 adds `b/` blocks and `x/` tombstones).
-fn load_keys(view: &MachineView, layout: u8) -> Result<(StreamGroup, Persisted), MachineError> {
+fn load_keys(
+    view: &MachineView,
+    layout: u8,
+    segments: &Segments,
+) -> Result<(StreamGroup, Persisted), MachineError> {
     let missing = |what: &str| MachineError::Corrupt(format!("stream keys lack {what}"));
     let config_value = view
         .get(keys::STREAM_CONFIG)?
@@ -229,9 +374,19 @@ fn load_keys(view: &MachineView, layout: u8) -> Result<(StreamGroup, Persisted),
     // Block messages below the first sequence, or tombstoned, were removed (see
     // `stage::settle_removed`).
     let mut blocks = BTreeMap::new();
+    let mut live_blocks: BTreeMap<u32, u64> = BTreeMap::new();
     for item in view.scan_prefix(keys::BLOCK_PREFIX) {
         let (key, value) = item?;
         let first = keys::parse_u64_key(keys::BLOCK_PREFIX, &key)?;
+        let locator = Locator::decode(&value)?;
+        let value = match locator {
+            Some(locator) => segments.read(locator)?,
+            None => value,
+        };
+        let segment = locator.map(|locator| locator.segment);
+        if let Some(segment) = segment {
+            *live_blocks.entry(segment).or_default() += 1;
+        }
         let block = keys::parse_block(&value)?;
         let last_seq = block.last().map_or(first, |msg| msg.seq);
         if block.first().map(|msg| msg.seq) != Some(first) {
@@ -258,7 +413,14 @@ fn load_keys(view: &MachineView, layout: u8) -> Result<(StreamGroup, Persisted),
             restoring.push(msg.seq, info, msg.headers);
             live += 1;
         }
-        blocks.insert(first, BlockInfo { last_seq, live });
+        blocks.insert(
+            first,
+            BlockInfo {
+                last_seq,
+                live,
+                segment,
+            },
+        );
     }
 
     let persisted_config = config.clone();
@@ -272,6 +434,7 @@ fn load_keys(view: &MachineView, layout: u8) -> Result<(StreamGroup, Persisted),
         consumers: loaded.records,
         layout: Some(layout),
         blocks,
+        segments: live_blocks,
         tombstones,
         legacy,
         pending_chunks: loaded.pending_chunks,

@@ -9,15 +9,17 @@
 //!   `tests_layouts.rs`: state written by earlier layouts and record versions still loads;
 //!   `tests_damage.rs`: a block failing its checksum is refused, never served.
 //! - `machine.rs`: [`StreamMachine`], the `consensus::GroupMachine` (apply, finish, load).
-//! - `stage.rs`: which keys an applied command changed, staged into the `MachineTxn`; what is
+//! - `stage.rs` (consumer keys: `stage_consumers.rs`): which keys an applied command
+//!   changed, staged into the `MachineTxn`; what is
 //!   batched per apply call (message blocks, pending chunks, state records) is written by
 //!   `finish`.
 //! - `keys.rs`: the key layout and the records stored under it.
 //! - `view.rs`: [`StreamView`], the in-memory state the front reads.
-//! - `bodies.rs`, `cache.rs`, `block.rs`: message bodies (ADR 0016). The state keeps each
-//!   message's metadata only; the front reads headers and payloads through the group's
-//!   [`MessageStore`]: blocks written by `finish` stay pinned until sled holds them, then
-//!   live in the node's [`BlockCache`] (a byte budget) or only in sled.
+//! - `bodies.rs`, `cache.rs`, `block.rs`, `segments.rs`: message bodies (ADR 0016, ADR 0022).
+//!   The state keeps each message's metadata only; the front reads headers and payloads
+//!   through the group's [`MessageStore`]: blocks written by `finish` stay pinned until
+//!   sled holds their locators, then live in the node's [`BlockCache`] (a byte budget) or
+//!   only in the group's segment files. `tests_segments.rs`: locators, when segments go.
 //!
 //! ## Persistence
 //!
@@ -29,11 +31,11 @@
 //!
 //! | key | value |
 //! |---|---|
-//! | `v` | layout version: `[2]` (`[1]`: written before blocks and chunks, still loaded) |
+//! | `v` | layout version: `[3]` (`[2]`: blocks only in sled; `[1]`: before blocks and chunks; both still loaded) |
 //! | `s/config` | 1 ++ the stream config as JSON |
 //! | `s/state` | 1 ++ `StreamRecordV1`: first/last seq, last time, bytes, last msg id, first dedup ordinal |
 //! | `d/` ++ ordinal (u64 BE) | 1 ++ `DedupEntryV1`: one duplicate-window entry (time, msg id, seq) |
-//! | `b/` ++ first seq (u64 BE) | 1 ++ a message block: postcard list of (seq, subject, headers, payload, time) |
+//! | `b/` ++ first seq (u64 BE) | 3 ++ segment (u32 LE) ++ offset (u64 LE) ++ length (u32 LE): where the block is in the group's segment files (`segments.rs`); or the block itself (2 ++ crc32c ++ postcard list of (seq, subject, headers, payload, time); 1: no crc), as layout 2 kept it (a snapshot carries blocks; an install writes them to segments) |
 //! | `x/` ++ seq (u64 BE) | empty: a tombstone, the message was removed from its block |
 //! | `m/` ++ seq (u64 BE) | layout 1 only: 1 ++ `StoredMsgV1`: subject, headers, payload, time |
 //! | `c/` ++ name len (u32 BE) ++ name ++ `c` | 1 ++ `ConsumerConfigV1`: the config and creation time as JSON (`entry::ConsumerDefinition`) |
@@ -49,8 +51,9 @@
 //! delivery policy (from the consumer config) and the redelivery queue (from the pending
 //! entries).
 //!
-//! **Message blocks.** The messages an apply call stored go into one block value (a new one
-//! every 64 KiB, so sled keeps them inline), keyed by the first sequence; messages removed by
+//! **Message blocks.** The messages an apply call stored go into one block (a new one every
+//! 64 KiB), appended to the group's active segment file, its locator keyed by the first
+//! sequence (ADR 0022); messages removed by
 //! the same call never reach a block. A message later removed from a written block is
 //! settled by `finish`: if its block has no message left the block key goes (with its
 //! tombstones); otherwise, if it is at or above the stream's first sequence, it gets an `x/`
@@ -85,8 +88,10 @@ pub mod entry;
 mod keys;
 mod machine;
 pub mod response;
+mod segments;
 mod sources;
 mod stage;
+mod stage_consumers;
 mod view;
 
 #[cfg(test)]
@@ -99,6 +104,8 @@ mod tests_formats;
 mod tests_layouts;
 #[cfg(test)]
 mod tests_load;
+#[cfg(test)]
+mod tests_segments;
 #[cfg(test)]
 mod tests_sources;
 

@@ -7,8 +7,9 @@
 //! `Result<StreamOutcome, WireError>` — with `jscore::group::StreamOutcome` deriving serde
 //! itself (the mirror policy in `entry.rs`: all its fields are plain data). Variant indexes
 //! (postcard writes the index first): `Result` 0 Ok, 1 Err; `StreamOutcome` 0 Appended,
-//! 1 Purged, 2 Removed, 3 ConsumerUpserted, 4 ConsumerDeleted, 5 Consumer, 6 SourceSkipped, 7 Expired; `AppendOutcome`
-//! 0 Stored, 1 Duplicate, 2 SkippedNoInterest, 3 StoredRepublished; `ConsumerOutcome` 0 Delivered, 1 Ack;
+//! 1 Purged, 2 Removed, 3 ConsumerUpserted, 4 ConsumerDeleted, 5 Consumer, 6 SourceSkipped, 7 Expired, 8 BatchAppended,
+//! 9 Scheduled (ADR 0023); `AppendOutcome`
+//! 0 Stored, 1 Duplicate, 2 SkippedNoInterest, 3 StoredRepublished, 4 Counted (ADR 0020); `ConsumerOutcome` 0 Delivered, 1 Ack;
 //! `AckOutcome` 0 Acked, 1 NotPending, 2 BeyondDelivered, 3 Rescheduled, 4 NoAckPolicy.
 //! **Append only**, like the entries.
 

@@ -7,22 +7,23 @@
 //! do not (a purge reports only a count, so the stored sequences are captured before it; a
 //! delivery may retire due entries it does not report, so those are captured too). Bulk and
 //! rare commands capture more; the hot ones (append, ack, deliver) capture O(1) or O(due).
+//! Consumer keys are `stage_consumers.rs`'s.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 
-use super::entry::ConsumerDefinition;
 use crate::consensus::{MachineError, MachineTxn};
-use crate::jetstream::payload::JsonValue;
 use crate::jsapi::stream_config::StreamConfig;
 use crate::jsapi::ApiError;
-use crate::jscore::consumer::{AckOutcome, ConsumerCommand, ConsumerOutcome, ConsumerState};
+use crate::jscore::consumer::{ConsumerCommand, ConsumerState};
 use crate::jscore::group::{StreamCommand, StreamGroup, StreamOutcome};
+use crate::jscore::stream::StreamState;
 
 use super::block::{Block, Body};
 use super::bodies::MessageStore;
-use super::keys::{self, ConsumerConfigV1, ConsumerStateV1, DedupEntryV1};
+use super::keys::{self, DedupEntryV1};
+use super::segments::Segments;
 
 /// What sled holds (with the writes staged so far), as far as staging needs to know without
 /// reading it: kept by the machine, rebuilt by `load`, updated as writes are staged. If a
@@ -43,6 +44,8 @@ pub struct Persisted {
     pub layout: Option<u8>,
     /// The `b/` blocks by first sequence.
     pub blocks: BTreeMap<u64, BlockInfo>,
+    /// Per segment file, how many of `blocks` it holds (`segments.rs`).
+    pub segments: BTreeMap<u32, u64>,
     /// Sequences with an `x/` key.
     pub tombstones: BTreeSet<u64>,
     /// Sequences still in `m/` keys of layout 1.
@@ -71,22 +74,24 @@ pub struct BlockInfo {
     /// Its messages still in the stream. Exact (load counts the same thing), so replicas
     /// and restarts drop a block at the same apply.
     pub live: u64,
+    /// The segment file holding it; `None` for a block kept in sled itself.
+    pub segment: Option<u32>,
 }
 
-/// Largest block value: beyond it a new block starts. Small enough that sled keeps blocks
-/// inline in its log (it moves values above a quarter of its 512 KiB segment to blob files).
+/// Largest block value: beyond it a new block starts. The unit the block cache holds and a
+/// cold read fetches.
 const BLOCK_BYTES: usize = 64 << 10;
 
 /// State captured before applying a command: only what its outcome will not tell.
 pub struct Before {
-    last_seq: u64,
-    dedup_entries: usize,
+    pub(super) last_seq: u64,
+    pub(super) dedup_entries: usize,
     /// Stored sequences, for commands whose outcome does not list removals.
-    message_seqs: Option<Vec<u64>>,
+    pub(super) message_seqs: Option<Vec<u64>>,
     /// Pending sequences per consumer, for commands that may remove many pending entries.
-    pending: Option<BTreeMap<String, Vec<u64>>>,
+    pub(super) pending: Option<BTreeMap<String, Vec<u64>>>,
     /// For a delivery: the consumer's entries due at `now`, which it may retire unreported.
-    due: Vec<u64>,
+    pub(super) due: Vec<u64>,
 }
 
 impl Before {
@@ -145,7 +150,9 @@ pub fn stage(
 ) -> Result<(), MachineError> {
     let removed = stage_messages(persisted, group, before, appended, outcome, txn);
     stage_dedup(persisted, group, before, txn)?;
-    stage_consumers(persisted, group, before, command, outcome, &removed, txn)
+    super::stage_consumers::stage_consumers(
+        persisted, group, before, command, outcome, &removed, txn,
+    )
 }
 
 /// Once per apply call, after its last command: the messages it stored as new blocks (also
@@ -158,7 +165,10 @@ pub fn finish(
     txn: &mut MachineTxn<'_>,
 ) -> Result<(), MachineError> {
     let stream = group.stream();
-    settle_removed(persisted, stream.first_seq(), store, txn);
+    let segments = store
+        .segments()
+        .ok_or_else(|| MachineError::Corrupt("stream written before its load".into()))?;
+    settle_removed(persisted, stream.first_seq(), store, &segments, txn);
     let stored: Vec<keys::BlockMsg<'_>> = persisted
         .unflushed
         .iter()
@@ -192,20 +202,26 @@ pub fn finish(
         rest = after;
         let value = keys::encode_block(block.iter().copied());
         let (first, last) = (block[0].seq, block[block.len() - 1].seq);
-        store.stored(first, last, Block::decode(value.clone())?);
-        txn.insert(keys::block(first), value);
+        let (locator, file) = segments.append(&value)?;
+        if store.durable() {
+            txn.sync_before(file);
+        }
+        store.stored(first, last, Block::decode(value)?);
+        txn.insert(keys::block(first), locator.encode());
         persisted.blocks.insert(
             first,
             BlockInfo {
                 last_seq: last,
                 live: block.len() as u64,
+                segment: Some(locator.segment),
             },
         );
+        *persisted.segments.entry(locator.segment).or_default() += 1;
     }
     drop(stored);
     persisted.unflushed.clear();
     stage_stream_record(persisted, group, txn);
-    finish_consumers(persisted, group, txn);
+    super::stage_consumers::finish_consumers(persisted, group, txn);
     super::sources::stage_sources(persisted, group, txn);
     Ok(())
 }
@@ -217,6 +233,7 @@ fn settle_removed(
     persisted: &mut Persisted,
     first_seq: u64,
     store: &MessageStore,
+    segments: &Segments,
     txn: &mut MachineTxn<'_>,
 ) {
     let mut emptied = Vec::new();
@@ -242,6 +259,15 @@ fn settle_removed(
         };
         txn.remove(keys::block(first));
         store.removed(first);
+        // A segment none of whose blocks is left goes once sled forgot them durably.
+        if let Some(segment) = block.segment {
+            let left = persisted.segments.entry(segment).or_default();
+            *left = left.saturating_sub(1);
+            if *left == 0 {
+                persisted.segments.remove(&segment);
+                txn.unlink_after_sync(segments.retire(segment));
+            }
+        }
         let inside: Vec<u64> = persisted
             .tombstones
             .range(first..=block.last_seq)
@@ -281,14 +307,25 @@ fn stage_messages(
         }
         (Ok(StreamOutcome::Removed { seqs }), None) => seqs.clone(),
         (Ok(StreamOutcome::Expired { removed, markers }), None) => {
-            // Markers are made by the apply: their body is the stream's marker headers.
-            let headers = stream.marker_headers().map(Bytes::from);
-            for &seq in markers.iter().filter(|seq| stream.contains(**seq)) {
+            stage_markers(persisted, stream, markers);
+            removed.clone()
+        }
+        (
+            Ok(StreamOutcome::Scheduled {
+                removed,
+                markers,
+                produced,
+            }),
+            None,
+        ) => {
+            // Markers come before the produced messages (the apply stores them first).
+            stage_markers(persisted, stream, markers);
+            for produced in produced.iter().filter(|p| stream.contains(p.seq)) {
                 let body = Body {
-                    headers: headers.clone(),
-                    payload: Bytes::new(),
+                    headers: Some(Bytes::from(produced.headers.clone())),
+                    payload: Bytes::from(produced.payload.clone()),
                 };
-                persisted.unflushed.push((seq, body));
+                persisted.unflushed.push((produced.seq, body));
             }
             removed.clone()
         }
@@ -310,6 +347,18 @@ fn stage_messages(
         }
     }
     removed
+}
+
+/// Markers are made by the apply: their body is the stream's marker headers.
+fn stage_markers(persisted: &mut Persisted, stream: &StreamState, markers: &[u64]) {
+    let headers = stream.marker_headers().map(Bytes::from);
+    for &seq in markers.iter().filter(|seq| stream.contains(**seq)) {
+        let body = Body {
+            headers: headers.clone(),
+            payload: Bytes::new(),
+        };
+        persisted.unflushed.push((seq, body));
+    }
 }
 
 /// Duplicate-window keys. The window is a queue: an apply pops entries at the front
@@ -357,9 +406,9 @@ fn stage_dedup(
 /// Layout, stream config and `s/state`, each only when it changed.
 fn stage_stream_record(persisted: &mut Persisted, group: &StreamGroup, txn: &mut MachineTxn<'_>) {
     let stream = group.stream();
-    if persisted.layout != Some(keys::LAYOUT_V2) {
-        txn.insert(keys::LAYOUT, vec![keys::LAYOUT_V2]);
-        persisted.layout = Some(keys::LAYOUT_V2);
+    if persisted.layout != Some(keys::LAYOUT_V3) {
+        txn.insert(keys::LAYOUT, vec![keys::LAYOUT_V3]);
+        persisted.layout = Some(keys::LAYOUT_V3);
     }
     if persisted.config.as_ref() != Some(stream.config()) {
         let json = serde_json::to_vec(stream.config()).expect("config serializes");
@@ -376,188 +425,4 @@ fn stage_stream_record(persisted: &mut Persisted, group: &StreamGroup, txn: &mut
         txn.insert(keys::STREAM_STATE, record.clone());
         persisted.stream_record = Some(record);
     }
-}
-
-fn stage_consumers(
-    persisted: &mut Persisted,
-    group: &StreamGroup,
-    before: &Before,
-    command: &StreamCommand,
-    outcome: &Result<StreamOutcome, ApiError>,
-    removed: &[u64],
-    txn: &mut MachineTxn<'_>,
-) -> Result<(), MachineError> {
-    // Deleted consumers: every key they had.
-    let gone: Vec<String> = persisted
-        .consumers
-        .keys()
-        .filter(|name| group.consumer(name).is_none())
-        .cloned()
-        .collect();
-    for name in gone {
-        for chunk in persisted.pending_chunks.remove(&name).unwrap_or_default() {
-            txn.remove(keys::pending_chunk(&name, chunk));
-        }
-        for seq in persisted.legacy_pending.remove(&name).unwrap_or_default() {
-            txn.remove(keys::pending(&name, seq));
-        }
-        txn.remove(keys::consumer_config(&name));
-        txn.remove(keys::consumer_state(&name));
-        persisted.consumers.remove(&name);
-    }
-
-    if let (StreamCommand::UpsertConsumer { name, .. }, Ok(_)) = (command, outcome) {
-        if let Some(consumer) = group.consumer(name) {
-            let config = ConsumerConfigV1 {
-                config: JsonValue(ConsumerDefinition {
-                    config: consumer.config().clone(),
-                    created_nanos: consumer.created_nanos(),
-                }),
-            };
-            txn.insert(keys::consumer_config(name), keys::encode(&config));
-            // Known from now on, so a deletion later in this call removes the config key
-            // (the state record is only written by `finish`; empty = not written yet).
-            persisted.consumers.entry(name.clone()).or_default();
-        }
-    }
-
-    // Pending entries a removal of messages dropped, in every consumer.
-    for (name, consumer) in group.consumers() {
-        match before
-            .pending
-            .as_ref()
-            .and_then(|pending| pending.get(name))
-        {
-            Some(seqs) => {
-                let dropped = seqs
-                    .iter()
-                    .copied()
-                    .filter(|seq| consumer.pending_entry(*seq).is_none());
-                persisted.mark_pending(name, dropped);
-            }
-            None => {
-                // A pending entry only exists for a delivered sequence.
-                let delivered = consumer.delivered().stream_seq;
-                let dropped = removed.iter().copied().filter(|seq| *seq <= delivered);
-                persisted.mark_pending(name, dropped);
-            }
-        }
-    }
-
-    // The commanded consumer's touched entries.
-    if let (
-        StreamCommand::Consumer { name, command },
-        Ok(StreamOutcome::Consumer { outcome, .. }),
-    ) = (command, outcome)
-    {
-        if group.consumer(name).is_some() {
-            persisted.mark_pending(name, touched_pending(command, outcome, &before.due));
-        }
-    }
-
-    // State records of every consumer this command may have moved: written by `finish`.
-    if !removed.is_empty() || before.pending.is_some() {
-        persisted.all_states_dirty = true;
-    } else if let StreamCommand::Consumer { name, .. }
-    | StreamCommand::UpsertConsumer { name, .. } = command
-    {
-        if !persisted.dirty_states.contains(name) {
-            persisted.dirty_states.insert(name.clone());
-        }
-    }
-    Ok(())
-}
-
-impl Persisted {
-    /// Notes that the pending entries of `seqs` changed: their chunks are rewritten by
-    /// `finish`.
-    fn mark_pending(&mut self, name: &str, seqs: impl IntoIterator<Item = u64>) {
-        let mut seqs = seqs.into_iter().peekable();
-        if seqs.peek().is_none() {
-            return;
-        }
-        let chunks = match self.dirty_chunks.get_mut(name) {
-            Some(chunks) => chunks,
-            None => self.dirty_chunks.entry(name.to_owned()).or_default(),
-        };
-        chunks.extend(seqs.map(keys::pending_chunk_of));
-    }
-}
-
-/// Once per apply call: each consumer chunk whose entries changed, rewritten from the
-/// in-memory pending set (or deleted when it is empty), and each consumer state record
-/// that changed.
-fn finish_consumers(persisted: &mut Persisted, group: &StreamGroup, txn: &mut MachineTxn<'_>) {
-    for (name, chunks) in std::mem::take(&mut persisted.dirty_chunks) {
-        let Some(consumer) = group.consumer(&name) else {
-            continue; // deleted: `stage_consumers` removed its keys
-        };
-        let written = persisted.pending_chunks.entry(name.clone()).or_default();
-        let legacy = persisted.legacy_pending.get_mut(&name);
-        let mut legacy_in_chunks = Vec::new();
-        for chunk in chunks {
-            let seqs = keys::pending_chunk_seqs(chunk);
-            if let Some(legacy) = &legacy {
-                legacy_in_chunks.extend(legacy.range(seqs.clone()).copied());
-            }
-            let mut entries = consumer.pending().range(seqs).peekable();
-            if entries.peek().is_some() {
-                txn.insert(
-                    keys::pending_chunk(&name, chunk),
-                    keys::encode_pending_chunk(entries),
-                );
-                written.insert(chunk);
-            } else if written.remove(&chunk) {
-                txn.remove(keys::pending_chunk(&name, chunk));
-            }
-        }
-        // The chunk now holds what a layout-1 key of its range held.
-        if let Some(legacy) = legacy {
-            for seq in legacy_in_chunks {
-                legacy.remove(&seq);
-                txn.remove(keys::pending(&name, seq));
-            }
-        }
-    }
-    let all = std::mem::take(&mut persisted.all_states_dirty);
-    let named = std::mem::take(&mut persisted.dirty_states);
-    for (name, consumer) in group.consumers() {
-        if !(all || named.contains(name)) {
-            continue;
-        }
-        let record = keys::encode(&ConsumerStateV1::from(consumer.export()));
-        if persisted.consumers.get(name) != Some(&record) {
-            txn.insert(keys::consumer_state(name), record.clone());
-            persisted.consumers.insert(name.to_string(), record);
-        }
-    }
-}
-
-/// Pending sequences a consumer command may have changed.
-fn touched_pending(
-    command: &ConsumerCommand,
-    outcome: &ConsumerOutcome,
-    due: &[u64],
-) -> BTreeSet<u64> {
-    let mut touched: BTreeSet<u64> = due.iter().copied().collect();
-    match command {
-        ConsumerCommand::DeliverNext { .. } => {}
-        ConsumerCommand::Ack { stream_seq }
-        | ConsumerCommand::AckAll { stream_seq }
-        | ConsumerCommand::Nak { stream_seq, .. }
-        | ConsumerCommand::Term { stream_seq }
-        | ConsumerCommand::InProgress { stream_seq, .. } => {
-            touched.insert(*stream_seq);
-        }
-    }
-    match outcome {
-        ConsumerOutcome::Delivered(deliveries) => {
-            touched.extend(deliveries.iter().map(|delivery| delivery.stream_seq));
-        }
-        ConsumerOutcome::Ack(AckOutcome::Acked { stream_seqs }) => {
-            touched.extend(stream_seqs.iter().copied());
-        }
-        ConsumerOutcome::Ack(_) => {}
-    }
-    touched
 }

@@ -4,17 +4,35 @@
 //! `tests_load` harness.
 
 use super::keys;
+use super::segments::{Locator, Segments};
 use super::tests_load::{append_cmd, Harness};
 use super::StreamMachine;
 use crate::consensus::state_db::{key, SPACE_DATA};
 use crate::consensus::{GroupMachine, MachineError};
 use crate::jsapi::stream_config::StreamConfig;
 
-/// Flips one bit of the stored `b/<first>` value, behind every check but its own checksum
-/// (sled stores the flipped value with a valid record checksum of its own).
+/// Flips one bit of stored block `first`, behind every check but its own checksum: in the
+/// segment file its locator names (or in the sled value of a block kept in sled, which
+/// sled stores with a valid record checksum of its own).
 fn flip_in_block(harness: &Harness, first: u64, byte: usize) {
     let full = key(9, SPACE_DATA, &keys::block(first));
     let mut value = harness.tree().get(&full).unwrap().unwrap().to_vec();
+    if let Some(locator) = Locator::decode(&value).unwrap() {
+        use std::os::unix::fs::FileExt;
+        let path = Segments::open(harness.view.files_dir())
+            .unwrap()
+            .path(locator.segment);
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .unwrap();
+        let at = locator.offset + (byte % locator.len as usize) as u64;
+        let mut bit = [0u8];
+        file.read_exact_at(&mut bit, at).unwrap();
+        file.write_all_at(&[bit[0] ^ 0x10], at).unwrap();
+        return;
+    }
     let at = byte % value.len();
     value[at] ^= 0x10;
     harness.tree().insert(full, value).unwrap();
@@ -70,12 +88,12 @@ fn a_damaged_block_never_leaves_in_a_snapshot() {
     use crate::consensus::snapshot::{write_checked_dump, DamagedRecord};
     let harness = with_messages();
     let dir = tempfile::tempdir().unwrap();
-    let check = harness.machine.stored_value_check();
+    let export = harness.machine.stored_value_export();
     let meta = Default::default();
-    let intact = write_checked_dump(harness.tree(), 9, &meta, &dir.path().join("a"), check);
+    let intact = write_checked_dump(harness.tree(), 9, &meta, &dir.path().join("a"), &*export);
     assert!(intact.is_ok(), "{intact:?}");
     flip_in_block(&harness, 1, 12);
-    let error = write_checked_dump(harness.tree(), 9, &meta, &dir.path().join("b"), check)
+    let error = write_checked_dump(harness.tree(), 9, &meta, &dir.path().join("b"), &*export)
         .expect_err("a damaged block was dumped");
     assert!(
         error.get_ref().is_some_and(|e| e.is::<DamagedRecord>()),

@@ -10,7 +10,9 @@
 
 use bytes::Bytes;
 
-use super::entry::{decode_command, encode_command, STREAM_APPEND_V1, STREAM_COMMAND_V1};
+use super::entry::{
+    decode_command, encode_command, STREAM_APPEND_BATCH_V1, STREAM_APPEND_V1, STREAM_COMMAND_V1,
+};
 use super::response::{decode_response, encode_response};
 use crate::consensus::Command;
 use crate::jetstream::payload::META_COMMAND_V1;
@@ -20,7 +22,7 @@ use crate::jsapi::{ApiError, ErrorKind};
 use crate::jscore::consumer::{AckOutcome, ConsumerCommand, ConsumerOutcome, Delivery};
 use crate::jscore::group::{StreamCommand, StreamOutcome};
 use crate::jscore::sourcing::{SourceKind, SourcedMessage};
-use crate::jscore::stream::{AppendOutcome, AppendRequest, PurgeRequest};
+use crate::jscore::stream::{AppendOutcome, AppendRequest, Produced, PurgeRequest};
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -153,6 +155,24 @@ fn command_samples() -> Vec<(StreamCommand, u16, &'static str)> {
             STREAM_COMMAND_V1,
             "08016f010302017300017008",
         ),
+        (
+            StreamCommand::AppendBatch(vec![
+                AppendRequest {
+                    subject: "s.a".into(),
+                    headers: Some(Bytes::from_static(b"NATS/1.0\r\n\r\n")),
+                    payload: Bytes::from_static(b"hi"),
+                    now_nanos: 5,
+                },
+                AppendRequest {
+                    subject: "s.b".into(),
+                    headers: None,
+                    payload: Bytes::from_static(b""),
+                    now_nanos: 5,
+                },
+            ]),
+            STREAM_APPEND_BATCH_V1,
+            "0200000021000000050000000000000003000000732e610c0000004e4154532f312e300d0a0d0a686913000000050000000000000003000000732e62ffffffff",
+        ),
     ]
 }
 
@@ -196,11 +216,44 @@ fn response_samples() -> Vec<(Result<StreamOutcome, ApiError>, &'static str)> {
         ),
         (Ok(StreamOutcome::SourceSkipped { position: 9 }), "000609"),
         (
+            Ok(StreamOutcome::Appended(AppendOutcome::Counted {
+                stored: Box::new(AppendOutcome::Stored {
+                    seq: 4,
+                    removed: vec![],
+                }),
+                val: "-1".into(),
+                headers: bytes::Bytes::from_static(b"H"),
+            })),
+            "000004000400022d310148",
+        ),
+        (
+            Ok(StreamOutcome::BatchAppended(vec![
+                AppendOutcome::Stored {
+                    seq: 7,
+                    removed: vec![],
+                },
+                AppendOutcome::SkippedNoInterest { seq: 8 },
+            ])),
+            "0008020007000208",
+        ),
+        (
             Ok(StreamOutcome::Expired {
                 removed: vec![1, 2],
                 markers: vec![3],
             }),
             "00070201020103",
+        ),
+        (
+            Ok(StreamOutcome::Scheduled {
+                removed: vec![1],
+                markers: vec![],
+                produced: vec![Produced {
+                    seq: 2,
+                    headers: b"H".to_vec(),
+                    payload: b"p".to_vec(),
+                }],
+            }),
+            "0009010100010201480170",
         ),
         (
             Ok(StreamOutcome::Consumer {
@@ -266,6 +319,7 @@ fn command_kinds_keep_their_numbers() {
     assert_eq!(STREAM_COMMAND_V1, 1);
     assert_eq!(META_COMMAND_V1, 2);
     assert_eq!(STREAM_APPEND_V1, 3);
+    assert_eq!(STREAM_APPEND_BATCH_V1, 4);
 }
 
 #[test]

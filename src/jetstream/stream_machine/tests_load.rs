@@ -88,7 +88,8 @@ impl Harness {
         self.machine.finish(&mut txn).unwrap();
         let writer = self.db.writer();
         let owner = writer.new_owner();
-        let ticket = writer.submit(owner, txn.into_writes()).unwrap();
+        let (writes, files) = txn.into_parts();
+        let ticket = writer.submit_with(owner, writes, files).unwrap();
         self.machine.submitted(ticket);
         responses
     }

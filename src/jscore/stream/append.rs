@@ -11,10 +11,12 @@ use bytes::Bytes;
 
 use crate::jsapi::stream_config::RetentionPolicy;
 
+use super::counter::{check_increment, count, Counted, CounterBase, MsgCounters};
 use super::error::AppendError;
 use super::limits::MAX_HEADERS_LEN;
 use super::message::stored_size;
 use super::publish_headers::{PublishHeaders, Rollup};
+use super::schedule::cancelled_schedule;
 use super::state::StreamState;
 
 /// A message to store. `now_nanos` is the leader's receive time: it becomes the message's
@@ -48,6 +50,14 @@ pub enum AppendOutcome {
         removed: Vec<u64>,
         last_subject_seq: u64,
     },
+    /// `stored` (`Stored` or `StoredRepublished`) on a counter stream (`counter.rs`): the
+    /// counter's new value for the PubAck, and the headers stored with it (its body is
+    /// `{"val":"<val>"}`), which may differ from the published ones.
+    Counted {
+        stored: Box<AppendOutcome>,
+        val: String,
+        headers: Bytes,
+    },
 }
 
 impl AppendOutcome {
@@ -58,6 +68,15 @@ impl AppendOutcome {
             | AppendOutcome::StoredRepublished { seq, .. }
             | AppendOutcome::Duplicate { seq }
             | AppendOutcome::SkippedNoInterest { seq } => *seq,
+            AppendOutcome::Counted { stored, .. } => stored.seq(),
+        }
+    }
+
+    /// What was stored, without a counter's value (`Counted`'s `stored`).
+    pub fn uncounted(&self) -> &AppendOutcome {
+        match self {
+            AppendOutcome::Counted { stored, .. } => stored,
+            other => other,
         }
     }
 
@@ -67,6 +86,7 @@ impl AppendOutcome {
         match self {
             AppendOutcome::Stored { seq, removed }
             | AppendOutcome::StoredRepublished { seq, removed, .. } => Some((*seq, removed)),
+            AppendOutcome::Counted { stored, .. } => stored.stored(),
             _ => None,
         }
     }
@@ -81,6 +101,24 @@ impl StreamState {
         request: AppendRequest,
         has_interest: &dyn Fn(&str) -> bool,
     ) -> Result<AppendOutcome, AppendError> {
+        self.append_counted(request, has_interest, None)
+    }
+
+    /// `append`, given on a counter stream the body of the last message on the request's
+    /// subject (`counter_base_seq`; `None` when there is none): the message stored is the
+    /// counter's new value (`counter.rs`).
+    pub fn append_counted(
+        &mut self,
+        mut request: AppendRequest,
+        has_interest: &dyn Fn(&str) -> bool,
+        base: Option<&CounterBase>,
+    ) -> Result<AppendOutcome, AppendError> {
+        let counting = self.config.allow_msg_counter;
+        if counting {
+            // nats-server checks these before proposing, so before anything below.
+            let block = request.headers.as_deref().unwrap_or_default();
+            check_increment(block, Some(request.payload.len()), MsgCounters::Allowed)?;
+        }
         if self.config.sealed {
             return Err(AppendError::Sealed);
         }
@@ -101,8 +139,18 @@ impl StreamState {
             return Ok(AppendOutcome::Duplicate { seq: original });
         }
 
+        let counted = match counting {
+            true => Some(self.count(&request.subject, &request.headers, &request.payload, base)?),
+            false => None,
+        };
+        if let Some(counted) = &counted {
+            request.headers = Some(counted.headers.clone());
+            request.payload = counted.payload.clone();
+        }
+
         self.check_expectations(&request.subject, &headers)?;
         let rollup = self.check_rollup(&headers)?;
+        let cancels = self.cancelled_schedule(request.headers.as_deref())?;
 
         let headers_len = request.headers.as_ref().map_or(0, Bytes::len);
         let size = (headers_len + request.payload.len()) as u64;
@@ -148,14 +196,66 @@ impl StreamState {
             Some(Rollup::All) => removed.extend(self.remove_all_except(seq)),
             None => {}
         }
-        Ok(match last_subject_seq {
+        if let Some(scheduler) = cancels {
+            removed.extend(self.remove_subject_except(&scheduler, seq));
+        }
+        let stored = match last_subject_seq {
             Some(last_subject_seq) => AppendOutcome::StoredRepublished {
                 seq,
                 removed,
                 last_subject_seq,
             },
             None => AppendOutcome::Stored { seq, removed },
+        };
+        Ok(match counted {
+            Some(counted) => AppendOutcome::Counted {
+                stored: Box::new(stored),
+                val: counted.value,
+                headers: counted.headers,
+            },
+            None => stored,
         })
+    }
+
+    /// On a schedule stream, the subject whose schedule a message with
+    /// `Nats-Schedule-Next: purge` and `Nats-Scheduler` cancels (a client's cancel, or the
+    /// message a one-shot schedule produced): refused (10212) when that subject's last
+    /// message is no schedule, as nats-server does; a subject without messages is fine.
+    fn cancelled_schedule(&self, headers: Option<&[u8]>) -> Result<Option<String>, AppendError> {
+        let Some(scheduler) = headers
+            .filter(|_| self.config.allow_msg_schedules)
+            .and_then(cancelled_schedule)
+        else {
+            return Ok(None);
+        };
+        match self.last_seq_for_subject(scheduler) {
+            Some(last) if !self.schedules.contains(last) => Err(AppendError::SchedulerInvalid),
+            _ => Ok(Some(scheduler.to_string())),
+        }
+    }
+
+    /// On a counter stream, the sequence of the message whose body an increment on
+    /// `subject` adds to (its last message); `None` on other streams or a new subject.
+    pub fn counter_base_seq(&self, subject: &str) -> Option<u64> {
+        self.config
+            .allow_msg_counter
+            .then(|| self.last_seq_for_subject(subject))
+            .flatten()
+    }
+
+    /// The counter's new value on `subject`. `base` must be the body of the message
+    /// `counter_base_seq` names: without it, a subject with messages counts as broken.
+    pub(super) fn count(
+        &self,
+        subject: &str,
+        headers: &Option<Bytes>,
+        payload: &[u8],
+        base: Option<&CounterBase>,
+    ) -> Result<Counted, AppendError> {
+        if base.is_none() && self.counter_base_seq(subject).is_some() {
+            return Err(AppendError::CounterBroken);
+        }
+        count(subject, headers.as_deref(), payload, base)
     }
 
     fn check_expectations(
@@ -195,7 +295,10 @@ impl StreamState {
         Ok(())
     }
 
-    fn check_rollup(&self, headers: &PublishHeaders) -> Result<Option<Rollup>, AppendError> {
+    pub(super) fn check_rollup(
+        &self,
+        headers: &PublishHeaders,
+    ) -> Result<Option<Rollup>, AppendError> {
         if headers.rollup.is_none() {
             return Ok(None);
         }

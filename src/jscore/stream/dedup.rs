@@ -47,6 +47,15 @@ impl DedupWindow {
         self.by_id.get(msg_id).map(|entry| entry.seq)
     }
 
+    /// As [`lookup`](Self::lookup) after an `expire(now_nanos, window_nanos)`, without
+    /// expiring: for checks that must not change the state (an atomic batch's pre-check).
+    pub fn lookup_at(&self, msg_id: &str, now_nanos: i64, window_nanos: i64) -> Option<u64> {
+        self.by_id
+            .get(msg_id)
+            .filter(|entry| now_nanos.saturating_sub(entry.ts_nanos) < window_nanos)
+            .map(|entry| entry.seq)
+    }
+
     pub fn record(&mut self, msg_id: &str, seq: u64, ts_nanos: i64) {
         self.by_id
             .insert(msg_id.to_string(), DedupEntry { seq, ts_nanos });

@@ -23,6 +23,12 @@ pub enum AppendError {
     RollupNotPermitted,
     #[error("rollup value invalid: {0:?}")]
     RollupInvalid(String),
+    /// In an atomic batch, `Nats-Rollup: sub` on a subject an earlier member wrote.
+    #[error("batch rollup sub invalid")]
+    BatchRollupSubInvalid,
+    /// In an atomic batch, `Nats-Rollup: all` on any member but the first.
+    #[error("batch rollup all invalid")]
+    BatchRollupAllInvalid,
     #[error("message size exceeds maximum allowed")]
     MessageTooLarge,
     #[error("header size exceeds maximum allowed of 64k")]
@@ -33,7 +39,8 @@ pub enum AppendError {
     MaxBytes,
     #[error("maximum messages per subject exceeded")]
     MaxMessagesPerSubject,
-    /// The publish headers of features jetraft refuses (`unsupported_headers`).
+    /// The publish headers of features a stream refuses (`unsupported_headers`), and
+    /// counters (`counter.rs`).
     #[error("per-message TTL is disabled")]
     TtlDisabled,
     #[error("invalid per-message TTL")]
@@ -42,10 +49,29 @@ pub enum AppendError {
     CountersDisabled,
     #[error("message counter increment is invalid")]
     CounterIncrementInvalid,
+    #[error("message counter increment is missing")]
+    CounterIncrementMissing,
+    #[error("message counter has payload")]
+    CounterHasPayload,
+    #[error("message counter is broken")]
+    CounterBroken,
     #[error("atomic publish is disabled")]
     AtomicPublishDisabled,
     #[error("message schedules is disabled")]
     SchedulesDisabled,
+    /// Message schedules (`schedule.rs`).
+    #[error("message schedules pattern is invalid")]
+    SchedulePatternInvalid,
+    #[error("message schedules target is invalid")]
+    ScheduleTargetInvalid,
+    #[error("message schedules invalid per-message TTL")]
+    ScheduleTtlInvalid,
+    #[error("message schedules invalid rollup")]
+    ScheduleRollupInvalid,
+    #[error("message schedules source is invalid")]
+    ScheduleSourceInvalid,
+    #[error("message schedules invalid scheduler")]
+    SchedulerInvalid,
 }
 
 impl AppendError {
@@ -63,7 +89,10 @@ impl AppendError {
             AppendError::WrongLastMsgId { actual } => {
                 ApiError::with(ErrorKind::StreamWrongLastMsgId, &[actual])
             }
-            AppendError::RollupNotPermitted | AppendError::RollupInvalid(_) => {
+            AppendError::RollupNotPermitted
+            | AppendError::RollupInvalid(_)
+            | AppendError::BatchRollupSubInvalid
+            | AppendError::BatchRollupAllInvalid => {
                 ApiError::with_detail(ErrorKind::StreamRollupFailed, self)
             }
             AppendError::MessageTooLarge => ApiError::new(ErrorKind::StreamMessageExceedsMaximum),
@@ -77,8 +106,27 @@ impl AppendError {
             AppendError::TtlInvalid => ApiError::new(ErrorKind::MessageTtlInvalid),
             AppendError::CountersDisabled => ApiError::new(ErrorKind::MessageIncrDisabled),
             AppendError::CounterIncrementInvalid => ApiError::new(ErrorKind::MessageIncrInvalid),
+            AppendError::CounterIncrementMissing => ApiError::new(ErrorKind::MessageIncrMissing),
+            AppendError::CounterHasPayload => ApiError::new(ErrorKind::MessageIncrPayload),
+            AppendError::CounterBroken => ApiError::new(ErrorKind::MessageCounterBroken),
             AppendError::AtomicPublishDisabled => ApiError::new(ErrorKind::AtomicPublishDisabled),
             AppendError::SchedulesDisabled => ApiError::new(ErrorKind::MessageSchedulesDisabled),
+            AppendError::SchedulePatternInvalid => {
+                ApiError::new(ErrorKind::MessageSchedulesPatternInvalid)
+            }
+            AppendError::ScheduleTargetInvalid => {
+                ApiError::new(ErrorKind::MessageSchedulesTargetInvalid)
+            }
+            AppendError::ScheduleTtlInvalid => ApiError::new(ErrorKind::MessageSchedulesTtlInvalid),
+            AppendError::ScheduleRollupInvalid => {
+                ApiError::new(ErrorKind::MessageSchedulesRollupInvalid)
+            }
+            AppendError::ScheduleSourceInvalid => {
+                ApiError::new(ErrorKind::MessageSchedulesSourceInvalid)
+            }
+            AppendError::SchedulerInvalid => {
+                ApiError::new(ErrorKind::MessageSchedulesSchedulerInvalid)
+            }
         }
     }
 }

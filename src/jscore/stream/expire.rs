@@ -106,7 +106,8 @@ impl StreamState {
     }
 
     /// When the next message is due (for the leader's expiry timer): the oldest message
-    /// `max_age` applies to, or the earliest TTL deadline. A TTL deadline may belong to a
+    /// `max_age` applies to, the earliest TTL deadline, or the earliest schedule
+    /// (`fire.rs`). A TTL deadline may belong to a
     /// message already removed another way; its `Expire` then just drops the entry.
     pub fn next_expiry_at(&self) -> Option<i64> {
         let by_age = self.limits.max_age_nanos.and_then(|max_age| {
@@ -124,10 +125,10 @@ impl StreamState {
             .allow_msg_ttl
             .then(|| self.ttls.next_deadline())
             .flatten();
-        match (by_age, by_ttl) {
-            (Some(age), Some(ttl)) => Some(age.min(ttl)),
-            (age, ttl) => age.or(ttl),
-        }
+        let by_schedule = (self.config.allow_msg_schedules && !self.config.sealed)
+            .then(|| self.schedules.next_due())
+            .flatten();
+        [by_age, by_ttl, by_schedule].into_iter().flatten().min()
     }
 
     /// The shortest TTL the stream lets a message have: on a stream that leaves markers

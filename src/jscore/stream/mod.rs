@@ -2,9 +2,14 @@
 //! removing them. `StreamState` (state.rs) holds the data and answers queries; each command
 //! has its own file: `append.rs` (publish with its checks), `remove.rs` (purge, delete,
 //! limits, retention removal), `expire.rs` (max_age and per-message TTL expiry, delete
-//! markers), `update.rs` (config changes). Helpers:
-//! `message.rs` (a message's in-memory metadata, the whole message, its byte size), `subject_index.rs`, `dedup.rs`
-//! (duplicate window), `publish_headers.rs` (`Nats-*` headers), `unsupported_headers.rs` (the
+//! markers), `fire.rs` (firing due schedules in that same expiry, ADR-51), `update.rs`
+//! (config changes), `batch_check.rs` (an atomic batch's
+//! all-or-nothing check). Helpers:
+//! `message.rs` (a message's in-memory metadata, the whole message, its byte size),
+//! `subject_index.rs`, `counter.rs` (counter streams' values, ADR-49) with `decimal.rs`,
+//! `dedup.rs` (duplicate window),
+//! `publish_headers.rs` (`Nats-*` headers), `schedule.rs` (schedule headers and checks) with
+//! `schedule_index.rs` (schedules by due time), `unsupported_headers.rs` (the
 //! headers of features jetraft refuses), `ttl.rs` (`Nats-TTL` and markers), `ttl_index.rs`
 //! (messages by TTL deadline), `limits.rs`, `error.rs`,
 //! `persist.rs` (export and restore, for the state machine that keeps a stream in sled).
@@ -14,14 +19,20 @@
 //! Nothing here reads a clock (times arrive in commands) or does I/O.
 
 mod append;
+mod batch_check;
+mod counter;
+mod decimal;
 mod dedup;
 mod error;
 mod expire;
+mod fire;
 mod limits;
 mod message;
 mod persist;
 mod publish_headers;
 mod remove;
+mod schedule;
+mod schedule_index;
 mod seq_map;
 mod sourced;
 mod state;
@@ -34,20 +45,30 @@ mod update;
 #[cfg(test)]
 mod tests_append;
 #[cfg(test)]
+mod tests_batch_check;
+#[cfg(test)]
 mod tests_expire;
+#[cfg(test)]
+mod tests_fire;
 #[cfg(test)]
 mod tests_remove;
 #[cfg(test)]
 mod tests_seq_map;
 
 pub use append::{AppendOutcome, AppendRequest};
+pub use counter::{value_body, CounterBase, MsgCounters, COUNTER_SOURCES};
 pub use error::{AppendError, RemoveError};
 pub use expire::Expired;
+pub use fire::{Fired, Produced, ScheduleBody};
 pub use limits::{StreamLimits, DEFAULT_DUPLICATE_WINDOW_NANOS, MAX_HEADERS_LEN};
 pub use message::{stored_size, MsgInfo, StoredMsg};
 pub use persist::{DedupRecord, Restoring, StreamScalars};
 pub use publish_headers::{PublishHeaders, Rollup};
 pub use remove::{PurgeRequest, Purged};
+pub use schedule::{stored_schedule_headers, ScheduleRules};
 pub use state::{StreamState, StreamSummary};
 pub use ttl::{msg_ttl, parse_ttl, InvalidTtl, MsgTtl};
-pub use unsupported_headers::{refuse_unsupported_headers, MsgTtls};
+pub use unsupported_headers::{
+    header_rules, refuse_unsupported_headers, refuse_unsupported_member_headers, HeaderRules,
+    MsgTtls,
+};

@@ -11,6 +11,7 @@ use crate::jsapi::stream_config::StreamConfig;
 use super::dedup::DedupWindow;
 use super::limits::StreamLimits;
 use super::message::{MsgInfo, MsgMeta};
+use super::schedule_index::ScheduleIndex;
 use super::seq_map::SeqMap;
 use super::state::StreamState;
 use super::subject_index::SubjectIndex;
@@ -105,6 +106,7 @@ impl StreamState {
             dedup: window,
             last_msg_id: scalars.last_msg_id,
             ttls: restoring.ttls,
+            schedules: restoring.schedules,
         }
     }
 }
@@ -115,14 +117,16 @@ pub struct Restoring {
     messages: SeqMap<MsgMeta>,
     subjects: SubjectIndex,
     ttls: TtlIndex,
+    schedules: ScheduleIndex,
 }
 
 impl Restoring {
-    /// Adds stored message `seq` (in any order) with its header block, which the TTL
-    /// index reads as the apply did.
+    /// Adds stored message `seq` (in any order) with its header block, which the TTL and
+    /// schedule indexes read as the apply did.
     pub fn push(&mut self, seq: u64, msg: MsgInfo<'_>, headers: Option<&[u8]>) {
         if let Some(headers) = headers {
             self.ttls.insert(seq, msg.ts_nanos, headers);
+            self.schedules.insert(seq, headers);
         }
         let meta = MsgMeta {
             ts_nanos: msg.ts_nanos,

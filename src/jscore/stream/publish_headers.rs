@@ -15,6 +15,17 @@ pub const EXPECTED_LAST_SUBJECT_SEQ_SUBJECT: &str = "Nats-Expected-Last-Subject-
 pub const EXPECTED_LAST_MSG_ID: &str = "Nats-Expected-Last-Msg-Id";
 pub const ROLLUP: &str = "Nats-Rollup";
 
+/// A header block holding `headers`, in order (tests).
+#[cfg(test)]
+pub fn header_block(headers: &[(&str, &str)]) -> Vec<u8> {
+    let mut block = String::from("NATS/1.0\r\n");
+    for (name, value) in headers {
+        block += &format!("{name}: {value}\r\n");
+    }
+    block += "\r\n";
+    block.into_bytes()
+}
+
 /// What a `Nats-Rollup` header asks for after the message is stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rollup {

@@ -125,11 +125,13 @@ impl StreamState {
         self.remove_acked(over)
     }
 
-    /// Rollup `sub`: keep only `keep_seq` on `subject`.
+    /// Rollup `sub`: keep only `keep_seq` on the literal `subject` (a publish subject, or a
+    /// cancelled schedule's, checked literal at ingest). Looked up, not matched against
+    /// every subject: a stream of many subjects (a schedule each) rolls up in O(log n).
     pub(super) fn remove_subject_except(&mut self, subject: &str, keep_seq: u64) -> Vec<u64> {
         let others: Vec<u64> = self
             .subjects
-            .seqs_matching(&SubjectFilter::new([subject]))
+            .seqs_of(subject)
             .into_iter()
             .filter(|seq| *seq != keep_seq)
             .collect();
@@ -184,6 +186,7 @@ impl StreamState {
     fn clear_messages(&mut self) {
         self.messages.clear();
         self.ttls.clear();
+        self.schedules.clear();
         self.subjects.clear();
         self.bytes = 0;
         self.first_seq = self.last_seq + 1;

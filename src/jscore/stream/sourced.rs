@@ -2,12 +2,14 @@
 //! publish's header checks (the origin made them when it stored the message; a copy is not
 //! a publish), but this stream's own `discard: new` limits before and its limits after, as
 //! nats-server stores mirrored and sourced messages. A mirror keeps the origin's sequence
-//! numbers (skipping the origin's gaps); a source appends at the next sequence.
+//! numbers (skipping the origin's gaps); a source appends at the next sequence. A counter
+//! stream adds what a source copies to its counters (`counter.rs`).
 //!
 //! Which origin messages arrive, and only once, is the group's business
 //! (`jscore::group` with `jscore::sourcing`'s replicated positions).
 
 use super::append::AppendOutcome;
+use super::counter::CounterBase;
 use super::error::AppendError;
 use super::message::StoredMsg;
 use super::state::StreamState;
@@ -35,8 +37,30 @@ impl StreamState {
 
     /// Stores `msg` at this stream's next sequence.
     pub fn store_sourced(&mut self, msg: StoredMsg) -> Result<AppendOutcome, AppendError> {
+        self.store_sourced_counted(msg, None)
+    }
+
+    /// `store_sourced`, given on a counter stream the body of the last message on `msg`'s
+    /// subject (as `append_counted`): a counter stream stores the origin's value added to
+    /// its own (`counter.rs`).
+    pub fn store_sourced_counted(
+        &mut self,
+        mut msg: StoredMsg,
+        base: Option<&CounterBase>,
+    ) -> Result<AppendOutcome, AppendError> {
+        if !self.config.allow_msg_counter {
+            self.check_copy_limits(&msg)?;
+            return Ok(self.store_copy(msg));
+        }
+        let counted = self.count(&msg.subject, &msg.headers, &msg.payload, base)?;
+        msg.headers = Some(counted.headers.clone());
+        msg.payload = counted.payload;
         self.check_copy_limits(&msg)?;
-        Ok(self.store_copy(msg))
+        Ok(AppendOutcome::Counted {
+            stored: Box::new(self.store_copy(msg)),
+            val: counted.value,
+            headers: counted.headers,
+        })
     }
 
     fn check_copy_limits(&self, msg: &StoredMsg) -> Result<(), AppendError> {

@@ -16,6 +16,7 @@ use crate::jscore::subject_filter::SubjectFilter;
 use super::dedup::DedupWindow;
 use super::limits::StreamLimits;
 use super::message::{MsgInfo, MsgMeta};
+use super::schedule_index::ScheduleIndex;
 use super::seq_map::SeqMap;
 use super::subject_index::SubjectIndex;
 use super::ttl_index::TtlIndex;
@@ -56,6 +57,8 @@ pub struct StreamState {
     /// Messages with a `Nats-TTL` by deadline, and the `never` and tombstone sets
     /// (`ttl_index.rs`); derived from the stored headers.
     pub(super) ttls: TtlIndex,
+    /// Schedule messages by due time (`schedule_index.rs`); derived from the stored headers.
+    pub(super) schedules: ScheduleIndex,
 }
 
 impl StreamState {
@@ -81,6 +84,7 @@ impl StreamState {
             dedup: DedupWindow::default(),
             last_msg_id: String::new(),
             ttls: TtlIndex::default(),
+            schedules: ScheduleIndex::default(),
         }
     }
 
@@ -306,6 +310,7 @@ impl StreamState {
         self.messages.insert(seq, meta);
         if let Some(headers) = headers {
             self.ttls.insert(seq, ts_nanos, headers);
+            self.schedules.insert(seq, headers);
         }
         seq
     }
@@ -325,6 +330,7 @@ impl StreamState {
     pub(super) fn remove_seq(&mut self, seq: u64) -> Option<MsgMeta> {
         let msg = self.messages.remove(seq)?;
         self.ttls.forget(seq);
+        self.schedules.forget(seq);
         self.bytes = self.bytes.saturating_sub(u64::from(msg.size));
         self.subjects.remove(msg.subject, seq);
         if seq == self.first_seq || self.messages.is_empty() {
@@ -360,6 +366,7 @@ impl PartialEq for StreamState {
             && messages(self) == messages(other)
             && self.ttls.live(|seq| self.contains(seq))
                 == other.ttls.live(|seq| other.contains(seq))
+            && self.schedules == other.schedules
     }
 }
 

@@ -134,6 +134,13 @@ impl SubjectIndex {
         self.seqs(*self.by_name.get(subject)?)
     }
 
+    /// The sequences stored on the literal `subject`, ascending: one lookup, where
+    /// [`seqs_matching`](Self::seqs_matching) walks every subject.
+    pub fn seqs_of(&self, subject: &str) -> Vec<u64> {
+        self.by_subject(subject)
+            .map_or_else(Vec::new, |seqs| seqs.keys().collect())
+    }
+
     /// Number of distinct subjects with at least one message (`state.num_subjects`).
     pub fn num_subjects(&self) -> usize {
         self.by_name.len()

@@ -11,6 +11,7 @@
 //! Pure and replicated: a message's TTL is a function of its stored header block, so every
 //! replica, and a replica reloading its state, reads the same TTL.
 
+use crate::jsapi::time::{parse_go_duration, NANOS_PER_SEC};
 use crate::wire::headers::lookup;
 
 pub const MSG_TTL: &str = "Nats-TTL";
@@ -48,8 +49,8 @@ pub fn parse_ttl(value: &[u8]) -> Result<MsgTtl, InvalidTtl> {
     let text = std::str::from_utf8(value).map_err(|_| InvalidTtl)?;
     if let Some(nanos) = parse_go_duration(text) {
         return match nanos {
-            n if n < NANOS_PER_SECOND as i128 => Err(InvalidTtl),
-            n => Ok(MsgTtl::Seconds((n / NANOS_PER_SECOND as i128) as u64)),
+            n if n < NANOS_PER_SEC => Err(InvalidTtl),
+            n => Ok(MsgTtl::Seconds((n / NANOS_PER_SEC) as u64)),
         };
     }
     // nats-server's `parseInt64`: ASCII digits only, no sign.
@@ -60,78 +61,6 @@ pub fn parse_ttl(value: &[u8]) -> Result<MsgTtl, InvalidTtl> {
         Ok(0) => Ok(MsgTtl::None),
         Ok(seconds) if seconds <= i64::MAX as u64 => Ok(MsgTtl::Seconds(seconds)),
         _ => Err(InvalidTtl),
-    }
-}
-
-const NANOS_PER_SECOND: i64 = 1_000_000_000;
-
-/// Go's `time.ParseDuration`: an optional sign, then one or more decimal numbers (with an
-/// optional fraction) each followed by a unit (`ns`, `us`, `µs`, `μs`, `ms`, `s`, `m`,
-/// `h`); `"0"` alone is allowed. `None` where Go returns an error (including overflow).
-pub fn parse_go_duration(text: &str) -> Option<i128> {
-    const MAX: u128 = i64::MAX as u128 + 1;
-    let (negative, mut rest) = match text.as_bytes().first() {
-        Some(b'-') => (true, &text[1..]),
-        Some(b'+') => (false, &text[1..]),
-        _ => (false, text),
-    };
-    if rest == "0" {
-        return Some(0);
-    }
-    if rest.is_empty() {
-        return None;
-    }
-    let mut total: u128 = 0;
-    while !rest.is_empty() {
-        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-        let whole: u128 = if digits > 0 {
-            rest[..digits].parse().ok().filter(|v| *v < MAX)?
-        } else {
-            0
-        };
-        rest = &rest[digits..];
-        let (mut fraction, mut scale, mut fraction_digits) = (0u128, 1u128, 0usize);
-        if let Some(after_dot) = rest.strip_prefix('.') {
-            fraction_digits = after_dot.bytes().take_while(u8::is_ascii_digit).count();
-            for digit in after_dot[..fraction_digits].bytes() {
-                // Go stops accumulating once more digits could not matter.
-                if scale < 10u128.pow(30) {
-                    fraction = fraction * 10 + u128::from(digit - b'0');
-                    scale *= 10;
-                }
-            }
-            rest = &after_dot[fraction_digits..];
-        }
-        if digits == 0 && fraction_digits == 0 {
-            return None;
-        }
-        let unit_len = rest
-            .char_indices()
-            .find(|(_, c)| *c == '.' || c.is_ascii_digit())
-            .map_or(rest.len(), |(at, _)| at);
-        let unit: u128 = match &rest[..unit_len] {
-            "ns" => 1,
-            "us" | "\u{b5}s" | "\u{3bc}s" => 1_000,
-            "ms" => 1_000_000,
-            "s" => 1_000_000_000,
-            "m" => 60_000_000_000,
-            "h" => 3_600_000_000_000,
-            _ => return None,
-        };
-        rest = &rest[unit_len..];
-        let mut value = whole.checked_mul(unit).filter(|v| *v <= MAX)?;
-        value += fraction * unit / scale;
-        total += value;
-        if total > MAX {
-            return None;
-        }
-    }
-    if negative {
-        Some(-(total as i128))
-    } else if total > i64::MAX as u128 {
-        None
-    } else {
-        Some(total as i128)
     }
 }
 
@@ -204,16 +133,7 @@ mod tests {
     }
 
     #[test]
-    fn go_durations_parse_and_print_as_go() {
-        assert_eq!(parse_go_duration("1h2m3.5s"), Some(3_723_500_000_000));
-        assert_eq!(parse_go_duration("1\u{b5}s"), Some(1_000));
-        assert_eq!(parse_go_duration("-2ms"), Some(-2_000_000));
-        assert_eq!(
-            parse_go_duration("2562047h"),
-            Some(9_223_369_200_000_000_000)
-        );
-        assert_eq!(parse_go_duration("2562048h"), None);
-        assert_eq!(parse_go_duration(""), None);
+    fn durations_print_as_go() {
         assert_eq!(go_duration_string(5), "5s");
         assert_eq!(go_duration_string(60), "1m0s");
         assert_eq!(go_duration_string(3600), "1h0m0s");

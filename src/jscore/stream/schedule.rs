@@ -1,0 +1,432 @@
+//! Message schedules (ADR-51) as nats-server 2.15.1 reads them: a message on a stream with
+//! `allow_msg_schedules` carrying `Nats-Schedule: @at <RFC 3339 time>` and
+//! `Nats-Schedule-Target: <subject>` is a schedule; when its time comes the stream stores a
+//! copy of it on the target (`fire.rs`) and removes the schedule.
+//!
+//! This file is the pure part: the publish checks (in nats-server's order, with its error
+//! codes), the due time a stored schedule's header block names, and the header block of the
+//! message a schedule produces. What jetraft implements of ADR-51 is the one-shot `@at` form
+//! (2.12) with `Nats-Schedule-TTL` and `Nats-Schedule-Rollup`; the repeating forms (`@every`,
+//! cron, `@hourly`…, 2.14) and `Nats-Schedule-Time-Zone` (which only they take) are refused
+//! with nats-server's "pattern is invalid" (10189), `Nats-Schedule-Source` with its "source
+//! is invalid" (10203): never stored and ignored (ADR 0023).
+//!
+//! Pure and replicated: a schedule's due time is a function of its stored header block, so
+//! every replica, and a replica reloading its state, reads the same one.
+
+use crate::jsapi::time::Timestamp;
+use crate::subject::pattern::pattern_matches;
+use crate::subject::validate::is_valid_literal_subject;
+use crate::wire::headers::lookup;
+
+use super::error::AppendError;
+use super::publish_headers::ROLLUP;
+use super::ttl::{parse_ttl, MSG_TTL};
+
+pub const SCHEDULE: &str = "Nats-Schedule";
+pub const SCHEDULE_TARGET: &str = "Nats-Schedule-Target";
+pub const SCHEDULE_TTL: &str = "Nats-Schedule-TTL";
+pub const SCHEDULE_SOURCE: &str = "Nats-Schedule-Source";
+pub const SCHEDULE_TIME_ZONE: &str = "Nats-Schedule-Time-Zone";
+pub const SCHEDULE_ROLLUP: &str = "Nats-Schedule-Rollup";
+/// On a produced message: the subject of the schedule that produced it.
+pub const SCHEDULER: &str = "Nats-Scheduler";
+/// On a produced message: `purge` (the schedule is done) or the next firing time; from a
+/// client, only `purge`, with `Nats-Scheduler`, to cancel that schedule.
+pub const SCHEDULE_NEXT: &str = "Nats-Schedule-Next";
+pub const NEXT_PURGE: &str = "purge";
+
+/// What a stream's config lets a publish schedule.
+#[derive(Debug, Clone, Copy)]
+pub struct ScheduleRules<'a> {
+    /// `allow_msg_schedules`.
+    pub allowed: bool,
+    /// `allow_msg_ttl` (a `Nats-Schedule-TTL` becomes the produced message's `Nats-TTL`).
+    pub ttls: bool,
+    /// The stream's subjects: a target must be one of them.
+    pub subjects: &'a [String],
+}
+
+/// A header's value, when present and not empty (nats-server's `sliceHeader` check).
+fn value<'a>(block: &'a [u8], name: &str) -> Option<&'a [u8]> {
+    lookup(block, name).filter(|value| !value.is_empty())
+}
+
+impl ScheduleRules<'static> {
+    /// A stream that takes no schedules (and no TTLs).
+    pub const NONE: ScheduleRules<'static> = ScheduleRules {
+        allowed: false,
+        ttls: false,
+        subjects: &[],
+    };
+}
+
+/// Checks a publish of `block` to `subject` as nats-server does before storing it.
+pub fn check_publish(
+    block: &[u8],
+    subject: &str,
+    rules: ScheduleRules<'_>,
+) -> Result<(), AppendError> {
+    check_cancel(block, subject, rules.allowed)?;
+    if value(block, SCHEDULE).is_none() {
+        return Ok(());
+    }
+    if !rules.allowed {
+        return Err(AppendError::SchedulesDisabled);
+    }
+    if schedule_due(block).is_none() {
+        // Also every pattern jetraft does not implement (module docs).
+        return Err(AppendError::SchedulePatternInvalid);
+    }
+    if let Some(ttl) = value(block, SCHEDULE_TTL) {
+        if parse_ttl(ttl).is_err() {
+            return Err(AppendError::ScheduleTtlInvalid);
+        }
+        if !rules.ttls {
+            return Err(AppendError::TtlDisabled);
+        }
+    }
+    let target = value(block, SCHEDULE_TARGET).unwrap_or_default();
+    let in_stream = rules
+        .subjects
+        .iter()
+        .any(|pattern| pattern_matches(pattern.as_bytes(), target));
+    if !is_valid_literal_subject(target) || target == subject.as_bytes() || !in_stream {
+        return Err(AppendError::ScheduleTargetInvalid);
+    }
+    if value(block, SCHEDULE_SOURCE).is_some() {
+        return Err(AppendError::ScheduleSourceInvalid);
+    }
+    if value(block, SCHEDULE_ROLLUP).is_some_and(|rollup| rollup != b"sub") {
+        return Err(AppendError::ScheduleRollupInvalid);
+    }
+    match value(block, ROLLUP) {
+        None | Some(b"sub") => Ok(()),
+        Some(_) => Err(AppendError::ScheduleRollupInvalid),
+    }
+}
+
+/// The header block a checked schedule is stored with when it differs from the published
+/// one: without `Nats-Rollup`, nats-server adds `Nats-Rollup: sub`, so that a new schedule
+/// on a subject replaces the previous one. `None`: stored as published.
+pub fn stored_schedule_headers(block: &[u8]) -> Option<Vec<u8>> {
+    (value(block, SCHEDULE).is_some() && value(block, ROLLUP).is_none())
+        .then(|| add_headers(block, &[(ROLLUP, "sub")]))
+}
+
+/// A client may send `Nats-Schedule-Next` only as `purge`, with `Nats-Scheduler` naming
+/// another (literal) subject: the schedule there is cancelled. `Nats-Scheduler` alone is
+/// refused. Whether that subject holds a schedule is the apply's check (`append.rs`).
+fn check_cancel(block: &[u8], subject: &str, allowed: bool) -> Result<(), AppendError> {
+    match value(block, SCHEDULE_NEXT) {
+        Some(next) => {
+            let scheduler = value(block, SCHEDULER).unwrap_or_default();
+            if next != NEXT_PURGE.as_bytes()
+                || !is_valid_literal_subject(scheduler)
+                || scheduler == subject.as_bytes()
+            {
+                return Err(AppendError::SchedulerInvalid);
+            }
+            if !allowed {
+                return Err(AppendError::SchedulesDisabled);
+            }
+            Ok(())
+        }
+        None if value(block, SCHEDULER).is_some() => Err(AppendError::SchedulerInvalid),
+        None => Ok(()),
+    }
+}
+
+/// The subject whose schedule a stored message cancels (`Nats-Schedule-Next: purge` with
+/// `Nats-Scheduler`), as a produced message of a one-shot schedule also does.
+pub fn cancelled_schedule(block: &[u8]) -> Option<&str> {
+    if value(block, SCHEDULE_NEXT)? != NEXT_PURGE.as_bytes() {
+        return None;
+    }
+    std::str::from_utf8(value(block, SCHEDULER)?).ok()
+}
+
+/// When the schedule `block` describes is due, in Unix nanoseconds: `None` for a message
+/// that is no schedule, or one jetraft cannot fire (a form it refuses at publish, e.g. in a
+/// message copied from another stream).
+pub fn schedule_due(block: &[u8]) -> Option<i64> {
+    let pattern = value(block, SCHEDULE)?;
+    // A time zone goes with cron patterns only; nats-server refuses it with `@at`.
+    if value(block, SCHEDULE_TIME_ZONE).is_some() {
+        return None;
+    }
+    parse_at(std::str::from_utf8(pattern).ok()?.strip_prefix("@at ")?)
+}
+
+/// Go's `time.Parse(time.RFC3339, text)`: `2006-01-02T15:04:05Z07:00` with an optional
+/// fraction after the seconds, `T` and `Z` in upper case, a real calendar date.
+pub fn parse_at(text: &str) -> Option<i64> {
+    let b = text.as_bytes();
+    if b.len() < 20 || b[10] != b'T' || b.last() == Some(&b'z') {
+        return None;
+    }
+    let number = |from: usize| {
+        std::str::from_utf8(&b[from..from + 2])
+            .ok()?
+            .parse::<u32>()
+            .ok()
+    };
+    let (year, month, day) = (
+        std::str::from_utf8(&b[0..4]).ok()?.parse::<u32>().ok()?,
+        number(5)?,
+        number(8)?,
+    );
+    if number(17)? > 59 || !(1..=12).contains(&month) || day == 0 || day > days_in(year, month) {
+        return None;
+    }
+    Timestamp::parse(text).ok()?.unix_nanos()
+}
+
+fn days_in(year: u32, month: u32) -> u32 {
+    match month {
+        2 if year.is_multiple_of(4) && (!year.is_multiple_of(100) || year.is_multiple_of(400)) => {
+            29
+        }
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// The message a schedule stored on `schedule_subject` with header block `block` produces:
+/// its target subject and header block (its payload is the schedule's). As nats-server's
+/// `getScheduledMessages`: the schedule's own headers are copied except `Nats-Schedule*`,
+/// `Nats-Expected-*`, `Nats-Msg-Id`, `Nats-TTL` and `Nats-Rollup`; then `Nats-Scheduler`
+/// (the schedule's subject), `Nats-Schedule-Next: purge`, and `Nats-TTL` /
+/// `Nats-Rollup` from `Nats-Schedule-TTL` / `Nats-Schedule-Rollup` are added, in that order.
+pub fn produced_message(block: &[u8], schedule_subject: &str) -> Option<(String, Vec<u8>)> {
+    let target = std::str::from_utf8(value(block, SCHEDULE_TARGET)?).ok()?;
+    let text = std::str::from_utf8(block).ok()?;
+    let mut kept: Vec<&str> = vec!["NATS/1.0"];
+    kept.extend(
+        text.split("\r\n")
+            .skip(1)
+            .filter(|line| !line.is_empty() && !stripped(line)),
+    );
+    let utf8 = |name| value(block, name).and_then(|v| std::str::from_utf8(v).ok());
+    let mut added = vec![(SCHEDULER, schedule_subject), (SCHEDULE_NEXT, NEXT_PURGE)];
+    added.extend(utf8(SCHEDULE_TTL).map(|ttl| (MSG_TTL, ttl)));
+    added.extend(utf8(SCHEDULE_ROLLUP).map(|rollup| (ROLLUP, rollup)));
+    let mut out = kept.join("\r\n");
+    out.push_str("\r\n");
+    for (name, value) in added {
+        out.push_str(&format!("{name}: {value}\r\n"));
+    }
+    out.push_str("\r\n");
+    Some((target.to_string(), out.into_bytes()))
+}
+
+/// Whether header line `line` is one a produced message does not copy.
+fn stripped(line: &str) -> bool {
+    let name = line.split(':').next().unwrap_or_default();
+    name == SCHEDULE
+        || name.starts_with("Nats-Schedule-")
+        || name.starts_with("Nats-Expected-")
+        || name == "Nats-Msg-Id"
+        || name == MSG_TTL
+        || name == ROLLUP
+}
+
+/// `block` with `headers` added last (nats-server's `genHeader`).
+fn add_headers(block: &[u8], headers: &[(&str, &str)]) -> Vec<u8> {
+    let body = block.strip_suffix(b"\r\n\r\n").unwrap_or(block);
+    let mut out = body.to_vec();
+    out.extend_from_slice(b"\r\n");
+    for (name, value) in headers {
+        out.extend_from_slice(format!("{name}: {value}\r\n").as_bytes());
+    }
+    out.extend_from_slice(b"\r\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use crate::jscore::stream::publish_headers::header_block as block;
+
+    fn check(subject: &str, headers: &[(&str, &str)], ttls: bool) -> Result<(), AppendError> {
+        let subjects = ["s.>".to_string(), "t.>".to_string()];
+        let rules = ScheduleRules {
+            allowed: true,
+            ttls,
+            subjects: &subjects,
+        };
+        check_publish(&block(headers), subject, rules)
+    }
+
+    #[test]
+    fn at_is_gos_rfc3339() {
+        assert_eq!(parse_at("1970-01-01T00:00:01Z"), Some(1_000_000_000));
+        assert_eq!(parse_at("1970-01-01T02:00:00+02:00"), Some(0));
+        assert_eq!(parse_at("1970-01-01T00:00:00.5Z"), Some(500_000_000));
+        assert!(parse_at("2024-02-29T00:00:00Z").is_some());
+        for invalid in [
+            "1970-01-01t00:00:00Z",
+            "1970-01-01T00:00:00z",
+            "1970-01-01 00:00:00Z",
+            "2023-02-29T00:00:00Z",
+            "2023-04-31T00:00:00Z",
+            "2023-01-01T00:00:60Z",
+            "2023-01-01T24:00:00Z",
+            "2023-01-01T00:00:00+0200",
+            "2023-01-01T00:00:00",
+            "tomorrow",
+        ] {
+            assert_eq!(parse_at(invalid), None, "{invalid}");
+        }
+    }
+
+    #[test]
+    fn only_at_without_a_time_zone_is_a_schedule() {
+        let at = ("Nats-Schedule", "@at 1970-01-01T00:00:01Z");
+        assert_eq!(schedule_due(&block(&[at])), Some(1_000_000_000));
+        assert_eq!(schedule_due(&block(&[("Nats-Schedule", "")])), None);
+        assert_eq!(
+            schedule_due(&block(&[at, (SCHEDULE_TIME_ZONE, "UTC")])),
+            None
+        );
+        for other in ["@every 1s", "@hourly", "0 0 * * * *", "@at tomorrow"] {
+            assert_eq!(schedule_due(&block(&[("Nats-Schedule", other)])), None);
+        }
+    }
+
+    #[test]
+    fn publish_checks_are_nats_servers_in_its_order() {
+        let at = ("Nats-Schedule", "@at 2030-01-01T00:00:00Z");
+        let target = (SCHEDULE_TARGET, "t.a");
+        assert_eq!(check("s.a", &[at, target], false), Ok(()));
+        assert_eq!(check("s.a", &[("X", "y")], false), Ok(()));
+        // An empty pattern is no schedule.
+        assert_eq!(
+            check("s.a", &[("Nats-Schedule", ""), target], false),
+            Ok(())
+        );
+        let cases: [(&[(&str, &str)], AppendError); 12] = [
+            (
+                &[("Nats-Schedule", "@every 1s"), target],
+                AppendError::SchedulePatternInvalid,
+            ),
+            (
+                &[at, target, (SCHEDULE_TIME_ZONE, "UTC")],
+                AppendError::SchedulePatternInvalid,
+            ),
+            (
+                &[at, target, (SCHEDULE_TTL, "500ms")],
+                AppendError::ScheduleTtlInvalid,
+            ),
+            (
+                &[at, target, (SCHEDULE_TTL, "5m")],
+                AppendError::TtlDisabled,
+            ),
+            (&[at], AppendError::ScheduleTargetInvalid),
+            (
+                &[at, (SCHEDULE_TARGET, "s.a")],
+                AppendError::ScheduleTargetInvalid,
+            ),
+            (
+                &[at, (SCHEDULE_TARGET, "x.a")],
+                AppendError::ScheduleTargetInvalid,
+            ),
+            (
+                &[at, target, (SCHEDULE_SOURCE, "t.b")],
+                AppendError::ScheduleSourceInvalid,
+            ),
+            (
+                &[at, target, (SCHEDULE_ROLLUP, "all")],
+                AppendError::ScheduleRollupInvalid,
+            ),
+            (
+                &[at, target, (ROLLUP, "all")],
+                AppendError::ScheduleRollupInvalid,
+            ),
+            (&[(SCHEDULER, "s.b")], AppendError::SchedulerInvalid),
+            (
+                &[(SCHEDULE_NEXT, "purge"), (SCHEDULER, "s.a")],
+                AppendError::SchedulerInvalid,
+            ),
+        ];
+        for (headers, error) in cases {
+            assert_eq!(
+                check("s.a", headers, false),
+                Err(error.clone()),
+                "{headers:?}"
+            );
+        }
+        assert_eq!(
+            check("s.a", &[at, target, (SCHEDULE_TTL, "5m")], true),
+            Ok(())
+        );
+        assert_eq!(
+            check(
+                "t.x",
+                &[(SCHEDULE_NEXT, "purge"), (SCHEDULER, "s.a")],
+                false
+            ),
+            Ok(())
+        );
+        let disabled = check_publish(
+            &block(&[("Nats-Schedule", "x")]),
+            "s.a",
+            ScheduleRules::NONE,
+        );
+        assert_eq!(disabled, Err(AppendError::SchedulesDisabled));
+    }
+
+    #[test]
+    fn a_schedule_is_stored_with_a_subject_rollup() {
+        let at = ("Nats-Schedule", "@at 2030-01-01T00:00:00Z");
+        let stored = stored_schedule_headers(&block(&[at, (SCHEDULE_TARGET, "t.a")])).unwrap();
+        assert_eq!(
+            stored,
+            b"NATS/1.0\r\nNats-Schedule: @at 2030-01-01T00:00:00Z\r\nNats-Schedule-Target: t.a\r\nNats-Rollup: sub\r\n\r\n"
+        );
+        assert_eq!(
+            stored_schedule_headers(&block(&[at, (ROLLUP, "sub")])),
+            None
+        );
+        assert_eq!(stored_schedule_headers(&block(&[("X", "y")])), None);
+    }
+
+    #[test]
+    fn the_produced_message_has_nats_servers_headers_byte_for_byte() {
+        // As nats-server 2.15.1 stored them (probed): kept headers first, in order.
+        let schedule = block(&[
+            ("Nats-Schedule", "@at 2030-01-01T00:00:00Z"),
+            ("Nats-Schedule-Target", "t.a"),
+            ("Nats-Schedule-TTL", "5m"),
+            ("Nats-Msg-Id", "m1"),
+            ("Nats-TTL", "1h"),
+            ("X-Custom", "kept"),
+            ("Nats-Expected-Stream", "S"),
+            ("Nats-Rollup", "sub"),
+        ]);
+        let (target, headers) = produced_message(&schedule, "s.a").unwrap();
+        assert_eq!(target, "t.a");
+        assert_eq!(
+            String::from_utf8(headers).unwrap(),
+            "NATS/1.0\r\nX-Custom: kept\r\nNats-Scheduler: s.a\r\nNats-Schedule-Next: purge\r\nNats-TTL: 5m\r\n\r\n"
+        );
+        let rolled = block(&[
+            ("Nats-Schedule", "@at 2030-01-01T00:00:00Z"),
+            ("Nats-Schedule-Target", "t.f"),
+            ("Nats-Schedule-Rollup", "sub"),
+            ("Nats-Rollup", "sub"),
+        ]);
+        let (_, headers) = produced_message(&rolled, "s.f").unwrap();
+        assert_eq!(
+            String::from_utf8(headers).unwrap(),
+            "NATS/1.0\r\nNats-Scheduler: s.f\r\nNats-Schedule-Next: purge\r\nNats-Rollup: sub\r\n\r\n"
+        );
+        assert_eq!(
+            cancelled_schedule(&block(&[(SCHEDULE_NEXT, "purge"), (SCHEDULER, "s.a")])),
+            Some("s.a")
+        );
+        assert_eq!(cancelled_schedule(&block(&[(SCHEDULER, "s.a")])), None);
+    }
+}

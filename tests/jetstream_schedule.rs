@@ -1,0 +1,430 @@
+//! Message schedules (ADR-51, the one-shot `@at` form) through async-nats: a schedule
+//! produces exactly one message on its target at (not before) its time, with the headers
+//! nats-server 2.15.1 puts on it, and is removed; one in the past fires at once; a newer
+//! schedule on a subject replaces the older, a cancel removes one; restarts and leader
+//! changes before the due time still fire exactly once; invalid schedules and stream
+//! settings get nats-server's errors. Every scenario runs on R1 and R3.
+
+mod common;
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use async_nats::jetstream::message::StreamMessage;
+use async_nats::jetstream::{self, stream};
+use common::fixture::{on_r1_and_r3, JsFixture};
+use common::jetstream::{api, publish_with_headers as publish};
+use common::within;
+use jetraft::jsapi::time::Timestamp;
+use serde_json::{json, Value};
+
+on_r1_and_r3!(
+    an_at_schedule_fires_once_at_its_time,
+    past_schedules_fire_at_once_and_newer_ones_replace_older,
+    invalid_schedules_get_nats_servers_errors,
+    schedule_settings_get_nats_servers_errors,
+    schedules_fire_once_across_restart_and_leader_change,
+);
+
+const NANOS: i64 = 1_000_000_000;
+
+/// A publish's headers, by name and value.
+type Headers<'a> = Vec<(&'a str, &'a str)>;
+
+fn now_nanos() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64
+}
+
+/// The whole second at least `seconds` from now, in Unix nanoseconds, and its `@at`.
+fn at_in(seconds: i64) -> (i64, String) {
+    let due = (now_nanos() / NANOS + seconds + 1) * NANOS;
+    (due, at(due))
+}
+
+fn at(due_nanos: i64) -> String {
+    format!("@at {}", Timestamp::from_unix_nanos(due_nanos))
+}
+
+async fn create(fx: &JsFixture, client: &async_nats::Client, extra: Value) -> Value {
+    let mut body = json!({"name":"S","subjects":["s.>","t.>"],"allow_msg_schedules":true});
+    for (key, value) in extra.as_object().unwrap() {
+        body[key] = value.clone();
+    }
+    fx.create_stream_raw(client, body).await
+}
+
+/// The last message on `subject`, once there is one.
+async fn wait_for_last(stream: &stream::Stream, subject: &str) -> StreamMessage {
+    let seq = within(&format!("a message on {subject}"), async {
+        loop {
+            if let Ok(msg) = stream.get_last_raw_message_by_subject(subject).await {
+                return msg.sequence;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    stream.get_raw_message(seq).await.unwrap()
+}
+
+/// Header `name` of `msg`, matched by its text (async-nats maps some `Nats-*` names to
+/// standard ones a `&str` lookup misses).
+fn header<'a>(msg: &'a StreamMessage, name: &str) -> Option<&'a str> {
+    msg.headers
+        .iter()
+        .find(|(key, _)| key.to_string() == name)
+        .and_then(|(_, values)| values.first())
+        .map(|value| value.as_str())
+}
+
+async fn an_at_schedule_fires_once_at_its_time(fx: JsFixture) {
+    let client = fx.client().await;
+    let reply = create(&fx, &client, json!({"allow_msg_ttl":true})).await;
+    // As nats-server: schedules switch rollups on and need API level 2.
+    assert_eq!(reply["config"]["allow_msg_schedules"], true, "{reply}");
+    assert_eq!(reply["config"]["allow_rollup_hdrs"], true, "{reply}");
+    assert_eq!(
+        reply["config"]["metadata"]["_nats.req.level"], "2",
+        "{reply}"
+    );
+    let (due, pattern) = at_in(2);
+    let ack = publish(
+        &client,
+        "s.a",
+        &[
+            ("Nats-Schedule", &pattern),
+            ("Nats-Schedule-Target", "t.a"),
+            ("Nats-Schedule-TTL", "5m"),
+            ("Nats-Msg-Id", "m1"),
+            ("Nats-TTL", "1h"),
+            ("X-Custom", "kept"),
+        ],
+        "delayed",
+    )
+    .await;
+    assert_eq!(ack["seq"], 1, "{ack}");
+    let js = jetstream::new(client.clone());
+    let stream = js.get_stream("S").await.unwrap();
+    // Stored with the subject rollup nats-server adds.
+    let schedule = stream.get_raw_message(1).await.unwrap();
+    assert_eq!(header(&schedule, "Nats-Rollup"), Some("sub"));
+
+    let produced = wait_for_last(&stream, "t.a").await;
+    assert_eq!(produced.sequence, 2);
+    assert!(
+        produced.time.unix_timestamp_nanos() >= i128::from(due),
+        "fired at {} before {due}",
+        produced.time
+    );
+    assert_eq!(&produced.payload[..], &b"delayed"[..]);
+    assert_eq!(header(&produced, "X-Custom"), Some("kept"));
+    assert_eq!(header(&produced, "Nats-Scheduler"), Some("s.a"));
+    assert_eq!(header(&produced, "Nats-Schedule-Next"), Some("purge"));
+    assert_eq!(header(&produced, "Nats-TTL"), Some("5m"));
+    for stripped in [
+        "Nats-Schedule",
+        "Nats-Schedule-Target",
+        "Nats-Schedule-TTL",
+        "Nats-Msg-Id",
+        "Nats-Rollup",
+    ] {
+        assert_eq!(header(&produced, stripped), None, "{stripped}");
+    }
+    // The schedule is gone; exactly one message was produced, on every replica.
+    fx.wait_until_replicas_count("S", 1).await;
+    fx.wait_until_replicas_hold("S", 2).await;
+    assert!(stream.get_raw_message(1).await.is_err());
+    assert_eq!(fx.stream_info("S").await.state.last_sequence, 2);
+    fx.shutdown().await;
+}
+
+async fn past_schedules_fire_at_once_and_newer_ones_replace_older(fx: JsFixture) {
+    let client = fx.client().await;
+    create(&fx, &client, json!({})).await;
+    let js = jetstream::new(client.clone());
+    let stream = js.get_stream("S").await.unwrap();
+    // A schedule far ahead, replaced by one in the past on the same subject: only the
+    // newer fires, at once.
+    let (_, later) = at_in(3600);
+    let first = [
+        ("Nats-Schedule", later.as_str()),
+        ("Nats-Schedule-Target", "t.old"),
+    ];
+    assert_eq!(publish(&client, "s.a", &first, "old").await["seq"], 1);
+    let past = [
+        ("Nats-Schedule", "@at 2009-11-10T23:00:00Z"),
+        ("Nats-Schedule-Target", "t.new"),
+    ];
+    assert_eq!(publish(&client, "s.a", &past, "new").await["seq"], 2);
+    let produced = wait_for_last(&stream, "t.new").await;
+    assert_eq!(produced.sequence, 3);
+    assert_eq!(&produced.payload[..], &b"new"[..]);
+    // A cancel from another subject removes a pending schedule (and is stored itself).
+    let cancelled = [
+        ("Nats-Schedule", later.as_str()),
+        ("Nats-Schedule-Target", "t.c"),
+    ];
+    assert_eq!(publish(&client, "s.c", &cancelled, "c").await["seq"], 4);
+    let cancel = [("Nats-Schedule-Next", "purge"), ("Nats-Scheduler", "s.c")];
+    assert_eq!(publish(&client, "t.x", &cancel, "").await["seq"], 5);
+    // Left: the produced message and the cancel.
+    fx.wait_until_replicas_count("S", 2).await;
+    assert!(stream.get_last_raw_message_by_subject("s.c").await.is_err());
+    assert!(stream
+        .get_last_raw_message_by_subject("t.old")
+        .await
+        .is_err());
+    // A cancel naming a subject whose last message is no schedule is refused.
+    assert_eq!(publish(&client, "s.p", &[], "plain").await["seq"], 6);
+    let bad = [("Nats-Schedule-Next", "purge"), ("Nats-Scheduler", "s.p")];
+    let reply = publish(&client, "t.x", &bad, "").await;
+    assert_eq!(reply["error"]["err_code"], 10212, "{reply}");
+    fx.shutdown().await;
+}
+
+async fn invalid_schedules_get_nats_servers_errors(fx: JsFixture) {
+    let client = fx.client().await;
+    create(&fx, &client, json!({})).await;
+    fx.create_stream_raw(&client, json!({"name":"P","subjects":["p.>"]}))
+        .await;
+    let (_, soon) = at_in(3600);
+    let soon = soon.as_str();
+    let cases: Vec<(&str, Headers, u64)> = vec![
+        (
+            "p.a",
+            vec![("Nats-Schedule", soon), ("Nats-Schedule-Target", "p.b")],
+            10188,
+        ),
+        ("p.a", vec![("Nats-Schedule", "garbage")], 10188),
+        ("p.a", vec![("Nats-Scheduler", "p.b")], 10212),
+        ("s.a", vec![("Nats-Schedule", soon)], 10190),
+        (
+            "s.a",
+            vec![("Nats-Schedule", soon), ("Nats-Schedule-Target", "s.a")],
+            10190,
+        ),
+        (
+            "s.a",
+            vec![("Nats-Schedule", soon), ("Nats-Schedule-Target", "t.*")],
+            10190,
+        ),
+        (
+            "s.a",
+            vec![("Nats-Schedule", soon), ("Nats-Schedule-Target", "x.a")],
+            10190,
+        ),
+        (
+            "s.a",
+            vec![
+                ("Nats-Schedule", "@at tomorrow"),
+                ("Nats-Schedule-Target", "t.a"),
+            ],
+            10189,
+        ),
+        (
+            "s.a",
+            vec![
+                ("Nats-Schedule", "@at 2030-01-01t00:00:00z"),
+                ("Nats-Schedule-Target", "t.a"),
+            ],
+            10189,
+        ),
+        (
+            "s.a",
+            vec![
+                ("Nats-Schedule", soon),
+                ("Nats-Schedule-Target", "t.a"),
+                ("Nats-Schedule-Time-Zone", "UTC"),
+            ],
+            10189,
+        ),
+        // Repeating forms jetraft does not implement: nats-server's invalid pattern.
+        (
+            "s.a",
+            vec![
+                ("Nats-Schedule", "@every 1s"),
+                ("Nats-Schedule-Target", "t.a"),
+            ],
+            10189,
+        ),
+        (
+            "s.a",
+            vec![
+                ("Nats-Schedule", "@hourly"),
+                ("Nats-Schedule-Target", "t.a"),
+            ],
+            10189,
+        ),
+        (
+            "s.a",
+            vec![
+                ("Nats-Schedule", "0 0 * * * *"),
+                ("Nats-Schedule-Target", "t.a"),
+            ],
+            10189,
+        ),
+        (
+            "s.a",
+            vec![
+                ("Nats-Schedule", soon),
+                ("Nats-Schedule-Target", "t.a"),
+                ("Nats-Schedule-TTL", "5m"),
+            ],
+            10166,
+        ),
+        (
+            "s.a",
+            vec![
+                ("Nats-Schedule", soon),
+                ("Nats-Schedule-Target", "t.a"),
+                ("Nats-Schedule-TTL", "banana"),
+            ],
+            10191,
+        ),
+        (
+            "s.a",
+            vec![
+                ("Nats-Schedule", soon),
+                ("Nats-Schedule-Target", "t.a"),
+                ("Nats-Schedule-Rollup", "all"),
+            ],
+            10192,
+        ),
+        (
+            "s.a",
+            vec![
+                ("Nats-Schedule", soon),
+                ("Nats-Schedule-Target", "t.a"),
+                ("Nats-Rollup", "all"),
+            ],
+            10192,
+        ),
+        (
+            "s.a",
+            vec![
+                ("Nats-Schedule", soon),
+                ("Nats-Schedule-Target", "t.a"),
+                ("Nats-Schedule-Source", "t.b"),
+            ],
+            10203,
+        ),
+        (
+            "t.x",
+            vec![("Nats-Schedule-Next", "soon"), ("Nats-Scheduler", "s.a")],
+            10212,
+        ),
+        ("t.x", vec![("Nats-Schedule-Next", "purge")], 10212),
+        ("t.x", vec![("Nats-Scheduler", "s.a")], 10212),
+    ];
+    for (subject, headers, code) in &cases {
+        let reply = publish(&client, subject, headers, "x").await;
+        assert_eq!(reply["error"]["err_code"], *code, "{headers:?}: {reply}");
+    }
+    // Nothing was stored.
+    assert_eq!(fx.stream_info("S").await.state.messages, 0);
+    assert_eq!(fx.stream_info("P").await.state.messages, 0);
+    fx.shutdown().await;
+}
+
+async fn schedule_settings_get_nats_servers_errors(fx: JsFixture) {
+    let client = fx.client().await;
+    let replicas = fx.stream_replicas();
+    let create = |body: Value| {
+        let client = client.clone();
+        let name = body["name"].as_str().unwrap().to_string();
+        let mut body = body;
+        body["num_replicas"] = json!(replicas);
+        async move { api(&client, format!("$JS.API.STREAM.CREATE.{name}"), body).await }
+    };
+    fx.create_stream_raw(&client, json!({"name":"O","subjects":["o.>"]}))
+        .await;
+    let refusals = [
+        (
+            json!({"name":"M","mirror":{"name":"O"},"allow_msg_schedules":true}),
+            10186,
+        ),
+        (
+            json!({"name":"SRC","subjects":["src.>"],"sources":[{"name":"O"}],"allow_msg_schedules":true}),
+            10187,
+        ),
+        (
+            json!({"name":"DN","subjects":["dn.>"],"discard":"new","allow_msg_schedules":true}),
+            10052,
+        ),
+        (
+            json!({"name":"C","subjects":["c.>"],"allow_msg_counter":true,"allow_msg_schedules":true}),
+            10052,
+        ),
+    ];
+    for (body, code) in refusals {
+        let reply = create(body.clone()).await;
+        assert_eq!(reply["error"]["err_code"], code, "{body}: {reply}");
+    }
+    // Switched on by an update, never off.
+    let update = |enabled: bool| {
+        api(
+            &client,
+            "$JS.API.STREAM.UPDATE.O",
+            json!({"name":"O","subjects":["o.>"],"allow_msg_schedules":enabled,"num_replicas":replicas}),
+        )
+    };
+    let on = update(true).await;
+    assert_eq!(on["config"]["allow_msg_schedules"], true, "{on}");
+    assert_eq!(on["config"]["allow_rollup_hdrs"], true, "{on}");
+    let off = update(false).await;
+    assert_eq!(off["error"]["err_code"], 10052, "{off}");
+    assert_eq!(
+        off["error"]["description"],
+        "message schedules can not be disabled"
+    );
+    fx.shutdown().await;
+}
+
+async fn schedules_fire_once_across_restart_and_leader_change(mut fx: JsFixture) {
+    let client = fx.client().await;
+    create(&fx, &client, json!({})).await;
+    let (due, pattern) = at_in(3);
+    let headers = [
+        ("Nats-Schedule", pattern.as_str()),
+        ("Nats-Schedule-Target", "t.a"),
+    ];
+    assert_eq!(publish(&client, "s.a", &headers, "one").await["seq"], 1);
+    fx.wait_until_replicas_hold("S", 1).await;
+    // Restarted before the due time: the index is rebuilt from the stored headers.
+    fx.restart().await;
+    fx.wait_until_replicas_hold("S", 2).await;
+    fx.wait_until_replicas_count("S", 1).await;
+    let client = fx.client().await;
+    let js = jetstream::new(client.clone());
+    let stream = js.get_stream("S").await.unwrap();
+    let produced = wait_for_last(&stream, "t.a").await;
+    assert_eq!(produced.sequence, 2);
+    assert!(produced.time.unix_timestamp_nanos() >= i128::from(due));
+
+    // The leader goes before the next one is due: the new leader fires it, once.
+    fx.wait_until_served("S").await;
+    let (due, pattern) = at_in(3);
+    let headers = [
+        ("Nats-Schedule", pattern.as_str()),
+        ("Nats-Schedule-Target", "t.b"),
+    ];
+    assert_eq!(publish(&client, "s.b", &headers, "two").await["seq"], 3);
+    fx.wait_until_replicas_hold("S", 3).await;
+    if fx.stream_replicas() > 1 {
+        fx.stop_leader_of("S").await;
+    } else {
+        fx.restart().await;
+    }
+    fx.wait_until_served("S").await;
+    fx.wait_until_replicas_count("S", 2).await;
+    let client = fx.client().await;
+    let js = jetstream::new(client.clone());
+    let stream = js.get_stream("S").await.unwrap();
+    let produced = wait_for_last(&stream, "t.b").await;
+    assert_eq!(produced.sequence, 4);
+    assert!(produced.time.unix_timestamp_nanos() >= i128::from(due));
+    assert_eq!(fx.stream_info("S").await.state.last_sequence, 4);
+    fx.shutdown().await;
+}
