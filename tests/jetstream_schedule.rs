@@ -1,9 +1,10 @@
-//! Message schedules (ADR-51, the one-shot `@at` form) through async-nats: a schedule
-//! produces exactly one message on its target at (not before) its time, with the headers
-//! nats-server 2.15.1 puts on it, and is removed; one in the past fires at once; a newer
-//! schedule on a subject replaces the older, a cancel removes one; restarts and leader
-//! changes before the due time still fire exactly once; invalid schedules and stream
-//! settings get nats-server's errors. Every scenario runs on R1 and R3.
+//! Message schedules (ADR-51) through async-nats: an `@at` schedule produces exactly one
+//! message on its target at (not before) its time, with the headers nats-server 2.15.1 puts
+//! on it, and is removed; one in the past fires at once; a newer schedule on a subject
+//! replaces the older, a cancel removes one; restarts and leader changes before the due time
+//! still fire exactly once; an `@every` schedule fires at each of its times, once each,
+//! across a restart or leader change, until cancelled; invalid schedules and stream settings
+//! get nats-server's errors. Every scenario runs on R1 and R3.
 
 mod common;
 
@@ -23,6 +24,7 @@ on_r1_and_r3!(
     invalid_schedules_get_nats_servers_errors,
     schedule_settings_get_nats_servers_errors,
     schedules_fire_once_across_restart_and_leader_change,
+    a_repeating_schedule_fires_at_each_time_across_a_restart,
 );
 
 const NANOS: i64 = 1_000_000_000;
@@ -240,11 +242,36 @@ async fn invalid_schedules_get_nats_servers_errors(fx: JsFixture) {
             ],
             10189,
         ),
-        // Repeating forms jetraft does not implement: nats-server's invalid pattern.
+        // Repeating forms as nats-server 2.15.1 checks them.
+        (
+            "s.a",
+            vec![
+                ("Nats-Schedule", "@every 500ms"),
+                ("Nats-Schedule-Target", "t.a"),
+            ],
+            10189,
+        ),
         (
             "s.a",
             vec![
                 ("Nats-Schedule", "@every 1s"),
+                ("Nats-Schedule-Target", "t.a"),
+                ("Nats-Schedule-Time-Zone", "UTC"),
+            ],
+            10189,
+        ),
+        (
+            "s.a",
+            vec![
+                ("Nats-Schedule", "0 0 * * *"),
+                ("Nats-Schedule-Target", "t.a"),
+            ],
+            10189,
+        ),
+        (
+            "s.a",
+            vec![
+                ("Nats-Schedule", "0 0 0 30 2 *"),
                 ("Nats-Schedule-Target", "t.a"),
             ],
             10189,
@@ -254,16 +281,9 @@ async fn invalid_schedules_get_nats_servers_errors(fx: JsFixture) {
             vec![
                 ("Nats-Schedule", "@hourly"),
                 ("Nats-Schedule-Target", "t.a"),
+                ("Nats-Schedule-Time-Zone", "Mars/Olympus"),
             ],
-            10189,
-        ),
-        (
-            "s.a",
-            vec![
-                ("Nats-Schedule", "0 0 * * * *"),
-                ("Nats-Schedule-Target", "t.a"),
-            ],
-            10189,
+            10223,
         ),
         (
             "s.a",
@@ -426,5 +446,113 @@ async fn schedules_fire_once_across_restart_and_leader_change(mut fx: JsFixture)
     assert_eq!(produced.sequence, 4);
     assert!(produced.time.unix_timestamp_nanos() >= i128::from(due));
     assert_eq!(fx.stream_info("S").await.state.last_sequence, 4);
+    fx.shutdown().await;
+}
+
+/// The produced messages on `subject` so far: (stream time, `Nats-Schedule-Next`), in order.
+async fn produced_on(stream: &stream::Stream, subject: &str, last: u64) -> Vec<(i64, i64)> {
+    let mut produced = Vec::new();
+    for seq in 1..=last {
+        let Ok(msg) = stream.get_raw_message(seq).await else {
+            continue;
+        };
+        if msg.subject.as_str() != subject {
+            continue;
+        }
+        let next = header(&msg, "Nats-Schedule-Next").expect("a next time");
+        let next = Timestamp::parse(next).unwrap().unix_nanos().unwrap();
+        produced.push((msg.time.unix_timestamp_nanos() as i64, next));
+    }
+    produced
+}
+
+/// Waits until `subject` holds at least `count` produced messages; returns them.
+async fn wait_for_produced(
+    fx: &JsFixture,
+    stream: &stream::Stream,
+    subject: &str,
+    count: usize,
+) -> Vec<(i64, i64)> {
+    within(&format!("{count} messages on {subject}"), async {
+        loop {
+            let last = fx.stream_info("S").await.state.last_sequence;
+            let produced = produced_on(stream, subject, last).await;
+            if produced.len() >= count {
+                return produced;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    })
+    .await
+}
+
+/// Each firing at or after the time the one before announced, each announcing a later
+/// whole second: no time fired twice, none fired early.
+fn assert_fired_in_turn(produced: &[(i64, i64)]) {
+    for pair in produced.windows(2) {
+        let ((_, announced), (fired, next)) = (pair[0], pair[1]);
+        assert!(fired >= announced, "fired before its time: {produced:?}");
+        assert!(next > announced, "a time fired twice: {produced:?}");
+    }
+    for (fired, next) in produced {
+        assert_eq!(next % NANOS, 0, "{produced:?}");
+        assert!(next > fired, "{produced:?}");
+    }
+}
+
+async fn a_repeating_schedule_fires_at_each_time_across_a_restart(mut fx: JsFixture) {
+    let client = fx.client().await;
+    create(&fx, &client, json!({})).await;
+    let headers = [
+        ("Nats-Schedule", "@every 1s"),
+        ("Nats-Schedule-Target", "t.e"),
+        ("X-Kept", "yes"),
+    ];
+    let stored_at = now_nanos();
+    assert_eq!(publish(&client, "s.e", &headers, "tick").await["seq"], 1);
+    let js = jetstream::new(client.clone());
+    let stream = js.get_stream("S").await.unwrap();
+    let produced = wait_for_produced(&fx, &stream, "t.e", 2).await;
+    assert!(produced[0].0 >= (stored_at / NANOS) * NANOS + NANOS);
+    assert_fired_in_turn(&produced);
+    let msg = wait_for_last(&stream, "t.e").await;
+    assert_eq!(header(&msg, "Nats-Scheduler"), Some("s.e"));
+    assert_eq!(header(&msg, "X-Kept"), Some("yes"));
+    assert_eq!(msg.payload.as_ref(), b"tick");
+    // The schedule stays.
+    assert_eq!(
+        stream
+            .get_last_raw_message_by_subject("s.e")
+            .await
+            .unwrap()
+            .sequence,
+        1
+    );
+
+    if fx.stream_replicas() > 1 {
+        fx.stop_leader_of("S").await;
+    } else {
+        fx.restart().await;
+    }
+    fx.wait_until_served("S").await;
+    let client = fx.client().await;
+    let js = jetstream::new(client.clone());
+    let stream = js.get_stream("S").await.unwrap();
+    let before = produced_on(
+        &stream,
+        "t.e",
+        fx.stream_info("S").await.state.last_sequence,
+    )
+    .await
+    .len();
+    let produced = wait_for_produced(&fx, &stream, "t.e", before + 2).await;
+    assert_fired_in_turn(&produced);
+
+    // A cancel removes it.
+    let cancel = [("Nats-Schedule-Next", "purge"), ("Nats-Scheduler", "s.e")];
+    assert!(publish(&client, "t.x", &cancel, "").await["seq"]
+        .as_u64()
+        .is_some());
+    assert!(stream.get_last_raw_message_by_subject("s.e").await.is_err());
     fx.shutdown().await;
 }

@@ -244,6 +244,7 @@ error_table! {
     /// `Nats-Schedule` on a stream without `allow_msg_schedules`; then the schedule checks.
     MessageSchedulesDisabled = 400, 10188, "message schedules is disabled";
     MessageSchedulesPatternInvalid = 400, 10189, "message schedules pattern is invalid";
+    MessageSchedulesTimeZoneInvalid = 400, 10223, "message schedules time zone is invalid";
     MessageSchedulesTargetInvalid = 400, 10190, "message schedules target is invalid";
     MessageSchedulesTtlInvalid = 400, 10191, "message schedules invalid per-message TTL";
     MessageSchedulesRollupInvalid = 400, 10192, "message schedules invalid rollup";

@@ -616,9 +616,8 @@ fi
 run stream rm CTRS -f
 
 # ======================================= message schedules (issue 19, ADR-51) =====
-# `nats stream add --allow-schedules` and `nats pub --schedule-at` are not gated on the
-# server version; the one-shot `@at` form is what jetraft implements (ADR 0023: the
-# repeating forms are refused, so they are not run here, where nats-server must pass too).
+# `nats stream add --allow-schedules`, `nats pub --schedule-at` and `--schedule-every` are not
+# gated on the server version (ADR 0023, ADR 0025).
 run stream add SCHED --subjects 'sched.>' --allow-schedules --defaults
 if [[ $RC == 0 ]] && has 'Allows Schedules: true'; then
     pass "nats stream add --allow-schedules"
@@ -631,6 +630,19 @@ if [[ $RC == 0 ]] && poll_until 15 'Nats-Scheduler: sched.in.a' stream get SCHED
     pass "nats pub --schedule-at --schedule-dest: one message on the target, from the schedule"
 else
     fails_with "nats stream get SCHED --last-for sched.out.a (expected the produced message)"
+fi
+run pub sched.in.e 'tick' --schedule-every 1s --schedule-dest sched.out.e
+if [[ $RC == 0 ]] && poll_until 15 'Nats-Schedule-Next: 20' stream get SCHED --last-for sched.out.e &&
+    has 'Nats-Scheduler: sched.in.e'; then
+    pass "nats pub --schedule-every 1s: repeats, each message naming the next time"
+else
+    fails_with "nats stream get SCHED --last-for sched.out.e (expected 'Nats-Schedule-Next: <time>')"
+fi
+run stream get SCHED --last-for sched.in.e
+if [[ $RC == 0 ]] && has 'Nats-Schedule: @every 1s'; then
+    pass "the repeating schedule stays in the stream"
+else
+    fails_with "nats stream get SCHED --last-for sched.in.e (expected the schedule)"
 fi
 run stream rm SCHED -f
 

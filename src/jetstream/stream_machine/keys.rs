@@ -35,6 +35,9 @@ pub const BLOCK_V2: u8 = 2;
 
 pub const STREAM_CONFIG: &[u8] = b"s/config";
 pub const STREAM_STATE: &[u8] = b"s/state";
+/// `s/sched`: 1 ++ postcard i64, the stream's schedule clock (`StreamState::schedule_clock`);
+/// absent until a schedule fired (ADR 0025; added in layout 3 without a new version).
+pub const SCHEDULE_CLOCK: &[u8] = b"s/sched";
 pub const DEDUP_PREFIX: &[u8] = b"d/";
 pub const MESSAGE_PREFIX: &[u8] = b"m/";
 pub const BLOCK_PREFIX: &[u8] = b"b/";

@@ -423,6 +423,11 @@ fn load_keys(
         );
     }
 
+    let schedule_clock: i64 = match view.get(keys::SCHEDULE_CLOCK)? {
+        Some(value) => keys::decode("schedule clock", &value)?,
+        None => 0,
+    };
+    restoring.set_schedule_clock(schedule_clock);
     let persisted_config = config.clone();
     let dedup_first = record.dedup_first;
     let stream = StreamState::restore_from(config, record.clone().scalars(), restoring, dedup);
@@ -439,6 +444,7 @@ fn load_keys(
         legacy,
         pending_chunks: loaded.pending_chunks,
         legacy_pending: loaded.legacy_pending,
+        schedule_clock,
         ..Persisted::default()
     };
     let sources = super::sources::load_sources(view)?;

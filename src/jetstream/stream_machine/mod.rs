@@ -34,6 +34,7 @@
 //! | `v` | layout version: `[3]` (`[2]`: blocks only in sled; `[1]`: before blocks and chunks; both still loaded) |
 //! | `s/config` | 1 ++ the stream config as JSON |
 //! | `s/state` | 1 ++ `StreamRecordV1`: first/last seq, last time, bytes, last msg id, first dedup ordinal |
+//! | `s/sched` | 1 ++ postcard i64: the schedule clock, the `now` of the last `Expire` that fired a schedule (absent: none fired; ADR 0025) |
 //! | `d/` ++ ordinal (u64 BE) | 1 ++ `DedupEntryV1`: one duplicate-window entry (time, msg id, seq) |
 //! | `b/` ++ first seq (u64 BE) | 3 ++ segment (u32 LE) ++ offset (u64 LE) ++ length (u32 LE): where the block is in the group's segment files (`segments.rs`); or the block itself (2 ++ crc32c ++ postcard list of (seq, subject, headers, payload, time); 1: no crc), as layout 2 kept it (a snapshot carries blocks; an install writes them to segments) |
 //! | `x/` ++ seq (u64 BE) | empty: a tombstone, the message was removed from its block |

@@ -65,6 +65,8 @@ pub struct Persisted {
     pub all_states_dirty: bool,
     /// The `o/` origin positions in sled (`sources.rs`).
     pub sources: BTreeMap<String, u64>,
+    /// The `s/sched` schedule clock in sled (0: none stored).
+    pub schedule_clock: i64,
 }
 
 /// What is known about one `b/` block without reading it.
@@ -424,5 +426,9 @@ fn stage_stream_record(persisted: &mut Persisted, group: &StreamGroup, txn: &mut
     if persisted.stream_record.as_ref() != Some(&record) {
         txn.insert(keys::STREAM_STATE, record.clone());
         persisted.stream_record = Some(record);
+    }
+    if persisted.schedule_clock != stream.schedule_clock() {
+        txn.insert(keys::SCHEDULE_CLOCK, keys::encode(&stream.schedule_clock()));
+        persisted.schedule_clock = stream.schedule_clock();
     }
 }

@@ -62,6 +62,9 @@ pub enum AppendError {
     /// Message schedules (`schedule.rs`).
     #[error("message schedules pattern is invalid")]
     SchedulePatternInvalid,
+    /// Also every zone but `UTC`, which jetraft cannot load (`schedule.rs`).
+    #[error("message schedules time zone is invalid")]
+    ScheduleTimeZoneInvalid,
     #[error("message schedules target is invalid")]
     ScheduleTargetInvalid,
     #[error("message schedules invalid per-message TTL")]
@@ -113,6 +116,9 @@ impl AppendError {
             AppendError::SchedulesDisabled => ApiError::new(ErrorKind::MessageSchedulesDisabled),
             AppendError::SchedulePatternInvalid => {
                 ApiError::new(ErrorKind::MessageSchedulesPatternInvalid)
+            }
+            AppendError::ScheduleTimeZoneInvalid => {
+                ApiError::new(ErrorKind::MessageSchedulesTimeZoneInvalid)
             }
             AppendError::ScheduleTargetInvalid => {
                 ApiError::new(ErrorKind::MessageSchedulesTargetInvalid)

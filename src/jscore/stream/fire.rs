@@ -4,10 +4,13 @@
 //! schedule produces is a function of its stored body and the command's `now` (ADR 0023).
 //!
 //! Each due schedule still stored, in sequence order, produces one message on its target at
-//! `now`, stored like a publish of it (limits, rollup, TTL and interest rules; its
-//! `Nats-Schedule-Next: purge` removes the schedule, as in nats-server). A schedule whose
-//! produced message the stream refuses is removed all the same, so a refusal cannot make it
-//! fire on every `Expire`; nats-server would retry it. A sealed stream fires nothing.
+//! `now`, stored like a publish of it (limits, rollup, TTL and interest rules). A one-shot
+//! schedule's message carries `Nats-Schedule-Next: purge`, which removes the schedule, as in
+//! nats-server; a schedule whose produced message the stream refuses is removed all the
+//! same, so a refusal cannot make it fire on every `Expire` (nats-server would retry it). A
+//! repeating schedule stays: its message carries its next time, at which it is due again,
+//! and the stream's schedule clock moves to `now` (ADR 0025). Late by any amount (a stopped
+//! cluster), it fires once and then keeps to its times. A sealed stream fires nothing.
 
 use bytes::Bytes;
 
@@ -67,7 +70,17 @@ impl StreamState {
             else {
                 continue;
             };
-            if let Some((target, headers)) = produced_message(&body.headers, &subject) {
+            // The clock never goes back (a new leader's `now` may be behind the last one's),
+            // so the next time is the first after the clock, as a reload computes it.
+            self.schedule_clock = self.schedule_clock.max(now_nanos);
+            let repeat = self.schedules.repeat(body.seq);
+            let next = repeat.and_then(|repeat| repeat.next_after(self.schedule_clock));
+            if repeat.is_some() && next.is_none() {
+                // No time left in five years: no longer scheduled, as in nats-server.
+                self.schedules.reschedule(body.seq, None);
+                continue;
+            }
+            if let Some((target, headers)) = produced_message(&body.headers, &subject, next) {
                 let request = AppendRequest {
                     subject: target,
                     headers: Some(Bytes::from(headers.clone())),
@@ -85,7 +98,10 @@ impl StreamState {
                     }
                 }
             }
-            if self.remove_seq(body.seq).is_some() {
+            if next.is_some() {
+                // Still stored unless its own produced message removed it (a limit).
+                self.schedules.reschedule(body.seq, next);
+            } else if self.remove_seq(body.seq).is_some() {
                 fired.removed.push(body.seq);
             }
         }

@@ -21,6 +21,7 @@
 mod append;
 mod batch_check;
 mod counter;
+mod cron;
 mod decimal;
 mod dedup;
 mod error;

@@ -57,6 +57,11 @@ impl StreamState {
         self.dedup.entries()
     }
 
+    /// The schedule clock (`StreamState::schedule_clock`), persisted beside the scalars.
+    pub fn schedule_clock(&self) -> i64 {
+        self.schedule_clock
+    }
+
     pub fn dedup_entry_count(&self) -> usize {
         self.dedup.entry_count()
     }
@@ -90,6 +95,8 @@ impl StreamState {
         dedup: impl IntoIterator<Item = DedupRecord>,
     ) -> Self {
         let limits = StreamLimits::from_config(&config);
+        let mut schedules = restoring.schedules;
+        schedules.catch_up(restoring.schedule_clock);
         let mut window = DedupWindow::default();
         for record in dedup {
             window.restore_entry(record.ts_nanos, &record.msg_id, record.seq);
@@ -106,7 +113,8 @@ impl StreamState {
             dedup: window,
             last_msg_id: scalars.last_msg_id,
             ttls: restoring.ttls,
-            schedules: restoring.schedules,
+            schedules,
+            schedule_clock: restoring.schedule_clock,
         }
     }
 }
@@ -118,15 +126,22 @@ pub struct Restoring {
     subjects: SubjectIndex,
     ttls: TtlIndex,
     schedules: ScheduleIndex,
+    schedule_clock: i64,
 }
 
 impl Restoring {
+    /// The stored schedule clock (0 when none was stored: nothing fired yet).
+    pub fn set_schedule_clock(&mut self, clock: i64) {
+        self.schedule_clock = clock;
+    }
+
     /// Adds stored message `seq` (in any order) with its header block, which the TTL and
     /// schedule indexes read as the apply did.
     pub fn push(&mut self, seq: u64, msg: MsgInfo<'_>, headers: Option<&[u8]>) {
         if let Some(headers) = headers {
             self.ttls.insert(seq, msg.ts_nanos, headers);
-            self.schedules.insert(seq, headers);
+            // The clock is applied once all are in (`restore_from`).
+            self.schedules.insert(seq, msg.ts_nanos, headers, i64::MIN);
         }
         let meta = MsgMeta {
             ts_nanos: msg.ts_nanos,

@@ -1,24 +1,27 @@
 //! Message schedules (ADR-51) as nats-server 2.15.1 reads them: a message on a stream with
-//! `allow_msg_schedules` carrying `Nats-Schedule: @at <RFC 3339 time>` and
+//! `allow_msg_schedules` carrying `Nats-Schedule: <pattern>` and
 //! `Nats-Schedule-Target: <subject>` is a schedule; when its time comes the stream stores a
-//! copy of it on the target (`fire.rs`) and removes the schedule.
+//! copy of it on the target (`fire.rs`). A one-shot schedule (`@at <RFC 3339 time>`, 2.12)
+//! is then removed; a repeating one (`@every <Go duration>` of at least a second, a
+//! six-field cron pattern or `@hourly`…, 2.14) stays and is due again at its next time.
 //!
 //! This file is the pure part: the publish checks (in nats-server's order, with its error
-//! codes), the due time a stored schedule's header block names, and the header block of the
-//! message a schedule produces. What jetraft implements of ADR-51 is the one-shot `@at` form
-//! (2.12) with `Nats-Schedule-TTL` and `Nats-Schedule-Rollup`; the repeating forms (`@every`,
-//! cron, `@hourly`…, 2.14) and `Nats-Schedule-Time-Zone` (which only they take) are refused
-//! with nats-server's "pattern is invalid" (10189), `Nats-Schedule-Source` with its "source
-//! is invalid" (10203): never stored and ignored (ADR 0023).
+//! codes), the pattern a stored schedule's header block names, and the header block of the
+//! message a schedule produces. Cron patterns run in UTC: `Nats-Schedule-Time-Zone` is taken
+//! as `UTC` only, any other zone is refused with nats-server's "pattern is invalid" (10189),
+//! and `Nats-Schedule-Source` with its "source is invalid" (10203): never stored and ignored
+//! (ADR 0023, ADR 0025).
 //!
-//! Pure and replicated: a schedule's due time is a function of its stored header block, so
-//! every replica, and a replica reloading its state, reads the same one.
+//! Pure and replicated: a schedule's due time is a function of its stored header block, its
+//! stored time and the stream's schedule clock (the time of the last firing), so every
+//! replica, and a replica reloading its state, reads the same one.
 
 use crate::jsapi::time::Timestamp;
 use crate::subject::pattern::pattern_matches;
 use crate::subject::validate::is_valid_literal_subject;
 use crate::wire::headers::lookup;
 
+use super::cron::Cron;
 use super::error::AppendError;
 use super::publish_headers::ROLLUP;
 use super::ttl::{parse_ttl, MSG_TTL};
@@ -74,8 +77,11 @@ pub fn check_publish(
     if !rules.allowed {
         return Err(AppendError::SchedulesDisabled);
     }
-    if schedule_due(block).is_none() {
-        // Also every pattern jetraft does not implement (module docs).
+    // nats-server loads the zone first (an empty one fails too); jetraft knows only UTC.
+    if lookup(block, SCHEDULE_TIME_ZONE).is_some_and(|zone| zone.trim_ascii() != b"UTC") {
+        return Err(AppendError::ScheduleTimeZoneInvalid);
+    }
+    if schedule_pattern(block).is_none() {
         return Err(AppendError::SchedulePatternInvalid);
     }
     if let Some(ttl) = value(block, SCHEDULE_TTL) {
@@ -146,16 +152,90 @@ pub fn cancelled_schedule(block: &[u8]) -> Option<&str> {
     std::str::from_utf8(value(block, SCHEDULER)?).ok()
 }
 
-/// When the schedule `block` describes is due, in Unix nanoseconds: `None` for a message
-/// that is no schedule, or one jetraft cannot fire (a form it refuses at publish, e.g. in a
-/// message copied from another stream).
-pub fn schedule_due(block: &[u8]) -> Option<i64> {
-    let pattern = value(block, SCHEDULE)?;
-    // A time zone goes with cron patterns only; nats-server refuses it with `@at`.
-    if value(block, SCHEDULE_TIME_ZONE).is_some() {
+/// What a schedule's pattern says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pattern {
+    /// `@at`: once, at this time (Unix nanoseconds).
+    At(i64),
+    /// `@every`: every this many nanoseconds (at least a second).
+    Every(i64),
+    /// A cron pattern, in UTC.
+    Cron(Cron),
+}
+
+/// When a stored schedule fires again after it fired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Repeat {
+    /// `@every`: the times `anchor + k * interval` (k >= 1), the anchor being the schedule's
+    /// stored time rounded to the second, as nats-server's first firing is.
+    Every {
+        anchor: i64,
+        interval: i64,
+    },
+    Cron(Cron),
+}
+
+impl Repeat {
+    /// The first firing time strictly after `after_nanos`; `None` for a cron pattern with
+    /// none within five years (nats-server then stops scheduling it).
+    pub fn next_after(&self, after_nanos: i64) -> Option<i64> {
+        match *self {
+            Repeat::Every { anchor, interval } => {
+                let periods = if after_nanos < anchor {
+                    1
+                } else {
+                    (after_nanos - anchor) / interval + 1
+                };
+                anchor.checked_add(periods.checked_mul(interval)?)
+            }
+            Repeat::Cron(cron) => cron.next_after(after_nanos),
+        }
+    }
+}
+
+impl Pattern {
+    /// The first due time of a schedule stored at `stored_nanos`, and how it repeats.
+    pub fn first(&self, stored_nanos: i64) -> Option<(i64, Option<Repeat>)> {
+        let repeat = match *self {
+            Pattern::At(at) => return Some((at, None)),
+            Pattern::Every(interval) => Repeat::Every {
+                anchor: round_to_second(stored_nanos),
+                interval,
+            },
+            Pattern::Cron(cron) => Repeat::Cron(cron),
+        };
+        Some((repeat.next_after(stored_nanos)?, Some(repeat)))
+    }
+}
+
+const NANOS_PER_SEC: i64 = 1_000_000_000;
+
+/// Go's `Time.Round(time.Second)`: halves away from zero (times here are after 1970).
+fn round_to_second(nanos: i64) -> i64 {
+    (nanos + NANOS_PER_SEC / 2).div_euclid(NANOS_PER_SEC) * NANOS_PER_SEC
+}
+
+/// The pattern of the schedule `block` describes: `None` for a message that is no schedule,
+/// or one jetraft cannot fire (an invalid pattern, a time zone other than UTC, or a form
+/// refused at publish in a message copied from another stream).
+pub fn schedule_pattern(block: &[u8]) -> Option<Pattern> {
+    let pattern = std::str::from_utf8(value(block, SCHEDULE)?).ok()?;
+    let zone = value(block, SCHEDULE_TIME_ZONE);
+    if let Some(at) = pattern.strip_prefix("@at ") {
+        // A time zone goes with cron patterns only, as in nats-server.
+        return parse_at(at).filter(|_| zone.is_none()).map(Pattern::At);
+    }
+    if let Some(interval) = pattern.strip_prefix("@every ") {
+        let interval = crate::jsapi::time::parse_go_duration(interval)?;
+        return (zone.is_none() && interval >= NANOS_PER_SEC).then_some(Pattern::Every(interval));
+    }
+    if zone.is_some_and(|zone| zone != b"UTC") {
         return None;
     }
-    parse_at(std::str::from_utf8(pattern).ok()?.strip_prefix("@at ")?)
+    let cron = Cron::parse(pattern)?;
+    // A pattern no date satisfies (30 February) never fires: nats-server refuses it.
+    cron.next_after(0)?;
+    Some(Pattern::Cron(cron))
 }
 
 /// Go's `time.Parse(time.RFC3339, text)`: `2006-01-02T15:04:05Z07:00` with an optional
@@ -197,9 +277,14 @@ fn days_in(year: u32, month: u32) -> u32 {
 /// its target subject and header block (its payload is the schedule's). As nats-server's
 /// `getScheduledMessages`: the schedule's own headers are copied except `Nats-Schedule*`,
 /// `Nats-Expected-*`, `Nats-Msg-Id`, `Nats-TTL` and `Nats-Rollup`; then `Nats-Scheduler`
-/// (the schedule's subject), `Nats-Schedule-Next: purge`, and `Nats-TTL` /
+/// (the schedule's subject), `Nats-Schedule-Next` (`purge` for a one-shot schedule, the
+/// next time, RFC 3339 in UTC, for a repeating one: `next`), and `Nats-TTL` /
 /// `Nats-Rollup` from `Nats-Schedule-TTL` / `Nats-Schedule-Rollup` are added, in that order.
-pub fn produced_message(block: &[u8], schedule_subject: &str) -> Option<(String, Vec<u8>)> {
+pub fn produced_message(
+    block: &[u8],
+    schedule_subject: &str,
+    next: Option<i64>,
+) -> Option<(String, Vec<u8>)> {
     let target = std::str::from_utf8(value(block, SCHEDULE_TARGET)?).ok()?;
     let text = std::str::from_utf8(block).ok()?;
     let mut kept: Vec<&str> = vec!["NATS/1.0"];
@@ -209,7 +294,11 @@ pub fn produced_message(block: &[u8], schedule_subject: &str) -> Option<(String,
             .filter(|line| !line.is_empty() && !stripped(line)),
     );
     let utf8 = |name| value(block, name).and_then(|v| std::str::from_utf8(v).ok());
-    let mut added = vec![(SCHEDULER, schedule_subject), (SCHEDULE_NEXT, NEXT_PURGE)];
+    let next = next.map(|next| Timestamp::from_unix_nanos(next).to_string());
+    let mut added = vec![
+        (SCHEDULER, schedule_subject),
+        (SCHEDULE_NEXT, next.as_deref().unwrap_or(NEXT_PURGE)),
+    ];
     added.extend(utf8(SCHEDULE_TTL).map(|ttl| (MSG_TTL, ttl)));
     added.extend(utf8(SCHEDULE_ROLLUP).map(|rollup| (ROLLUP, rollup)));
     let mut out = kept.join("\r\n");
@@ -282,18 +371,74 @@ mod tests {
         }
     }
 
+    fn pattern(headers: &[(&str, &str)]) -> Option<Pattern> {
+        schedule_pattern(&block(headers))
+    }
+
     #[test]
-    fn only_at_without_a_time_zone_is_a_schedule() {
+    fn patterns_as_nats_server_reads_them() {
         let at = ("Nats-Schedule", "@at 1970-01-01T00:00:01Z");
-        assert_eq!(schedule_due(&block(&[at])), Some(1_000_000_000));
-        assert_eq!(schedule_due(&block(&[("Nats-Schedule", "")])), None);
+        assert_eq!(pattern(&[at]), Some(Pattern::At(1_000_000_000)));
+        assert_eq!(pattern(&[("Nats-Schedule", "")]), None);
+        assert_eq!(pattern(&[at, (SCHEDULE_TIME_ZONE, "UTC")]), None);
         assert_eq!(
-            schedule_due(&block(&[at, (SCHEDULE_TIME_ZONE, "UTC")])),
-            None
+            pattern(&[("Nats-Schedule", "@every 1m30s")]),
+            Some(Pattern::Every(90 * NANOS_PER_SEC))
         );
-        for other in ["@every 1s", "@hourly", "0 0 * * * *", "@at tomorrow"] {
-            assert_eq!(schedule_due(&block(&[("Nats-Schedule", other)])), None);
+        let hourly = Some(Pattern::Cron(Cron::parse("0 0 * * * *").unwrap()));
+        assert_eq!(pattern(&[("Nats-Schedule", "@hourly")]), hourly);
+        assert_eq!(
+            pattern(&[
+                ("Nats-Schedule", "0 0 * * * *"),
+                (SCHEDULE_TIME_ZONE, "UTC")
+            ]),
+            hourly
+        );
+        for other in [
+            &[("Nats-Schedule", "@every 999ms")][..],
+            &[("Nats-Schedule", "@every 1s"), (SCHEDULE_TIME_ZONE, "UTC")],
+            &[("Nats-Schedule", "@every soon")],
+            &[
+                ("Nats-Schedule", "@hourly"),
+                (SCHEDULE_TIME_ZONE, "Europe/Paris"),
+            ],
+            &[("Nats-Schedule", "0 0 0 30 2 *")],
+            &[("Nats-Schedule", "0 0 * * *")],
+            &[("Nats-Schedule", "@at tomorrow")],
+        ] {
+            assert_eq!(pattern(other), None, "{other:?}");
         }
+    }
+
+    #[test]
+    fn repeating_schedules_fire_on_their_grid_strictly_after_a_time() {
+        let stored = 10 * NANOS_PER_SEC + 600_000_000; // rounds up to 11 s
+        let (due, repeat) = Pattern::Every(5 * NANOS_PER_SEC).first(stored).unwrap();
+        assert_eq!(due, 16 * NANOS_PER_SEC);
+        let repeat = repeat.unwrap();
+        assert_eq!(
+            repeat.next_after(16 * NANOS_PER_SEC),
+            Some(21 * NANOS_PER_SEC)
+        );
+        assert_eq!(
+            repeat.next_after(16 * NANOS_PER_SEC + 1),
+            Some(21 * NANOS_PER_SEC)
+        );
+        // Hours late (a stopped cluster): once, at the next point of the grid.
+        assert_eq!(
+            repeat.next_after(3_600 * NANOS_PER_SEC),
+            Some(3_601 * NANOS_PER_SEC)
+        );
+        let (due, repeat) = Pattern::Cron(Cron::parse("@hourly").unwrap())
+            .first(stored)
+            .unwrap();
+        assert_eq!(due, 3_600 * NANOS_PER_SEC);
+        assert_eq!(repeat.unwrap().next_after(due), Some(7_200 * NANOS_PER_SEC));
+        assert_eq!(
+            Pattern::At(5).first(stored),
+            Some((5, None)),
+            "a one-shot schedule in the past is due at once"
+        );
     }
 
     #[test]
@@ -307,14 +452,22 @@ mod tests {
             check("s.a", &[("Nats-Schedule", ""), target], false),
             Ok(())
         );
-        let cases: [(&[(&str, &str)], AppendError); 12] = [
+        let cases: [(&[(&str, &str)], AppendError); 13] = [
             (
-                &[("Nats-Schedule", "@every 1s"), target],
+                &[("Nats-Schedule", "@every 500ms"), target],
                 AppendError::SchedulePatternInvalid,
             ),
             (
                 &[at, target, (SCHEDULE_TIME_ZONE, "UTC")],
                 AppendError::SchedulePatternInvalid,
+            ),
+            (
+                &[
+                    ("Nats-Schedule", "garbage"),
+                    target,
+                    (SCHEDULE_TIME_ZONE, "Europe/Paris"),
+                ],
+                AppendError::ScheduleTimeZoneInvalid,
             ),
             (
                 &[at, target, (SCHEDULE_TTL, "500ms")],
@@ -406,7 +559,7 @@ mod tests {
             ("Nats-Expected-Stream", "S"),
             ("Nats-Rollup", "sub"),
         ]);
-        let (target, headers) = produced_message(&schedule, "s.a").unwrap();
+        let (target, headers) = produced_message(&schedule, "s.a", None).unwrap();
         assert_eq!(target, "t.a");
         assert_eq!(
             String::from_utf8(headers).unwrap(),
@@ -418,10 +571,26 @@ mod tests {
             ("Nats-Schedule-Rollup", "sub"),
             ("Nats-Rollup", "sub"),
         ]);
-        let (_, headers) = produced_message(&rolled, "s.f").unwrap();
+        let (_, headers) = produced_message(&rolled, "s.f", None).unwrap();
         assert_eq!(
             String::from_utf8(headers).unwrap(),
             "NATS/1.0\r\nNats-Scheduler: s.f\r\nNats-Schedule-Next: purge\r\nNats-Rollup: sub\r\n\r\n"
+        );
+        let every = block(&[
+            ("Nats-Schedule", "@every 1m"),
+            ("Nats-Schedule-Target", "t.e"),
+            ("Nats-Rollup", "sub"),
+        ]);
+        let next = Some(1_800_000_000 * NANOS_PER_SEC);
+        let (_, headers) = produced_message(&every, "s.e", next).unwrap();
+        assert_eq!(
+            String::from_utf8(headers.clone()).unwrap(),
+            "NATS/1.0\r\nNats-Scheduler: s.e\r\nNats-Schedule-Next: 2027-01-15T08:00:00Z\r\n\r\n"
+        );
+        assert_eq!(
+            cancelled_schedule(&headers),
+            None,
+            "a repeat cancels nothing"
         );
         assert_eq!(
             cancelled_schedule(&block(&[(SCHEDULE_NEXT, "purge"), (SCHEDULER, "s.a")])),

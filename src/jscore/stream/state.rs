@@ -59,6 +59,9 @@ pub struct StreamState {
     pub(super) ttls: TtlIndex,
     /// Schedule messages by due time (`schedule_index.rs`); derived from the stored headers.
     pub(super) schedules: ScheduleIndex,
+    /// The `now` of the last `Expire` that fired a schedule: a repeating schedule is next due
+    /// at its first time after it (`schedule_index.rs`). Persisted (`s/sched`), replicated.
+    pub(super) schedule_clock: i64,
 }
 
 impl StreamState {
@@ -85,6 +88,7 @@ impl StreamState {
             last_msg_id: String::new(),
             ttls: TtlIndex::default(),
             schedules: ScheduleIndex::default(),
+            schedule_clock: 0,
         }
     }
 
@@ -310,7 +314,8 @@ impl StreamState {
         self.messages.insert(seq, meta);
         if let Some(headers) = headers {
             self.ttls.insert(seq, ts_nanos, headers);
-            self.schedules.insert(seq, headers);
+            self.schedules
+                .insert(seq, ts_nanos, headers, self.schedule_clock);
         }
         seq
     }
@@ -367,6 +372,7 @@ impl PartialEq for StreamState {
             && self.ttls.live(|seq| self.contains(seq))
                 == other.ttls.live(|seq| other.contains(seq))
             && self.schedules == other.schedules
+            && self.schedule_clock == other.schedule_clock
     }
 }
 

@@ -180,3 +180,86 @@ fn restore_rebuilds_the_schedule_index_from_the_headers() {
     assert_eq!(a.removed, vec![2, 3]);
     assert_eq!(restored, stream);
 }
+
+/// A stored repeating schedule's header block.
+fn repeating_headers(pattern: &str, target: &str) -> String {
+    format!(
+        "NATS/1.0\r\nNats-Schedule: {pattern}\r\nNats-Schedule-Target: {target}\r\nNats-Rollup: sub\r\n\r\n"
+    )
+}
+
+/// A replica rebuilt from what is stored: the messages with their headers and the clock.
+fn reloaded(stream: &StreamState, bodies: &[(u64, String)]) -> StreamState {
+    let mut restoring = StreamState::restoring();
+    for seq in stream.seqs() {
+        let headers = bodies
+            .iter()
+            .find(|(s, _)| *s == seq)
+            .map(|(_, h)| h.as_bytes());
+        restoring.push(seq, stream.get(seq).unwrap(), headers);
+    }
+    restoring.set_schedule_clock(stream.schedule_clock());
+    StreamState::restore_from(stream.config().clone(), stream.scalars(), restoring, [])
+}
+
+#[test]
+fn a_repeating_schedule_stays_and_fires_at_each_of_its_times() {
+    let mut stream = StreamState::new(schedule_config());
+    let headers = repeating_headers("@every 10s", "t.a");
+    let seq = publish(&mut stream, "s.a", Some(headers.clone()), SEC);
+    let bodies = [(seq, headers)];
+    assert_eq!(stream.next_expiry_at(), Some(11 * SEC));
+    assert_eq!(expire(&mut stream, &bodies, 11 * SEC - 1), Fired::default());
+
+    let fired = expire(&mut stream, &bodies, 11 * SEC + 40_000_000);
+    assert!(fired.removed.is_empty(), "the schedule stays");
+    assert_eq!(
+        fired.produced[0].headers,
+        b"NATS/1.0\r\nNats-Scheduler: s.a\r\nNats-Schedule-Next: 1970-01-01T00:00:21Z\r\n\r\n"
+    );
+    assert!(stream.contains(seq));
+    assert_eq!(stream.next_expiry_at(), Some(21 * SEC));
+    assert_eq!(expire(&mut stream, &bodies, 20 * SEC), Fired::default());
+    assert_eq!(expire(&mut stream, &bodies, 21 * SEC).produced.len(), 1);
+    // An hour late (a stopped cluster): it fires once, then keeps to its grid.
+    let late = expire(&mut stream, &bodies, 3_600 * SEC + SEC / 2);
+    assert_eq!(late.produced.len(), 1);
+    assert_eq!(stream.next_expiry_at(), Some(3_601 * SEC));
+    assert_eq!(stream.schedule_clock(), 3_600 * SEC + SEC / 2);
+    // Removing the schedule's message ends it.
+    stream.delete_msg(seq).unwrap();
+    assert_eq!(stream.next_expiry_at(), None);
+}
+
+#[test]
+fn a_reloaded_replica_finds_the_same_next_times() {
+    let mut stream = StreamState::new(schedule_config());
+    let mut bodies = Vec::new();
+    for (subject, pattern) in [
+        ("s.a", "@every 10s"),
+        ("s.b", "*/7 * * * * *"),
+        ("s.c", "@every 1m"),
+    ] {
+        let headers = repeating_headers(pattern, "t.a");
+        let seq = publish(&mut stream, subject, Some(headers.clone()), 0);
+        bodies.push((seq, headers));
+    }
+    for now in [10, 14, 25, 61, 62, 300] {
+        let now = now * SEC + 123;
+        // A replica reloaded before this firing fires the same, at the same sequences.
+        let mut other = reloaded(&stream, &bodies);
+        assert_eq!(other, stream, "reloaded before the firing at {now}");
+        assert_eq!(other.next_expiry_at(), stream.next_expiry_at());
+        let a = expire(&mut stream, &bodies, now);
+        let b = expire(&mut other, &bodies, now);
+        assert_eq!(a, b, "at {now}");
+        assert_eq!(other, stream);
+    }
+    // A new leader whose clock is behind the last firing never moves a schedule back.
+    let clock = stream.schedule_clock();
+    let next = stream.next_expiry_at();
+    expire(&mut stream, &bodies, clock - 30 * SEC);
+    assert_eq!(stream.schedule_clock(), clock);
+    assert_eq!(stream.next_expiry_at(), next);
+    assert_eq!(reloaded(&stream, &bodies), stream);
+}
