@@ -3,7 +3,8 @@
 //! on it, and is removed; one in the past fires at once; a newer schedule on a subject
 //! replaces the older, a cancel removes one; restarts and leader changes before the due time
 //! still fire exactly once; an `@every` schedule fires at each of its times, once each,
-//! across a restart or leader change, until cancelled; invalid schedules and stream settings
+//! across a restart or leader change, until cancelled; a schedule with a source fires the
+//! source's last message; invalid schedules and stream settings
 //! get nats-server's errors. Every scenario runs on R1 and R3.
 
 mod common;
@@ -25,6 +26,7 @@ on_r1_and_r3!(
     schedule_settings_get_nats_servers_errors,
     schedules_fire_once_across_restart_and_leader_change,
     a_repeating_schedule_fires_at_each_time_across_a_restart,
+    a_schedule_with_a_source_fires_the_sources_last_message,
 );
 
 const NANOS: i64 = 1_000_000_000;
@@ -326,7 +328,16 @@ async fn invalid_schedules_get_nats_servers_errors(fx: JsFixture) {
             vec![
                 ("Nats-Schedule", soon),
                 ("Nats-Schedule-Target", "t.a"),
-                ("Nats-Schedule-Source", "t.b"),
+                ("Nats-Schedule-Source", "t.*"),
+            ],
+            10203,
+        ),
+        (
+            "s.a",
+            vec![
+                ("Nats-Schedule", soon),
+                ("Nats-Schedule-Target", "t.a"),
+                ("Nats-Schedule-Source", "t.a"),
             ],
             10203,
         ),
@@ -554,5 +565,41 @@ async fn a_repeating_schedule_fires_at_each_time_across_a_restart(mut fx: JsFixt
         .as_u64()
         .is_some());
     assert!(stream.get_last_raw_message_by_subject("s.e").await.is_err());
+    fx.shutdown().await;
+}
+
+async fn a_schedule_with_a_source_fires_the_sources_last_message(fx: JsFixture) {
+    let client = fx.client().await;
+    create(&fx, &client, json!({})).await;
+    let older = [("X-Src", "old")];
+    publish(&client, "t.src", &older, "old").await;
+    let newer = [("X-Src", "new"), ("Nats-Msg-Id", "m1")];
+    publish(&client, "t.src", &newer, "latest").await;
+    let (due, pattern) = at_in(1);
+    let with_source = [
+        ("Nats-Schedule", pattern.as_str()),
+        ("Nats-Schedule-Target", "t.a"),
+        ("Nats-Schedule-Source", "t.src"),
+        ("X-Own", "yes"),
+    ];
+    publish(&client, "s.a", &with_source, "own").await;
+    // A source without messages: the schedule's own body fires (nats-server 2.15.1).
+    let empty_source = [
+        ("Nats-Schedule", pattern.as_str()),
+        ("Nats-Schedule-Target", "t.b"),
+        ("Nats-Schedule-Source", "t.none"),
+    ];
+    publish(&client, "s.b", &empty_source, "own-b").await;
+    let js = jetstream::new(client.clone());
+    let stream = js.get_stream("S").await.unwrap();
+    let produced = wait_for_last(&stream, "t.a").await;
+    assert!(produced.time.unix_timestamp_nanos() >= i128::from(due));
+    assert_eq!(produced.payload.as_ref(), b"latest");
+    assert_eq!(header(&produced, "X-Src"), Some("new"));
+    assert_eq!(header(&produced, "X-Own"), None);
+    assert_eq!(header(&produced, "Nats-Msg-Id"), None);
+    assert_eq!(header(&produced, "Nats-Scheduler"), Some("s.a"));
+    let own = wait_for_last(&stream, "t.b").await;
+    assert_eq!(own.payload.as_ref(), b"own-b");
     fx.shutdown().await;
 }

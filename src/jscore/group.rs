@@ -265,6 +265,11 @@ impl StreamGroup {
         self.stream.due_schedules(now_nanos)
     }
 
+    /// See [`StreamState::schedule_source_seq`].
+    pub fn schedule_source_seq(&self, headers: &[u8]) -> Option<u64> {
+        self.stream.schedule_source_seq(headers)
+    }
+
     /// `Expire { now_nanos }`, firing the due schedules whose bodies are `schedules`.
     pub fn expire_and_fire(
         &mut self,

@@ -205,10 +205,19 @@ fn apply_one(
                 .into_iter()
                 .map(|seq| {
                     let body = stored_body(persisted, store, seq, "schedule")?;
+                    let headers = body.headers.unwrap_or_default();
+                    let source = match group.schedule_source_seq(&headers) {
+                        Some(source) => {
+                            let source = stored_body(persisted, store, source, "schedule source")?;
+                            Some((source.headers.unwrap_or_default(), source.payload))
+                        }
+                        None => None,
+                    };
                     Ok(ScheduleBody {
                         seq,
-                        headers: body.headers.unwrap_or_default(),
+                        headers,
                         payload: body.payload,
+                        source,
                     })
                 })
                 .collect::<Result<Vec<_>, MachineError>>()?;

@@ -4,7 +4,8 @@
 //! schedule produces is a function of its stored body and the command's `now` (ADR 0023).
 //!
 //! Each due schedule still stored, in sequence order, produces one message on its target at
-//! `now`, stored like a publish of it (limits, rollup, TTL and interest rules). A one-shot
+//! `now`, stored like a publish of it (limits, rollup, TTL and interest rules); with a
+//! `Nats-Schedule-Source`, the body and headers are that subject's last message's. A one-shot
 //! schedule's message carries `Nats-Schedule-Next: purge`, which removes the schedule, as in
 //! nats-server; a schedule whose produced message the stream refuses is removed all the
 //! same, so a refusal cannot make it fire on every `Expire` (nats-server would retry it). A
@@ -15,7 +16,7 @@
 use bytes::Bytes;
 
 use super::append::AppendRequest;
-use super::schedule::produced_message;
+use super::schedule::{produced_message, schedule_source};
 use super::state::StreamState;
 
 /// The stored body of a due schedule, read by the state machine (the state keeps none).
@@ -24,6 +25,9 @@ pub struct ScheduleBody {
     pub seq: u64,
     pub headers: Bytes,
     pub payload: Bytes,
+    /// The headers and payload of the last message of its `Nats-Schedule-Source` subject
+    /// ([`StreamState::schedule_source_seq`]), which fires instead of its own body.
+    pub source: Option<(Bytes, Bytes)>,
 }
 
 /// A message a schedule produced: its sequence and body, for the state machine to store.
@@ -54,6 +58,14 @@ impl StreamState {
         self.schedules.due(now_nanos)
     }
 
+    /// The message a due schedule with header block `headers` fires instead of its own body:
+    /// the last one on its `Nats-Schedule-Source` subject, if that has one (nats-server
+    /// 2.15.1 falls back to the schedule's body otherwise). Read before any fires, as
+    /// nats-server gathers every due message before storing them.
+    pub fn schedule_source_seq(&self, headers: &[u8]) -> Option<u64> {
+        self.last_seq_for_subject(schedule_source(headers)?)
+    }
+
     /// Fires the due schedules among `bodies` (module docs).
     pub fn fire_schedules(
         &mut self,
@@ -80,11 +92,16 @@ impl StreamState {
                 self.schedules.reschedule(body.seq, None);
                 continue;
             }
-            if let Some((target, headers)) = produced_message(&body.headers, &subject, next) {
+            let (source_headers, payload) = match &body.source {
+                Some((headers, payload)) => (Some(&headers[..]), payload.clone()),
+                None => (None, body.payload.clone()),
+            };
+            let produced = produced_message(&body.headers, &subject, next, source_headers);
+            if let Some((target, headers)) = produced {
                 let request = AppendRequest {
                     subject: target,
                     headers: Some(Bytes::from(headers.clone())),
-                    payload: body.payload.clone(),
+                    payload: payload.clone(),
                     now_nanos,
                 };
                 if let Ok(outcome) = self.append(request, has_interest) {
@@ -93,7 +110,7 @@ impl StreamState {
                         fired.produced.push(Produced {
                             seq,
                             headers,
-                            payload: body.payload.to_vec(),
+                            payload: payload.to_vec(),
                         });
                     }
                 }

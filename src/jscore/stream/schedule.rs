@@ -8,9 +8,9 @@
 //! This file is the pure part: the publish checks (in nats-server's order, with its error
 //! codes), the pattern a stored schedule's header block names, and the header block of the
 //! message a schedule produces. Cron patterns run in UTC: `Nats-Schedule-Time-Zone` is taken
-//! as `UTC` only, any other zone is refused with nats-server's "pattern is invalid" (10189),
-//! and `Nats-Schedule-Source` with its "source is invalid" (10203): never stored and ignored
-//! (ADR 0023, ADR 0025).
+//! as `UTC` only (jetraft carries no time zone database); any other zone is refused with
+//! nats-server's "time zone is invalid" (10223): never stored and ignored (ADR 0023, ADR
+//! 0025). A `Nats-Schedule-Source` subject's last message, when it has one, is what fires.
 //!
 //! Pure and replicated: a schedule's due time is a function of its stored header block, its
 //! stored time and the stream's schedule clock (the time of the last firing), so every
@@ -100,8 +100,19 @@ pub fn check_publish(
     if !is_valid_literal_subject(target) || target == subject.as_bytes() || !in_stream {
         return Err(AppendError::ScheduleTargetInvalid);
     }
-    if value(block, SCHEDULE_SOURCE).is_some() {
-        return Err(AppendError::ScheduleSourceInvalid);
+    // A source is a literal subject of the stream, neither the schedule's nor its target.
+    if let Some(source) = value(block, SCHEDULE_SOURCE) {
+        let in_stream = rules
+            .subjects
+            .iter()
+            .any(|pattern| pattern_matches(pattern.as_bytes(), source));
+        if !is_valid_literal_subject(source)
+            || source == subject.as_bytes()
+            || source == target
+            || !in_stream
+        {
+            return Err(AppendError::ScheduleSourceInvalid);
+        }
     }
     if value(block, SCHEDULE_ROLLUP).is_some_and(|rollup| rollup != b"sub") {
         return Err(AppendError::ScheduleRollupInvalid);
@@ -238,6 +249,12 @@ pub fn schedule_pattern(block: &[u8]) -> Option<Pattern> {
     Some(Pattern::Cron(cron))
 }
 
+/// The subject whose last message a schedule fires instead of its own body
+/// (`Nats-Schedule-Source`), if it names one.
+pub fn schedule_source(block: &[u8]) -> Option<&str> {
+    std::str::from_utf8(value(block, SCHEDULE_SOURCE)?).ok()
+}
+
 /// Go's `time.Parse(time.RFC3339, text)`: `2006-01-02T15:04:05Z07:00` with an optional
 /// fraction after the seconds, `T` and `Z` in upper case, a real calendar date.
 pub fn parse_at(text: &str) -> Option<i64> {
@@ -274,8 +291,9 @@ fn days_in(year: u32, month: u32) -> u32 {
 }
 
 /// The message a schedule stored on `schedule_subject` with header block `block` produces:
-/// its target subject and header block (its payload is the schedule's). As nats-server's
-/// `getScheduledMessages`: the schedule's own headers are copied except `Nats-Schedule*`,
+/// its target subject and header block (its payload is the schedule's, or its source's).
+/// As nats-server's `getScheduledMessages`: the headers of the schedule, or of the last
+/// message of its `Nats-Schedule-Source` when there is one (`source`), are copied except `Nats-Schedule*`,
 /// `Nats-Expected-*`, `Nats-Msg-Id`, `Nats-TTL` and `Nats-Rollup`; then `Nats-Scheduler`
 /// (the schedule's subject), `Nats-Schedule-Next` (`purge` for a one-shot schedule, the
 /// next time, RFC 3339 in UTC, for a repeating one: `next`), and `Nats-TTL` /
@@ -284,9 +302,10 @@ pub fn produced_message(
     block: &[u8],
     schedule_subject: &str,
     next: Option<i64>,
+    source: Option<&[u8]>,
 ) -> Option<(String, Vec<u8>)> {
     let target = std::str::from_utf8(value(block, SCHEDULE_TARGET)?).ok()?;
-    let text = std::str::from_utf8(block).ok()?;
+    let text = std::str::from_utf8(source.unwrap_or(block)).ok()?;
     let mut kept: Vec<&str> = vec!["NATS/1.0"];
     kept.extend(
         text.split("\r\n")
@@ -452,7 +471,7 @@ mod tests {
             check("s.a", &[("Nats-Schedule", ""), target], false),
             Ok(())
         );
-        let cases: [(&[(&str, &str)], AppendError); 13] = [
+        let cases: [(&[(&str, &str)], AppendError); 16] = [
             (
                 &[("Nats-Schedule", "@every 500ms"), target],
                 AppendError::SchedulePatternInvalid,
@@ -487,7 +506,19 @@ mod tests {
                 AppendError::ScheduleTargetInvalid,
             ),
             (
-                &[at, target, (SCHEDULE_SOURCE, "t.b")],
+                &[at, target, (SCHEDULE_SOURCE, "t.*")],
+                AppendError::ScheduleSourceInvalid,
+            ),
+            (
+                &[at, target, (SCHEDULE_SOURCE, "t.a")],
+                AppendError::ScheduleSourceInvalid,
+            ),
+            (
+                &[at, target, (SCHEDULE_SOURCE, "s.a")],
+                AppendError::ScheduleSourceInvalid,
+            ),
+            (
+                &[at, target, (SCHEDULE_SOURCE, "x.a")],
                 AppendError::ScheduleSourceInvalid,
             ),
             (
@@ -513,6 +544,10 @@ mod tests {
         }
         assert_eq!(
             check("s.a", &[at, target, (SCHEDULE_TTL, "5m")], true),
+            Ok(())
+        );
+        assert_eq!(
+            check("s.a", &[at, target, (SCHEDULE_SOURCE, "t.src")], false),
             Ok(())
         );
         assert_eq!(
@@ -559,7 +594,7 @@ mod tests {
             ("Nats-Expected-Stream", "S"),
             ("Nats-Rollup", "sub"),
         ]);
-        let (target, headers) = produced_message(&schedule, "s.a", None).unwrap();
+        let (target, headers) = produced_message(&schedule, "s.a", None, None).unwrap();
         assert_eq!(target, "t.a");
         assert_eq!(
             String::from_utf8(headers).unwrap(),
@@ -571,7 +606,7 @@ mod tests {
             ("Nats-Schedule-Rollup", "sub"),
             ("Nats-Rollup", "sub"),
         ]);
-        let (_, headers) = produced_message(&rolled, "s.f", None).unwrap();
+        let (_, headers) = produced_message(&rolled, "s.f", None, None).unwrap();
         assert_eq!(
             String::from_utf8(headers).unwrap(),
             "NATS/1.0\r\nNats-Scheduler: s.f\r\nNats-Schedule-Next: purge\r\nNats-Rollup: sub\r\n\r\n"
@@ -582,7 +617,7 @@ mod tests {
             ("Nats-Rollup", "sub"),
         ]);
         let next = Some(1_800_000_000 * NANOS_PER_SEC);
-        let (_, headers) = produced_message(&every, "s.e", next).unwrap();
+        let (_, headers) = produced_message(&every, "s.e", next, None).unwrap();
         assert_eq!(
             String::from_utf8(headers.clone()).unwrap(),
             "NATS/1.0\r\nNats-Scheduler: s.e\r\nNats-Schedule-Next: 2027-01-15T08:00:00Z\r\n\r\n"
@@ -591,6 +626,18 @@ mod tests {
             cancelled_schedule(&headers),
             None,
             "a repeat cancels nothing"
+        );
+        let source = block(&[
+            ("X-Src", "1"),
+            ("Nats-Msg-Id", "m1"),
+            ("Nats-Rollup", "sub"),
+        ]);
+        let (target, headers) = produced_message(&schedule, "s.a", None, Some(&source)).unwrap();
+        assert_eq!(target, "t.a");
+        assert_eq!(
+            String::from_utf8(headers).unwrap(),
+            "NATS/1.0\r\nX-Src: 1\r\nNats-Scheduler: s.a\r\nNats-Schedule-Next: purge\r\nNats-TTL: 5m\r\n\r\n",
+            "the source's headers, the schedule's target, TTL and rollup (nats-server 2.15.1)"
         );
         assert_eq!(
             cancelled_schedule(&block(&[(SCHEDULE_NEXT, "purge"), (SCHEDULER, "s.a")])),

@@ -49,6 +49,7 @@ fn expire(stream: &mut StreamState, bodies: &[(u64, String)], now: i64) -> Fired
                 seq,
                 headers: Bytes::from(headers.clone()),
                 payload: Bytes::from_static(b"body"),
+                source: None,
             }
         })
         .collect();
