@@ -145,7 +145,8 @@ pub(crate) mod optional {
 }
 
 // Howard Hinnant's civil-date algorithms (public domain), proleptic Gregorian calendar.
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
+/// The (year, month 1-12, day 1-31) of a count of days since 1970-01-01.
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);

@@ -8,7 +8,8 @@
 //! Pure: the next firing is a function of the pattern and the time it follows, so every
 //! replica computes the same one.
 
-const NANOS_PER_SEC: i64 = 1_000_000_000;
+use crate::jsapi::time::{civil_from_days, NANOS_PER_SEC};
+
 const SECS_PER_DAY: i64 = 86_400;
 /// Set on a day field written as a plain `*` (or `?`): see the module docs.
 const STAR: u64 = 1 << 63;
@@ -221,21 +222,6 @@ fn number(text: &str, bounds: &Bounds) -> Option<u32> {
 /// 0 = Sunday; 1970-01-01 was a Thursday.
 fn weekday(days: i64) -> u32 {
     (days + 4).rem_euclid(7) as u32
-}
-
-/// The proleptic Gregorian (year, month 1-12, day 1-31) of a count of days since
-/// 1970-01-01 (H. Hinnant's `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 #[cfg(test)]

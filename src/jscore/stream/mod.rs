@@ -54,6 +54,8 @@ mod tests_fire;
 #[cfg(test)]
 mod tests_remove;
 #[cfg(test)]
+mod tests_schedule;
+#[cfg(test)]
 mod tests_seq_map;
 
 pub use append::{AppendOutcome, AppendRequest};
