@@ -52,6 +52,22 @@ async fn create_publish_and_info(fx: JsFixture) {
     assert_eq!(info.state.last_sequence, 10);
     assert_eq!(info.state.subjects_count, 3);
     assert!(info.state.bytes > 0);
+    // Per-subject counts, read page by page as the client does (it asks again at the
+    // count it got; nats-server's paging says there is no more).
+    use futures::TryStreamExt;
+    let counts: Vec<(String, usize)> = stream
+        .info_with_subjects("orders.*")
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    let mut counts = counts;
+    counts.sort();
+    let expected = [("orders.0", 3), ("orders.1", 4), ("orders.2", 3)];
+    let expected: Vec<(String, usize)> =
+        expected.iter().map(|(s, n)| (s.to_string(), *n)).collect();
+    assert_eq!(counts, expected);
 
     // Same config again is fine; a different one is refused with 10058.
     js.create_stream(fx.replicated(orders())).await.unwrap();

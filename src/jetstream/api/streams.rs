@@ -2,6 +2,7 @@
 //! `LIST`. Definitions change through the meta group, contents through the stream's group;
 //! each handler returns the JSON reply body.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::jetstream::advisories;
@@ -101,14 +102,40 @@ fn advise_stream(js: &JetStream, stream: &str, action: Action) {
 
 pub fn info(js: &JetStream, stream: &str, body: &[u8]) -> Result<Vec<u8>, ApiError> {
     let request: StreamInfoRequest = parse_optional_body(body)?;
-    let info = js.stream_info(stream, &request)?;
+    let mut info = js.stream_info(stream, &request)?;
+    let paged = page_subjects(&mut info.state.subjects, request.offset);
     Ok(encode_success(
         ResponseType::StreamInfo,
-        &StreamInfoResponse {
-            info,
-            paged: Paged::default(),
-        },
+        &StreamInfoResponse { info, paged },
     ))
+}
+
+/// nats-server's `JSMaxSubjectDetails`: the subject counts one `STREAM.INFO` returns.
+const SUBJECT_DETAILS_LIMIT: usize = 100_000;
+
+/// Pages the subject counts a `subjects_filter` asked for, as nats-server does: all of them
+/// from offset 0 up to the limit, otherwise the sorted subjects from `offset` (clamped to the
+/// count), at most the limit; `total`, `offset` (as asked) and `limit` are reported whenever
+/// a subject matched, so a client reading page after page stops at the end.
+fn page_subjects(subjects: &mut BTreeMap<String, u64>, offset: i64) -> Paged {
+    let total = subjects.len();
+    if total == 0 {
+        return Paged::default();
+    }
+    let paged = Paged {
+        total: total as i64,
+        offset,
+        limit: SUBJECT_DETAILS_LIMIT as i64,
+    };
+    let from = usize::try_from(offset).unwrap_or(0).min(total);
+    if from > 0 || total > SUBJECT_DETAILS_LIMIT {
+        *subjects = std::mem::take(subjects)
+            .into_iter()
+            .skip(from)
+            .take(SUBJECT_DETAILS_LIMIT)
+            .collect();
+    }
+    paged
 }
 
 /// `STREAM.DELETE`. Like nats-server, the deletion of each of the stream's consumers is
@@ -283,4 +310,44 @@ fn page(items: Vec<String>, offset: i64, limit: usize) -> (Paged, Vec<String>) {
         },
         page,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn subjects(count: usize) -> BTreeMap<String, u64> {
+        (0..count).map(|i| (format!("s.{i:06}"), 1)).collect()
+    }
+
+    #[test]
+    fn subject_details_page_as_nats_servers() {
+        let mut none = BTreeMap::new();
+        assert_eq!(page_subjects(&mut none, 0), Paged::default());
+
+        let mut few = subjects(3);
+        let paged = page_subjects(&mut few, 0);
+        assert_eq!((paged.total, paged.offset, paged.limit), (3, 0, 100_000));
+        assert_eq!(few.len(), 3);
+        // A client asks for the next page at the count it got: nothing more.
+        let mut again = subjects(3);
+        assert_eq!(page_subjects(&mut again, 3).offset, 3);
+        assert!(again.is_empty());
+
+        let mut many = subjects(220_000);
+        page_subjects(&mut many, 0);
+        assert_eq!(many.len(), 100_000);
+        assert_eq!(many.keys().next().unwrap(), "s.000000");
+        let mut second = subjects(220_000);
+        page_subjects(&mut second, 100_000);
+        assert_eq!(second.keys().next().unwrap(), "s.100000");
+        let mut last = subjects(220_000);
+        let paged = page_subjects(&mut last, 200_000);
+        assert_eq!((paged.total, last.len()), (220_000, 20_000));
+        let mut past = subjects(220_000);
+        assert!({
+            page_subjects(&mut past, 500_000);
+            past.is_empty()
+        });
+    }
 }
