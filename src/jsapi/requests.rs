@@ -257,10 +257,8 @@ impl PullRequest {
         if request.batch <= 0 {
             request.batch = 1;
         }
-        if request.idle_heartbeat > 0
-            && request.expires > 0
-            && request.idle_heartbeat * 2 > request.expires
-        {
+        // As nats-server: also without `expires` (a heartbeat needs a request that expires).
+        if request.idle_heartbeat > 0 && request.idle_heartbeat * 2 > request.expires {
             return Err(PullRequestError::HeartbeatTooLarge);
         }
         Ok(request)
@@ -317,6 +315,11 @@ mod tests {
         assert_eq!(
             PullRequest::parse(br#"{"expires":1000000000,"batch":1,"idle_heartbeat":900000000}"#),
             Err(PullRequestError::HeartbeatTooLarge)
+        );
+        assert_eq!(
+            PullRequest::parse(br#"{"batch":25,"idle_heartbeat":100000000}"#),
+            Err(PullRequestError::HeartbeatTooLarge),
+            "async-nats's pull_stream_error: a heartbeat without expires"
         );
         assert!(matches!(
             PullRequest::parse(b"abc"),
