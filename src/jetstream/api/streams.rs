@@ -68,6 +68,15 @@ pub async fn update(js: &Arc<JetStream>, stream: &str, body: &[u8]) -> Result<Ve
         .ok_or_else(|| ApiError::new(ErrorKind::StreamNotFound))?;
     config.validate_update(&current.config)?;
     let handle = js.running_stream(stream)?;
+    if config.consumer_limits != current.config.consumer_limits {
+        let consumers = handle.view().read(|group| {
+            group
+                .consumers()
+                .map(|(name, consumer)| (name.to_owned(), consumer.config().clone()))
+                .collect::<Vec<_>>()
+        });
+        check_consumer_limits(&config, &consumers)?;
+    }
     // The stream group enforces the new limits on its messages; then the meta group records
     // the definition (and subjects) every node serves.
     handle
@@ -98,6 +107,32 @@ pub async fn update(js: &Arc<JetStream>, stream: &str, body: &[u8]) -> Result<Ve
 
 fn advise_stream(js: &JetStream, stream: &str, action: Action) {
     advisories::publish(js.shared(), &Advisory::stream(stream, action));
+}
+
+/// A change of the stream's `consumer_limits` that an existing consumer exceeds is refused,
+/// naming them, as nats-server does (500, 10069 "change to limits violates consumers: …";
+/// a limit of 0 counts as 0 there too).
+fn check_consumer_limits(
+    config: &StreamConfig,
+    consumers: &[(String, crate::jsapi::consumer_config::ConsumerConfig)],
+) -> Result<(), ApiError> {
+    let limits = &config.consumer_limits;
+    let violating: Vec<&str> = consumers
+        .iter()
+        .filter(|(_, consumer)| {
+            consumer.inactive_threshold > limits.inactive_threshold
+                || consumer.max_ack_pending > limits.max_ack_pending
+        })
+        .map(|(name, _)| name.as_str())
+        .collect();
+    if violating.is_empty() {
+        return Ok(());
+    }
+    let text = format!(
+        "change to limits violates consumers: {}",
+        violating.join(", ")
+    );
+    Err(ApiError::with_detail(ErrorKind::StreamUpdate, text))
 }
 
 pub fn info(js: &JetStream, stream: &str, body: &[u8]) -> Result<Vec<u8>, ApiError> {
@@ -318,6 +353,37 @@ mod tests {
 
     fn subjects(count: usize) -> BTreeMap<String, u64> {
         (0..count).map(|i| (format!("s.{i:06}"), 1)).collect()
+    }
+
+    #[test]
+    fn lower_consumer_limits_than_a_consumer_uses_are_refused_naming_it() {
+        use crate::jsapi::consumer_config::ConsumerConfig;
+        let consumer = |max_ack_pending, inactive_threshold| ConsumerConfig {
+            max_ack_pending,
+            inactive_threshold,
+            ..ConsumerConfig::default()
+        };
+        let consumers = vec![
+            ("name".to_string(), consumer(1000, 0)),
+            ("small".to_string(), consumer(5, 1_000_000_000)),
+        ];
+        let mut config = StreamConfig::new("S", &["s"]);
+        config.consumer_limits.max_ack_pending = 10;
+        config.consumer_limits.inactive_threshold = 2_000_000_000;
+        let err = check_consumer_limits(&config, &consumers).unwrap_err();
+        assert_eq!(
+            (err.code, err.err_code, err.description.as_str()),
+            (500, 10069, "change to limits violates consumers: name")
+        );
+        config.consumer_limits.max_ack_pending = 1000;
+        assert!(check_consumer_limits(&config, &consumers).is_ok());
+        // A zero limit is a limit of zero, as nats-server compares it.
+        config.consumer_limits.inactive_threshold = 0;
+        let err = check_consumer_limits(&config, &consumers).unwrap_err();
+        assert_eq!(
+            err.description,
+            "change to limits violates consumers: small"
+        );
     }
 
     #[test]
