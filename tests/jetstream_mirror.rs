@@ -89,7 +89,13 @@ async fn wait_for_state(
 
 async fn get(js: &jetstream::Context, stream: &str, seq: u64) -> Option<StreamMessage> {
     let stream = js.get_stream(stream).await.expect("stream");
-    stream.get_raw_message(seq).await.ok()
+    match stream.get_raw_message(seq).await {
+        Ok(msg) => Some(msg),
+        Err(err) => {
+            eprintln!("{seq} not read: {err:?}");
+            None
+        }
+    }
 }
 
 async fn a_mirror_copies_everything_with_the_origins_sequences(fx: JsFixture) {

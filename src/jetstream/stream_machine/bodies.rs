@@ -2,7 +2,12 @@
 //! stream state (`jscore`) keeps only each message's metadata; bodies live in the group's
 //! `b/` blocks in sled, read through the node's [`BlockCache`].
 //!
-//! Three places, looked up in this order:
+//! Four places, looked up in this order:
+//! - **applied bodies**: a message the current apply call stored is not in a block until the
+//!   call's `finish`; the machine hands its body over (`applied`) under the stream view's
+//!   write lock, in the same critical section that adds its metadata to the state, so a
+//!   reader that finds the metadata finds the body too (a `STREAM.INFO` that counts a
+//!   message and a `MSG.GET` of it right after must agree);
 //! - **pinned blocks**: a block the machine wrote in an apply call is kept here until the
 //!   write-behind queue has put its batch in sled (its [`WriteTicket`] is written), since a
 //!   reader must not wait for that queue; then it moves to the cache. Blocks of a memory
@@ -53,6 +58,9 @@ struct Inner {
     pinned: VecDeque<u64>,
     /// The group's segment files, where `b/` locators point (set by `reset`).
     segments: Option<Arc<Segments>>,
+    /// Bodies stored by the current apply call, not yet in a block, by ascending sequence:
+    /// `finish` writes them as blocks, then lets them go (`flushed`).
+    applied: Vec<(u64, Body)>,
 }
 
 impl std::fmt::Debug for Inner {
@@ -61,6 +69,7 @@ impl std::fmt::Debug for Inner {
             .field("epoch", &self.epoch)
             .field("blocks", &self.blocks.len())
             .field("pinned", &self.pinned.len())
+            .field("applied", &self.applied.len())
             .finish()
     }
 }
@@ -113,6 +122,7 @@ impl MessageStore {
         inner.segments = None;
         inner.blocks.clear();
         inner.pinned.clear();
+        inner.applied.clear();
     }
 
     /// After `load`: the group's keys are `view`'s, its blocks these (first, last sequence)
@@ -138,6 +148,28 @@ impl MessageStore {
             })
             .collect();
         inner.pinned.clear();
+        inner.applied.clear();
+    }
+
+    /// Message `seq`, just stored by the apply call under way, has `body` (the machine calls
+    /// this while it holds the stream view's write lock).
+    pub fn applied(&self, seq: u64, body: Body) {
+        self.inner.lock().applied.push((seq, body));
+    }
+
+    /// The first sequence the apply call under way stored, if any.
+    pub fn first_applied(&self) -> Option<u64> {
+        self.inner.lock().applied.first().map(|(seq, _)| *seq)
+    }
+
+    /// The bodies the apply call under way stored, ascending (shared, not copied).
+    pub fn applied_bodies(&self) -> Vec<(u64, Body)> {
+        self.inner.lock().applied.clone()
+    }
+
+    /// `finish` wrote the applied bodies as blocks (`stored`): readers find them there now.
+    pub fn flushed(&self) {
+        self.inner.lock().applied.clear();
     }
 
     /// A block the machine is writing now (`b/<first>`), pinned until its batch is written.
@@ -225,7 +257,7 @@ impl MessageStore {
     pub fn body(&self, seq: u64) -> Option<Body> {
         match self.locate(seq)? {
             Found::Block { block, .. } => block.body(seq),
-            Found::Legacy(body) => Some(body),
+            Found::Single(body) => Some(body),
         }
     }
 
@@ -246,7 +278,7 @@ impl MessageStore {
                         current = Some((first, last, block));
                         body
                     }
-                    Found::Legacy(body) => Some(body),
+                    Found::Single(body) => Some(body),
                 }
             })
             .collect()
@@ -255,6 +287,9 @@ impl MessageStore {
     fn locate(&self, seq: u64) -> Option<Found> {
         let (key, last, view, segments) = {
             let inner = self.inner.lock();
+            if let Ok(index) = inner.applied.binary_search_by_key(&seq, |(s, _)| *s) {
+                return Some(Found::Single(inner.applied[index].1.clone()));
+            }
             let view = inner.view.clone()?;
             let segments = inner.segments.clone()?;
             match inner.blocks.range(..=seq).next_back() {
@@ -268,7 +303,7 @@ impl MessageStore {
                     }
                     ((inner.epoch, first), slot.last_seq, view, segments)
                 }
-                _ => return legacy_body(&view, seq).map(Found::Legacy),
+                _ => return legacy_body(&view, seq).map(Found::Single),
             }
         };
         let block = match self.cache.get(key) {
@@ -328,7 +363,8 @@ enum Found {
         last: u64,
         block: Arc<Block>,
     },
-    Legacy(Body),
+    /// A body of its own: applied, not yet in a block, or in a layout-1 `m/` key.
+    Single(Body),
 }
 
 /// Block `b/<first>` from sled, or from the segment its locator there names (checked to be

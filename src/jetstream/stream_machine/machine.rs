@@ -204,11 +204,11 @@ fn apply_one(
             let bodies = due
                 .into_iter()
                 .map(|seq| {
-                    let body = stored_body(persisted, store, seq, "schedule")?;
+                    let body = stored_body(store, seq, "schedule")?;
                     let headers = body.headers.unwrap_or_default();
                     let source = match group.schedule_source_seq(&headers) {
                         Some(source) => {
-                            let source = stored_body(persisted, store, source, "schedule source")?;
+                            let source = stored_body(store, source, "schedule source")?;
                             Some((source.headers.unwrap_or_default(), source.payload))
                         }
                         None => None,
@@ -222,13 +222,15 @@ fn apply_one(
                 })
                 .collect::<Result<Vec<_>, MachineError>>()?;
             let outcome = group.expire_and_fire(now_nanos, bodies);
-            stage::stage(persisted, group, &before, &command, None, &outcome, txn)?;
+            stage::stage(
+                persisted, store, group, &before, &command, None, &outcome, txn,
+            )?;
             return Ok(outcome);
         }
     }
     // A counter stream adds to the body of the subject's last message (ADR 0020).
     let base = match group.counter_base_seq(&command) {
-        Some(seq) => Some(counter_base(persisted, store, seq)?),
+        Some(seq) => Some(counter_base(store, seq)?),
         None => None,
     };
     let before = Before::capture(group, &command);
@@ -268,7 +270,9 @@ fn apply_one(
         }),
         _ => body,
     };
-    stage::stage(persisted, group, &before, &staged, body, &outcome, txn)?;
+    stage::stage(
+        persisted, store, group, &before, &staged, body, &outcome, txn,
+    )?;
     Ok(outcome)
 }
 
@@ -276,32 +280,20 @@ fn apply_one(
 /// (not yet in a block) or read through the message store. Every replica holds it; one that
 /// cannot read it is damaged (the read reported it, ADR 0018) and must not count from
 /// anything else.
-fn counter_base(
-    persisted: &Persisted,
-    store: &MessageStore,
-    seq: u64,
-) -> Result<CounterBase, MachineError> {
-    let body = stored_body(persisted, store, seq, "counter")?;
+fn counter_base(store: &MessageStore, seq: u64) -> Result<CounterBase, MachineError> {
+    let body = stored_body(store, seq, "counter")?;
     Ok(CounterBase {
         headers: body.headers,
         payload: body.payload,
     })
 }
 
-/// The body of live message `seq` (a `what` message): stored by this apply call (not yet in
-/// a block) or read through the message store.
-fn stored_body(
-    persisted: &Persisted,
-    store: &MessageStore,
-    seq: u64,
-    what: &str,
-) -> Result<Body, MachineError> {
-    let unflushed = &persisted.unflushed;
-    let body = match unflushed.binary_search_by_key(&seq, |(stored, _)| *stored) {
-        Ok(index) => Some(unflushed[index].1.clone()),
-        Err(_) => store.body(seq),
-    };
-    body.ok_or_else(|| MachineError::Corrupt(format!("{what} message {seq} has no readable body")))
+/// The body of live message `seq` (a `what` message), read through the message store (which
+/// holds those this apply call stored, not yet in a block).
+fn stored_body(store: &MessageStore, seq: u64, what: &str) -> Result<Body, MachineError> {
+    store
+        .body(seq)
+        .ok_or_else(|| MachineError::Corrupt(format!("{what} message {seq} has no readable body")))
 }
 
 /// Applies an atomic batch (ADR-50) as `StreamGroup::apply_batch_with` does, each member

@@ -50,8 +50,6 @@ pub struct Persisted {
     pub tombstones: BTreeSet<u64>,
     /// Sequences still in `m/` keys of layout 1.
     pub legacy: BTreeSet<u64>,
-    /// Stored by this apply call, not yet in a block, with their bodies: `finish` writes them.
-    pub unflushed: Vec<(u64, Body)>,
     /// Removed by this apply call from a block written before it: `finish` settles them.
     pub removed: Vec<u64>,
     /// The `c/<name>q<chunk>` keys in sled, per consumer.
@@ -143,6 +141,7 @@ fn pending_seqs(consumer: &ConsumerState) -> Vec<u64> {
 #[allow(clippy::too_many_arguments)]
 pub fn stage(
     persisted: &mut Persisted,
+    store: &MessageStore,
     group: &StreamGroup,
     before: &Before,
     command: &StreamCommand,
@@ -150,7 +149,7 @@ pub fn stage(
     outcome: &Result<StreamOutcome, ApiError>,
     txn: &mut MachineTxn<'_>,
 ) -> Result<(), MachineError> {
-    let removed = stage_messages(persisted, group, before, appended, outcome, txn);
+    let removed = stage_messages(persisted, store, group, before, appended, outcome, txn);
     stage_dedup(persisted, group, before, txn)?;
     super::stage_consumers::stage_consumers(
         persisted, group, before, command, outcome, &removed, txn,
@@ -171,8 +170,8 @@ pub fn finish(
         .segments()
         .ok_or_else(|| MachineError::Corrupt("stream written before its load".into()))?;
     settle_removed(persisted, stream.first_seq(), store, &segments, txn);
-    let stored: Vec<keys::BlockMsg<'_>> = persisted
-        .unflushed
+    let applied = store.applied_bodies();
+    let stored: Vec<keys::BlockMsg<'_>> = applied
         .iter()
         .filter_map(|(seq, body)| {
             let msg = stream.get(*seq)?;
@@ -221,7 +220,7 @@ pub fn finish(
         *persisted.segments.entry(locator.segment).or_default() += 1;
     }
     drop(stored);
-    persisted.unflushed.clear();
+    store.flushed();
     stage_stream_record(persisted, group, txn);
     super::stage_consumers::finish_consumers(persisted, group, txn);
     super::sources::stage_sources(persisted, group, txn);
@@ -287,6 +286,7 @@ fn settle_removed(
 /// (stored by this same call) or sits in a layout-1 `m/` key (deleted at once).
 fn stage_messages(
     persisted: &mut Persisted,
+    store: &MessageStore,
     group: &StreamGroup,
     before: &Before,
     appended: Option<Body>,
@@ -303,13 +303,13 @@ fn stage_messages(
         (Ok(StreamOutcome::Appended(stored)), None) if stored.stored().is_some() => {
             let (seq, removed) = stored.stored().expect("checked");
             if let Some(body) = appended {
-                persisted.unflushed.push((seq, body));
+                store.applied(seq, body);
             }
             removed.to_vec()
         }
         (Ok(StreamOutcome::Removed { seqs }), None) => seqs.clone(),
         (Ok(StreamOutcome::Expired { removed, markers }), None) => {
-            stage_markers(persisted, stream, markers);
+            stage_markers(store, stream, markers);
             removed.clone()
         }
         (
@@ -321,23 +321,20 @@ fn stage_messages(
             None,
         ) => {
             // Markers come before the produced messages (the apply stores them first).
-            stage_markers(persisted, stream, markers);
+            stage_markers(store, stream, markers);
             for produced in produced.iter().filter(|p| stream.contains(p.seq)) {
                 let body = Body {
                     headers: Some(Bytes::from(produced.headers.clone())),
                     payload: Bytes::from(produced.payload.clone()),
                 };
-                persisted.unflushed.push((produced.seq, body));
+                store.applied(produced.seq, body);
             }
             removed.clone()
         }
         (Ok(StreamOutcome::Consumer { removed, .. }), None) => removed.clone(),
         _ => Vec::new(),
     };
-    let unflushed_from = persisted
-        .unflushed
-        .first()
-        .map_or(u64::MAX, |(seq, _)| *seq);
+    let unflushed_from = store.first_applied().unwrap_or(u64::MAX);
     for &seq in &removed {
         if seq >= unflushed_from {
             continue;
@@ -352,14 +349,14 @@ fn stage_messages(
 }
 
 /// Markers are made by the apply: their body is the stream's marker headers.
-fn stage_markers(persisted: &mut Persisted, stream: &StreamState, markers: &[u64]) {
+fn stage_markers(store: &MessageStore, stream: &StreamState, markers: &[u64]) {
     let headers = stream.marker_headers().map(Bytes::from);
     for &seq in markers.iter().filter(|seq| stream.contains(**seq)) {
         let body = Body {
             headers: headers.clone(),
             payload: Bytes::new(),
         };
-        persisted.unflushed.push((seq, body));
+        store.applied(seq, body);
     }
 }
 

@@ -451,6 +451,43 @@ fn an_ack_touches_a_constant_number_of_keys() {
     assert_eq!(txn.len(), 2);
 }
 
+/// A reader that sees a message in the state (a `STREAM.INFO` count, a `MSG.GET` lookup) may
+/// come between the apply that stored it and the call's `finish`, which writes its block: its
+/// body must be there already.
+#[test]
+fn a_message_is_readable_as_soon_as_the_state_holds_it() {
+    let mut harness = Harness::new(StreamConfig::new("S", &["s.>"]));
+    harness.apply(&[append_cmd("s.a", 1)]);
+    let mut txn = MachineTxn::new(&harness.view);
+    for (position, now) in [2, 3].into_iter().enumerate() {
+        let at = ApplyPosition {
+            index: 2,
+            position: position as u32,
+        };
+        let command = append_cmd("s.b", now);
+        harness.machine.apply(at, &command, &mut txn).unwrap();
+    }
+    let count = harness.stream.read(|group| group.stream().message_count());
+    assert_eq!(count, 3);
+    let read = |harness: &Harness| {
+        let one = harness.stream.message(2).map(|msg| msg.payload);
+        let all = harness.stream.messages(&[1, 2, 3]);
+        let all: Vec<_> = all.into_iter().map(|m| m.map(|m| m.payload)).collect();
+        (one, all)
+    };
+    let expected = (
+        Some(Bytes::from("payload at 2")),
+        vec![
+            Some(Bytes::from("payload at 1")),
+            Some(Bytes::from("payload at 2")),
+            Some(Bytes::from("payload at 3")),
+        ],
+    );
+    assert_eq!(read(&harness), expected, "before the call's finish");
+    harness.machine.finish(&mut txn).unwrap();
+    assert_eq!(read(&harness), expected, "after it");
+}
+
 #[test]
 fn unknown_or_undecodable_commands_are_corrupt_state() {
     let mut harness = Harness::new(StreamConfig::new("S", &["s.>"]));
