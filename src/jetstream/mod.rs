@@ -13,7 +13,8 @@
 //! - formats: `payload` (command kinds and the envelope the groups share), `stream_machine/`
 //!   (a stream group's machine: jscore over sled, its entry and response formats);
 //! - ground: `meta` (the meta group's machine), `stream` (`StreamHandle`: proposing to and
-//!   reading a stream group), `offline` (streams whose group cannot run here), `topology` (the
+//!   reading a stream group), `ingest_progress` (publishes queued and settled, so a later
+//!   request sees them), `offline` (streams whose group cannot run here), `topology` (the
 //!   nodes: a cluster of one without `--cluster`), `queue` (the bounded queue behind the API
 //!   inbox and the ack batchers), `token`, `leader_clock`, `error`;
 //! - front: `compat` (the few answers nats-server gives differently without a cluster, in one
@@ -40,6 +41,7 @@ mod error;
 mod expiry;
 mod groups;
 pub mod info;
+mod ingest_progress;
 pub mod leader_clock;
 mod leadership;
 mod leadership_watch;

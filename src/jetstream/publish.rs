@@ -24,6 +24,7 @@ use futures::stream::{FuturesOrdered, StreamExt};
 use tokio::sync::mpsc;
 
 use super::atomic_publish::{self, AtomicBatches, AtomicResult, Taken};
+use super::ingest_progress::IngestProgress;
 use super::republish::StreamTransforms;
 use super::stream::StreamHandle;
 use super::stream_machine::entry;
@@ -132,8 +133,11 @@ impl InternalSubscriber for Ingest {
             self.backlog.taken(msg);
             return false;
         };
+        let progress = self.progress();
+        progress.inspect(|progress| progress.queued());
         if queue.send(msg.clone()).is_err() {
             self.backlog.taken(msg);
+            progress.inspect(|progress| progress.settled(1));
             return false;
         }
         true
@@ -155,6 +159,11 @@ impl Ingest {
                 .read(|group| refuse(header_rules(group.stream().config()))),
             None => refuse(HeaderRules::NONE),
         }
+    }
+
+    /// Where the queued publishes are counted (`None` only in tests without a stream).
+    fn progress(&self) -> Option<&IngestProgress> {
+        self.start.as_ref().map(|start| start.stream.ingest())
     }
 
     /// Whether the stream takes atomic batches (its replicated `allow_atomic`); read only
@@ -284,7 +293,8 @@ async fn run(
         tokio::select! {
             biased;
             Some(proposed) = in_flight.next(), if !in_flight.is_empty() => {
-                answer_proposed(&shared, stream.name(), proposed);
+                let count = answer_proposed(&shared, stream.name(), proposed);
+                stream.ingest().settled(count);
             }
             received = incoming.recv(), if in_flight.len() < MAX_IN_FLIGHT => {
                 let Some(first) = received else { break };
@@ -292,7 +302,9 @@ async fn run(
                 let mut batch = vec![first];
                 gather(&mut incoming, &backlog, &mut batch, &bursts).await;
                 bursts.record(batch.len());
-                let batch = stage_members(&shared, &stream, &mut atomic, batch, &mut in_flight);
+                let (batch, answered) =
+                    stage_members(&shared, &stream, &mut atomic, batch, &mut in_flight);
+                stream.ingest().settled(answered);
                 if !batch.is_empty() {
                     let proposal = propose_batch(stream.clone(), batch);
                     in_flight.push_back(Box::pin(async { Proposed::Publishes(proposal.await) }));
@@ -306,23 +318,26 @@ async fn run(
     }
     // Whatever was proposed still gets its answer if it completes.
     while let Some(proposed) = in_flight.next().await {
-        answer_proposed(&shared, stream.name(), proposed);
+        let count = answer_proposed(&shared, stream.name(), proposed);
+        stream.ingest().settled(count);
     }
 }
 
 /// Hands the atomic batch members among `batch` to `atomic` (answering them, or proposing
-/// a committed batch); returns the other messages, in order.
+/// a committed batch); returns the other messages, in order, and how many members it is
+/// done with (all but those whose batch it proposed).
 fn stage_members(
     shared: &ServerShared,
     stream: &Arc<StreamHandle>,
     atomic: &mut AtomicBatches,
     batch: Vec<Message>,
     in_flight: &mut FuturesOrdered<BoxFuture<'static, Proposed>>,
-) -> Vec<Message> {
+) -> (Vec<Message>, u64) {
     let is_member = |msg: &Message| msg.headers.as_deref().and_then(batch_id).is_some();
     if !batch.iter().any(is_member) {
-        return batch;
+        return (batch, 0);
     }
+    let mut done = 0;
     let mut dispatch = Dispatch::default();
     let mut others = Vec::with_capacity(batch.len());
     for msg in batch {
@@ -332,10 +347,11 @@ fn stage_members(
         }
         match atomic.take(stream, msg, super::now_nanos()) {
             Taken::Answer(Some(answer)) => {
+                done += 1;
                 let matches = shared.router.matches(&answer.subject);
                 dispatch.route(&shared.router, &matches, &answer, None);
             }
-            Taken::Answer(None) => {}
+            Taken::Answer(None) => done += 1,
             Taken::Propose(committed) => {
                 let proposal = atomic_publish::propose(stream.clone(), committed);
                 in_flight.push_back(Box::pin(async { Proposed::Atomic(proposal.await) }));
@@ -343,7 +359,7 @@ fn stage_members(
         }
     }
     dispatch.wake_all(&shared.stats);
-    others
+    (others, done)
 }
 
 /// Sleeps until the wall-clock time `deadline_nanos` (`now_nanos`' clock).
@@ -352,13 +368,20 @@ async fn sleep_until_nanos(deadline_nanos: i64) {
     tokio::time::sleep(std::time::Duration::from_nanos(wait as u64)).await;
 }
 
-fn answer_proposed(shared: &ServerShared, stream: &str, proposed: Proposed) {
+/// Answers a proposal's publishes; returns how many publishes of the ingest queue it settled
+/// (an atomic batch is settled by its commit message, the one publish that proposed it).
+fn answer_proposed(shared: &ServerShared, stream: &str, proposed: Proposed) -> u64 {
     match proposed {
-        Proposed::Publishes(batch) => answer(shared, stream, batch),
+        Proposed::Publishes(batch) => {
+            let count = batch.messages.len() as u64;
+            answer(shared, stream, batch);
+            count
+        }
         Proposed::Atomic(result) => {
             let mut dispatch = Dispatch::default();
             atomic_publish::answer(shared, &mut dispatch, stream, result);
             dispatch.wake_all(&shared.stats);
+            1
         }
     }
 }

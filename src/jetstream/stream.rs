@@ -14,6 +14,7 @@ use crate::consensus::{Command, ProposeError, RaftGroup};
 use crate::jsapi::{ApiError, ErrorKind};
 use crate::jscore::group::{StreamCommand, StreamOutcome};
 
+use super::ingest_progress::IngestProgress;
 use super::source_status::SourceStatuses;
 use super::stream_machine::{entry, response, StreamView};
 
@@ -23,6 +24,8 @@ pub struct StreamHandle {
     current: RwLock<(Arc<RaftGroup>, StreamView)>,
     /// The mirror's or sources' progress while this node leads (`sourcing/`).
     sources: SourceStatuses,
+    /// Publishes queued for and settled by this node's ingest task (`publish.rs`).
+    ingest: IngestProgress,
 }
 
 impl std::fmt::Debug for StreamHandle {
@@ -40,6 +43,22 @@ impl StreamHandle {
             name,
             current: RwLock::new((group, view)),
             sources: SourceStatuses::default(),
+            ingest: IngestProgress::default(),
+        }
+    }
+
+    pub fn ingest(&self) -> &IngestProgress {
+        &self.ingest
+    }
+
+    /// Waits (bounded) until the publishes this node queued for the stream before now are
+    /// applied and answered: a request handled after a publish sees it (`ingest_progress`).
+    pub async fn after_queued_publishes(&self) {
+        let mark = self.ingest.mark();
+        if !self.ingest.is_settled(mark) {
+            self.ingest
+                .settled_to(mark, super::ingest_progress::SETTLE_BOUND)
+                .await;
         }
     }
 

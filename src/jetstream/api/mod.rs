@@ -103,7 +103,10 @@ async fn handle(js: &Arc<JetStream>, msg: &Message) {
             Some(encode_error(ResponseType::System, &error.to_api_error()))
         }
         Ok(request) => match routing::role(js, &request) {
-            routing::Role::Answer => route(js, &request, msg).await,
+            routing::Role::Answer => {
+                after_queued_publishes(js, &request).await;
+                route(js, &request, msg).await
+            }
             routing::Role::AnswerForLeaderlessStream => {
                 leaderless::answer_for_stream(js, &request, msg).await
             }
@@ -115,6 +118,19 @@ async fn handle(js: &Arc<JetStream>, msg: &Message) {
     };
     if let Some(body) = body {
         dispatch::publish(js.router(), &Message::new(reply, Bytes::from(body)));
+    }
+}
+
+/// A request about a stream this node holds is answered after the publishes this node
+/// queued for it before the request are applied (`ingest_progress`), as nats-server answers
+/// a one-replica stream's requests after the connection's earlier publishes. Pull requests
+/// wait in their consumer's task instead (the dispatcher must not).
+async fn after_queued_publishes(js: &JetStream, request: &ApiRequest) {
+    if matches!(request, ApiRequest::ConsumerMsgNext { .. }) {
+        return;
+    }
+    if let Some(handle) = request.stream().and_then(|stream| js.stream(stream)) {
+        handle.after_queued_publishes().await;
     }
 }
 

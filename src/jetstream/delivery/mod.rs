@@ -267,7 +267,14 @@ impl DeliveryRegistry {
             return false;
         };
         entry.activity.touch(super::now_nanos());
-        entry.events.send(Event::Pull { reply, request }).is_ok()
+        // What this node's ingest queued before the request: a `no_wait` request must see it.
+        let after_publishes = handle.ingest().mark();
+        let pull = Event::Pull {
+            reply,
+            request,
+            after_publishes,
+        };
+        entry.events.send(pull).is_ok()
     }
 
     /// `CONSUMER.UNPIN`: the consumer's task drops its pin. False if the consumer does not

@@ -43,6 +43,8 @@ pub(super) enum Event {
     Pull {
         reply: Bytes,
         request: Result<PullRequest, PullRequestError>,
+        /// The stream's ingest mark when the request came (`ingest_progress`).
+        after_publishes: u64,
     },
     ConfigChanged,
     Deleted,
@@ -160,7 +162,10 @@ pub(super) async fn run(
             event = events.recv() => match event {
                 None | Some(Event::Deleted) => break Ending::Deleted,
                 Some(Event::LeadershipChange) => break Ending::LeadershipChange,
-                Some(event) => task.on_event(event),
+                Some(event) => {
+                    task.settle_publishes_before(&event).await;
+                    task.on_event(event);
+                }
             },
             changed = task.applied.changed(), if watch_applied => {
                 if changed.is_err() {
@@ -215,7 +220,7 @@ impl ConsumerTask {
 
     fn on_event(&mut self, event: Event) {
         match event {
-            Event::Pull { reply, request } => self.on_pull(reply, request),
+            Event::Pull { reply, request, .. } => self.on_pull(reply, request),
             Event::ConfigChanged => {
                 let config = self
                     .stream
@@ -257,6 +262,29 @@ impl ConsumerTask {
                 }
             }
             Event::Deleted | Event::LeadershipChange => {}
+        }
+    }
+
+    /// A `no_wait` pull answers from what is stored when it is handled, so it first waits
+    /// (bounded) for the publishes queued before it to be applied, as nats-server has stored
+    /// a connection's earlier publishes by then (`ingest_progress`). Other requests wait for
+    /// messages anyway.
+    async fn settle_publishes_before(&self, event: &Event) {
+        if let Event::Pull {
+            request: Ok(request),
+            after_publishes,
+            ..
+        } = event
+        {
+            let progress = self.stream.ingest();
+            if request.no_wait && !progress.is_settled(*after_publishes) {
+                progress
+                    .settled_to(
+                        *after_publishes,
+                        crate::jetstream::ingest_progress::SETTLE_BOUND,
+                    )
+                    .await;
+            }
         }
     }
 
