@@ -1,5 +1,5 @@
 //! JetStream consumers through async-nats's JetStream API: create (idempotent, strict,
-//! ephemeral with a generated name), info numbers, pull fetches and batches with acks,
+//! ephemeral with a generated name, filters outside the stream's subjects), info numbers, pull fetches and batches with acks,
 //! double acks, NAK and ack-wait redelivery, no_wait and expiry, names/list/delete,
 //! inactive ephemerals, push delivery with idle heartbeats, and leader stepdown refused
 //! without a cluster. Every scenario but the last runs on one node (R1) and on a three-node
@@ -89,6 +89,23 @@ async fn create_info_and_idempotence(fx: JsFixture) {
         err.to_string().contains("ack policy can not be updated"),
         "{err}"
     );
+
+    // Filters outside the stream's subjects are taken and can be changed, as nats-server
+    // 2.15 takes them (async-nats's own `update_consumer` test).
+    let filtered = |filters: &[&str]| consumer::pull::Config {
+        name: Some("outside".into()),
+        filter_subjects: filters.iter().map(|f| f.to_string()).collect(),
+        ..Default::default()
+    };
+    stream
+        .create_consumer(filtered(&["one", "two"]))
+        .await
+        .unwrap();
+    let updated = stream.create_consumer(filtered(&["one", "orders.1"])).await;
+    let mut updated = updated.expect("filters updated");
+    let info = updated.info().await.unwrap();
+    assert_eq!(info.config.filter_subjects, vec!["one", "orders.1"]);
+    assert_eq!(info.num_pending, 2, "orders.1 holds two of the four");
 
     let err = stream.consumer_info("missing").await.unwrap_err();
     assert!(err.to_string().contains("consumer not found"), "{err}");

@@ -21,14 +21,11 @@ use crate::jsapi::response::{
     Paged, ResponseType, SuccessResponse,
 };
 use crate::jsapi::{
-    is_valid_group_name, ApiError, ApiRequest, ConsumerAction, ConsumerConfig, ConsumerCreateForm,
-    ConsumerInfo, ConsumerPauseRequest, ConsumerUnpinRequest, CreateConsumerRequest, ErrorKind,
-    StreamConfig, Timestamp,
+    is_valid_group_name, ApiError, ApiRequest, ConsumerAction, ConsumerCreateForm, ConsumerInfo,
+    ConsumerPauseRequest, ConsumerUnpinRequest, CreateConsumerRequest, ErrorKind, Timestamp,
 };
 use crate::jscore::group::StreamCommand;
 use crate::server::message::Message;
-use crate::subject::pattern::patterns_overlap;
-use crate::subject::transform::SubjectTransform;
 
 /// Length of the names given to consumers created without one (nats-server: 8).
 const GENERATED_NAME_LEN: usize = 8;
@@ -188,7 +185,8 @@ async fn create(
     let config = config.checked(&stream_config)?;
     // What jetraft does not implement is refused, never stored (`jsapi::unsupported`).
     config.refuse_unsupported()?;
-    check_filters(&config, &stream_config)?;
+    // Filters need not overlap the stream's subjects: nats-server 2.15 dropped that check
+    // (10093), and a stream's subjects can change after its consumers are made.
     match (&existing, action) {
         (Some(old), ConsumerAction::Create) if *old != config => {
             return Err(ApiError::new(ErrorKind::ConsumerAlreadyExists));
@@ -232,30 +230,6 @@ async fn create(
 
 fn advise_consumer(js: &JetStream, stream: &str, consumer: &str, action: Action) {
     advisories::publish(js.shared(), &Advisory::consumer(stream, consumer, action));
-}
-
-/// Every filter must overlap the stream's subjects or the subjects its subject transform
-/// stores (10093); streams without subjects (mirrors, sources) take any filter.
-fn check_filters(config: &ConsumerConfig, stream: &StreamConfig) -> Result<(), ApiError> {
-    if stream.subjects.is_empty() {
-        return Ok(());
-    }
-    let transformed = stream
-        .subject_transform
-        .as_ref()
-        .and_then(|t| SubjectTransform::new(&t.src, &t.dest).ok())
-        .map(|transform| transform.dest_pattern());
-    let outside = config.filters().into_iter().any(|filter| {
-        !stream
-            .subjects
-            .iter()
-            .chain(transformed.as_ref())
-            .any(|subject| patterns_overlap(filter, subject))
-    });
-    if outside {
-        return Err(ApiError::new(ErrorKind::ConsumerFilterNotSubset));
-    }
-    Ok(())
 }
 
 fn has_interest(js: &JetStream, subject: &str) -> bool {
@@ -365,28 +339,5 @@ mod tests {
         assert_eq!(paged.offset, 5);
         let (items, _) = page(&names, -3, 1024);
         assert_eq!(items.len(), 5);
-    }
-
-    #[test]
-    fn filters_must_overlap_the_stream() {
-        let stream = StreamConfig {
-            subjects: vec!["orders.*".into()],
-            ..StreamConfig::default()
-        };
-        let filtered = |filter: &str| ConsumerConfig {
-            filter_subject: filter.into(),
-            ..ConsumerConfig::default()
-        };
-        assert!(check_filters(&filtered("orders.new"), &stream).is_ok());
-        assert!(check_filters(&filtered("orders.>"), &stream).is_ok());
-        assert!(check_filters(&ConsumerConfig::default(), &stream).is_ok());
-        assert_eq!(
-            check_filters(&filtered("billing.new"), &stream)
-                .unwrap_err()
-                .err_code,
-            10093
-        );
-        let mirror = StreamConfig::default();
-        assert!(check_filters(&filtered("anything"), &mirror).is_ok());
     }
 }
