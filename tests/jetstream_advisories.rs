@@ -3,7 +3,8 @@
 //! its reason) and out of deliveries (`max_deliver`), an idle ephemeral consumer deleted, each
 //! once and with the typed-event fields (`type`, `id`, `timestamp`). Deleting a stream advises
 //! each of its consumers' deletion before the stream's (nats-server's `stream.stop`), once in
-//! a cluster too; a purge advises nothing. The single-stream scenarios run on one node (R1)
+//! a cluster too; a purge advises nothing. A consumer with `sample_freq` publishes its acks'
+//! latency on `$JS.EVENT.METRIC.CONSUMER.ACK.<stream>.<consumer>`. The single-stream scenarios run on one node (R1)
 //! and on a three-node cluster with three replicas (R3), see `common::fixture`.
 
 mod common;
@@ -21,6 +22,7 @@ use serde_json::Value;
 on_r1_and_r3!(
     streams_consumers_and_deliveries_are_advised,
     deleting_a_stream_advises_its_consumers_first_and_a_purge_nothing,
+    sampled_acks_are_published_as_metrics,
 );
 
 /// Subscribes every advisory on a client of the fixture, known on every node before any
@@ -449,4 +451,73 @@ async fn in_a_cluster_a_stream_deletion_is_advised_once_by_the_meta_leader() {
             "$JS.EVENT.ADVISORY.STREAM.DELETED.MARK"
         );
     }
+}
+
+/// `sample_freq: 100%` samples every ack of a pending message (and only those: a second ack
+/// of the same message is not sampled); a consumer without it publishes nothing.
+async fn sampled_acks_are_published_as_metrics(fx: JsFixture) {
+    let client = fx.client().await;
+    let js = jetstream::new(client.clone());
+    let mut metrics = client
+        .subscribe("$JS.EVENT.METRIC.CONSUMER.ACK.>")
+        .await
+        .unwrap();
+    client.flush().await.unwrap();
+    fx.wait_until_known_everywhere("$JS.EVENT.METRIC.CONSUMER.ACK.S.C")
+        .await;
+    let config = fx.replicated(stream::Config {
+        name: "S".into(),
+        subjects: vec!["s.*".into()],
+        ..Default::default()
+    });
+    let stream = fx.create_stream(&js, config).await;
+    for n in 1..=3 {
+        common::jetstream::publish_acked(&js, format!("s.{n}"), "x").await;
+    }
+    let pull = |name: &str, sample: u8| consumer::pull::Config {
+        durable_name: Some(name.into()),
+        sample_frequency: sample,
+        ..Default::default()
+    };
+    let plain = stream.create_consumer(pull("P", 0)).await.unwrap();
+    let sampled = stream.create_consumer(pull("C", 100)).await.unwrap();
+    let info = stream.consumer_info("C").await.unwrap();
+    assert_eq!(info.config.sample_frequency, 100, "stored and echoed");
+
+    // The plain consumer's acks first: had they been sampled, their metric would come first.
+    let mut batch = plain.fetch().max_messages(3).messages().await.unwrap();
+    while let Some(msg) = within("fetch", batch.next()).await {
+        msg.unwrap().double_ack().await.unwrap();
+    }
+    let mut batch = sampled.fetch().max_messages(2).messages().await.unwrap();
+    let mut acked = Vec::new();
+    while let Some(msg) = within("fetch", batch.next()).await {
+        let msg = msg.unwrap();
+        let info = msg.info().unwrap();
+        acked.push((info.stream_sequence, info.consumer_sequence));
+        msg.double_ack().await.unwrap();
+        // Acked twice: the second finds nothing pending and is not sampled.
+        msg.double_ack().await.unwrap();
+    }
+    for (stream_seq, consumer_seq) in acked {
+        let msg = within("an ack metric", metrics.next()).await.unwrap();
+        assert_eq!(msg.subject.as_str(), "$JS.EVENT.METRIC.CONSUMER.ACK.S.C");
+        let body: Value = serde_json::from_slice(&msg.payload).unwrap();
+        assert_eq!(body["type"], "io.nats.jetstream.metric.v1.consumer_ack");
+        assert_eq!(body["stream"], "S");
+        assert_eq!(body["consumer"], "C");
+        assert_eq!(body["stream_seq"], stream_seq, "{body}");
+        assert_eq!(body["consumer_seq"], consumer_seq, "{body}");
+        assert_eq!(body["deliveries"], 1, "{body}");
+        assert!(body["ack_time"].as_i64().unwrap() > 0, "{body}");
+        assert_eq!(body["id"].as_str().unwrap().len(), 22, "{body}");
+    }
+    // Nothing more: a message published now marks the end of the metrics.
+    client
+        .publish("$JS.EVENT.METRIC.CONSUMER.ACK.S.end", "".into())
+        .await
+        .unwrap();
+    let last = within("the end marker", metrics.next()).await.unwrap();
+    assert_eq!(last.subject.as_str(), "$JS.EVENT.METRIC.CONSUMER.ACK.S.end");
+    fx.shutdown().await;
 }

@@ -1,6 +1,7 @@
 //! JetStream advisories: the events nats-server publishes under `$JS.EVENT.ADVISORY.` when
 //! streams and consumers are created, changed or deleted, and when a consumer gives up on a
-//! message (`max_deliver` reached), a client terminates one (`+TERM`) or naks one (`-NAK`).
+//! message (`max_deliver` reached), a client terminates one (`+TERM`) or naks one (`-NAK`);
+//! and the ack metric a consumer with `sample_freq` publishes under `$JS.EVENT.METRIC.`.
 //! Pure: the subject and the JSON body of each; publishing them is the front's business.
 //!
 //! Bodies follow nats-server's `jetstream_events.go` (the jsm.go schemas the `nats` CLI
@@ -14,6 +15,8 @@ use super::time::Timestamp;
 
 /// Every advisory subject starts with this.
 pub const PREFIX: &str = "$JS.EVENT.ADVISORY.";
+/// The subject of a sampled ack, before `<stream>.<consumer>`.
+pub const ACK_METRIC_PREFIX: &str = "$JS.EVENT.METRIC.CONSUMER.ACK.";
 
 /// The `type` of each body (jsm.go's schema names).
 const STREAM_ACTION_TYPE: &str = "io.nats.jetstream.advisory.v1.stream_action";
@@ -24,6 +27,7 @@ const TERMINATED_TYPE: &str = "io.nats.jetstream.advisory.v1.terminated";
 const PAUSE_TYPE: &str = "io.nats.jetstream.advisory.v1.consumer_pause";
 const PINNED_TYPE: &str = "io.nats.jetstream.advisory.v1.consumer_group_pinned";
 const UNPINNED_TYPE: &str = "io.nats.jetstream.advisory.v1.consumer_group_unpinned";
+const ACK_METRIC_TYPE: &str = "io.nats.jetstream.metric.v1.consumer_ack";
 /// The account every advisory of jetraft's one account names where nats-server names one.
 const ACCOUNT: &str = "$G";
 
@@ -83,6 +87,18 @@ pub struct DeliveryEvent {
     pub reason: Option<String>,
 }
 
+/// A sampled ack (`sample_freq`): `ack_time` is nanoseconds from the message's last
+/// delivery to its ack; `consumer_seq` and `deliveries` are the acked delivery's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AckMetric {
+    pub stream: String,
+    pub consumer: String,
+    pub consumer_seq: u64,
+    pub stream_seq: u64,
+    pub ack_time: i64,
+    pub deliveries: u64,
+}
+
 /// A consumer paused, resumed, or whose pause ended (`paused` is judged when it is sent;
 /// `pause_until` is Go's zero time when the pause was lifted).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -124,6 +140,7 @@ pub enum Advisory {
     Pause(PauseEvent),
     Pinned(PinnedEvent),
     Unpinned(UnpinnedEvent),
+    AckMetric(AckMetric),
 }
 
 #[derive(Serialize)]
@@ -215,6 +232,9 @@ impl Advisory {
             Advisory::Pause(e) => ("PAUSE", &e.stream, &e.consumer),
             Advisory::Pinned(e) => ("PINNED", &e.stream, &e.consumer),
             Advisory::Unpinned(e) => ("UNPINNED", &e.stream, &e.consumer),
+            Advisory::AckMetric(e) => {
+                return format!("{ACK_METRIC_PREFIX}{}.{}", e.stream, e.consumer)
+            }
         };
         format!("{PREFIX}CONSUMER.{what}.{stream}.{consumer}")
     }
@@ -230,6 +250,7 @@ impl Advisory {
             Advisory::Pause(e) => typed(PAUSE_TYPE, id, timestamp, e),
             Advisory::Pinned(e) => typed(PINNED_TYPE, id, timestamp, e),
             Advisory::Unpinned(e) => typed(UNPINNED_TYPE, id, timestamp, e),
+            Advisory::AckMetric(e) => typed(ACK_METRIC_TYPE, id, timestamp, e),
         }
     }
 }
@@ -414,5 +435,32 @@ mod tests {
         );
         assert_eq!(body["reason"], "admin");
         assert_eq!(body["account"], "$G");
+    }
+
+    #[test]
+    fn a_sampled_ack_is_a_metric() {
+        let metric = Advisory::AckMetric(AckMetric {
+            stream: "S".into(),
+            consumer: "C".into(),
+            consumer_seq: 4,
+            stream_seq: 9,
+            ack_time: 1_500_000,
+            deliveries: 2,
+        });
+        assert_eq!(metric.subject(), "$JS.EVENT.METRIC.CONSUMER.ACK.S.C");
+        assert_eq!(
+            json(&metric),
+            serde_json::json!({
+                "type": "io.nats.jetstream.metric.v1.consumer_ack",
+                "id": "ID1",
+                "timestamp": "2026-11-30T16:00:00.5Z",
+                "stream": "S",
+                "consumer": "C",
+                "consumer_seq": 4,
+                "stream_seq": 9,
+                "ack_time": 1_500_000,
+                "deliveries": 2
+            })
+        );
     }
 }

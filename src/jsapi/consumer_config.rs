@@ -209,6 +209,12 @@ pub struct ConsumerConfig {
 }
 
 impl ConsumerConfig {
+    /// The percentage of acks sampled (`sample_freq`, checked to be `N` or `N%`); 0 when
+    /// none are.
+    pub fn sample_percent(&self) -> u32 {
+        self.sample_freq.trim_end_matches('%').parse().unwrap_or(0)
+    }
+
     /// True when `durable_name` is set (nats-server `isDurableConsumer`).
     pub fn is_durable(&self) -> bool {
         !self.durable_name.is_empty()

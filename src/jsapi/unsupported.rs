@@ -90,7 +90,7 @@ impl ConsumerConfig {
     /// Refuses a (normalized, validated) config that sets a consumer feature jetraft does not
     /// implement, with 10012.
     pub fn refuse_unsupported(&self) -> Result<(), ApiError> {
-        let refusals: [(bool, &str, &str); 6] = [
+        let refusals: [(bool, &str, &str); 5] = [
             // Flow-control replies are answered but never ack anything here.
             (
                 self.ack_policy == AckPolicy::FlowControl,
@@ -103,7 +103,6 @@ impl ConsumerConfig {
                 "replay_policy",
             ),
             (self.rate_limit_bps > 0, "rate limits are", "rate_limit_bps"),
-            (samples(&self.sample_freq), "ack sampling is", "sample_freq"),
             // Both exist for the consumers nats-server makes for mirrors and sources.
             (self.direct, "direct consumers are", "direct"),
             (self.sourcing, "sourcing consumers are", "sourcing"),
@@ -116,12 +115,4 @@ impl ConsumerConfig {
             None => Ok(()),
         }
     }
-}
-
-/// Whether a (validated) `sample_freq` asks for any sampling: `""`, `"0"` and `"0%"` do not.
-fn samples(sample_freq: &str) -> bool {
-    sample_freq
-        .trim_end_matches('%')
-        .parse::<u32>()
-        .is_ok_and(|percent| percent > 0)
 }

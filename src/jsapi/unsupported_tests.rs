@@ -154,7 +154,12 @@ fn client_default_consumers_are_accepted() {
     body["sample_freq"] = json!("0%");
     body["mem_storage"] = json!(true);
     consumer(body).unwrap();
-    // Pause and priority groups are implemented (issue 19).
+    // Ack sampling, pause and priority groups are implemented (issue 19).
+    for sample in ["50%", "100", "0"] {
+        let mut body = natscli_consumer();
+        body["sample_freq"] = json!(sample);
+        consumer(body).unwrap();
+    }
     let mut body = natscli_consumer();
     body["pause_until"] = json!("2999-01-01T00:00:00Z");
     consumer(body).unwrap();
@@ -185,7 +190,6 @@ fn every_unsupported_consumer_setting_is_refused_with_10012_naming_it() {
             "rate_limit_bps",
             json!({"deliver_subject":"dlv","rate_limit_bps":1024}),
         ),
-        ("sample_freq", json!({"sample_freq":"50%"})),
         ("direct", json!({"deliver_subject":"dlv","direct":true})),
         ("sourcing", json!({"sourcing":true})),
     ];

@@ -25,6 +25,7 @@ use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::stream::{FuturesOrdered, StreamExt};
 
+use super::ack_sample;
 use super::outbox::{self, Outbox};
 use super::DeliveryRegistry;
 use crate::jetstream::advisories;
@@ -49,12 +50,12 @@ pub(super) const MAX_QUEUED_ACKS: usize = 100_000;
 /// One ack on its way to the stream's batcher.
 #[derive(Debug)]
 pub(super) struct AckItem {
-    consumer: String,
-    stream_seq: u64,
-    /// From the ack subject, for the nak and terminated advisories.
-    consumer_seq: u64,
-    num_delivered: u64,
-    kind: AckKind,
+    pub(super) consumer: String,
+    pub(super) stream_seq: u64,
+    /// From the ack subject, for the nak and terminated advisories and ack samples.
+    pub(super) consumer_seq: u64,
+    pub(super) num_delivered: u64,
+    pub(super) kind: AckKind,
     /// The ack message's own reply subject (double ack, or the `+NXT` target).
     reply: Option<Bytes>,
 }
@@ -216,10 +217,11 @@ pub(super) async fn run(
                 let Some(batch) = batch else { break };
                 let now = now_nanos();
                 let commands = batch.iter().map(|item| command(item, now)).collect();
+                let sampled = ack_sample::delivery_times(&handle.view(), batch.iter());
                 let handle = handle.clone();
                 in_flight.push_back(Box::pin(async move {
                     let outcomes = handle.propose(commands).await;
-                    (batch, now, outcomes)
+                    (batch, sampled, now, outcomes)
                 }));
             }
             _ = shutdown.cancelled() => return,
@@ -232,9 +234,11 @@ pub(super) async fn run(
     }
 }
 
-/// The acks of one proposal (still counting against the queue's bound), when, the outcome.
+/// The acks of one proposal (still counting against the queue's bound), the delivery times
+/// of the sampled ones (`ack_sample`), when, the outcome.
 type ProposedAcks = (
     Taken<AckItem>,
+    Vec<Option<i64>>,
     i64,
     Result<Vec<Result<StreamOutcome, ApiError>>, ApiError>,
 );
@@ -245,7 +249,7 @@ fn settle(
     registry: &Weak<DeliveryRegistry>,
     handle: &Arc<StreamHandle>,
     outbox: &Outbox,
-    (batch, now, outcomes): ProposedAcks,
+    (batch, sampled, now, outcomes): ProposedAcks,
 ) -> bool {
     let outcomes = match outcomes {
         Ok(outcomes) => outcomes,
@@ -258,12 +262,25 @@ fn settle(
         return false;
     };
     let mut touched = HashSet::new();
-    for (item, outcome) in batch.into_items().into_iter().zip(outcomes) {
+    let items = batch.into_items().into_iter().zip(sampled);
+    for ((item, delivered), outcome) in items.zip(outcomes) {
         let Ok(outcome) = outcome else {
             continue; // consumer gone
         };
         if let Some(advisory) = advisory(handle.name(), &item, &outcome) {
             advisories::publish(outbox.shared(), &advisory);
+        }
+        if let (
+            Some(delivered),
+            StreamOutcome::Consumer {
+                outcome: ConsumerOutcome::Ack(ack),
+                ..
+            },
+        ) = (delivered, &outcome)
+        {
+            if let Some(metric) = ack_sample::metric(handle.name(), &item, ack, delivered, now) {
+                advisories::publish(outbox.shared(), &metric);
+            }
         }
         if touched.insert(item.consumer.clone()) {
             if let Some(activity) = registry.activity(handle, &item.consumer) {

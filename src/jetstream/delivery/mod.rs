@@ -26,6 +26,7 @@
 //! Locking: `streams` is a small map behind a std-style mutex, never held across an
 //! `.await` nor while publishing (a publish can re-enter through the ack subscriber).
 
+mod ack_sample;
 mod acks;
 mod deliver;
 pub mod info;
