@@ -27,6 +27,7 @@ on_r1_and_r3!(
     schedules_fire_once_across_restart_and_leader_change,
     a_repeating_schedule_fires_at_each_time_across_a_restart,
     a_schedule_with_a_source_fires_the_sources_last_message,
+    a_cron_schedule_runs_in_its_time_zone,
 );
 
 const NANOS: i64 = 1_000_000_000;
@@ -601,5 +602,44 @@ async fn a_schedule_with_a_source_fires_the_sources_last_message(fx: JsFixture) 
     assert_eq!(header(&produced, "Nats-Scheduler"), Some("s.a"));
     let own = wait_for_last(&stream, "t.b").await;
     assert_eq!(own.payload.as_ref(), b"own-b");
+    fx.shutdown().await;
+}
+
+/// `Nats-Schedule-Time-Zone` names an IANA zone: the cron pattern runs in its local time, and
+/// each produced message's `Nats-Schedule-Next` is written in it, as nats-server writes it
+/// (Kolkata: +05:30 all year). An unknown zone, and `Local`, are refused (10223).
+async fn a_cron_schedule_runs_in_its_time_zone(fx: JsFixture) {
+    let client = fx.client().await;
+    create(&fx, &client, json!({})).await;
+    for zone in ["Mars/Olympus", "Local", ""] {
+        let headers = [
+            ("Nats-Schedule", "* * * * * *"),
+            ("Nats-Schedule-Target", "t.z"),
+            ("Nats-Schedule-Time-Zone", zone),
+        ];
+        let reply = publish(&client, "s.z", &headers, "x").await;
+        assert_eq!(reply["error"]["err_code"], 10223, "{zone:?}: {reply}");
+    }
+    let headers = [
+        ("Nats-Schedule", "* * * * * *"),
+        ("Nats-Schedule-Target", "t.z"),
+        ("Nats-Schedule-Time-Zone", "Asia/Kolkata"),
+    ];
+    assert_eq!(publish(&client, "s.z", &headers, "tick").await["seq"], 1);
+    let js = jetstream::new(client.clone());
+    let stream = js.get_stream("S").await.unwrap();
+    let msg = wait_for_last(&stream, "t.z").await;
+    assert_eq!(header(&msg, "Nats-Scheduler"), Some("s.z"));
+    let next = header(&msg, "Nats-Schedule-Next").expect("a next time");
+    assert!(next.ends_with("+05:30"), "{next}");
+    let next = Timestamp::parse(next)
+        .expect("RFC 3339")
+        .unix_nanos()
+        .unwrap();
+    assert_eq!(next % NANOS, 0, "a whole second");
+    assert!(next > now_nanos() - 5 * NANOS, "{next}");
+    // Cancelled: nothing more fires.
+    let cancel = [("Nats-Schedule-Next", "purge"), ("Nats-Scheduler", "s.z")];
+    publish(&client, "t.z", &cancel, "").await;
     fx.shutdown().await;
 }

@@ -166,6 +166,14 @@ impl TestCluster {
         drop(node);
     }
 
+    /// Stops node `i` cleanly (SIGTERM, waits for the exit): its groups persist their
+    /// committed index, so a restart re-applies everything committed it holds.
+    pub fn stop(&mut self, i: usize) {
+        let mut node = self.nodes[i].take().expect("node running");
+        node.signal("TERM");
+        node.wait_for_exit();
+    }
+
     /// Starts node `i` again with its data and waits until it serves clients.
     pub fn restart(&mut self, i: usize) {
         assert!(self.nodes[i].is_none(), "node {i} is running");

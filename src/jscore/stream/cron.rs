@@ -1,4 +1,5 @@
-//! Cron patterns of repeating message schedules (ADR-51, nats-server 2.14), in UTC: six
+//! Cron patterns of repeating message schedules (ADR-51, nats-server 2.14), in UTC or in a
+//! time zone (`zone.rs`, walked in `cron_zoned.rs`): six
 //! fields, `second minute hour day-of-month month day-of-week`, each a comma list of `*`
 //! (or `?`), `n`, `a-b`, with an optional `/step` (`n/step` runs to the field's maximum);
 //! months and weekdays also by their three-letter English names. As nats-server (after
@@ -10,19 +11,23 @@
 
 use crate::jsapi::time::{civil_from_days, NANOS_PER_SEC};
 
-const SECS_PER_DAY: i64 = 86_400;
+use super::zone::Zone;
+
+pub(super) const SECS_PER_DAY: i64 = 86_400;
 /// Set on a day field written as a plain `*` (or `?`): see the module docs.
 const STAR: u64 = 1 << 63;
 
-/// A parsed cron pattern: one bit per allowed value of each field.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A parsed cron pattern: one bit per allowed value of each field, and the zone it runs in
+/// (`None`: UTC).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cron {
-    second: u64,
-    minute: u64,
-    hour: u64,
-    day_of_month: u64,
-    month: u64,
-    day_of_week: u64,
+    pub(super) second: u64,
+    pub(super) minute: u64,
+    pub(super) hour: u64,
+    pub(super) day_of_month: u64,
+    pub(super) month: u64,
+    pub(super) day_of_week: u64,
+    zone: Option<Zone>,
 }
 
 struct Bounds {
@@ -87,13 +92,32 @@ impl Cron {
             day_of_month: field(day_of_month, &DAYS_OF_MONTH)?,
             month: field(month, &MONTHS)?,
             day_of_week: field(day_of_week, &DAYS_OF_WEEK)?,
+            zone: None,
         })
+    }
+
+    /// Time `nanos` as a produced message's `Nats-Schedule-Next` writes it: RFC 3339 in UTC,
+    /// or in the pattern's zone with its offset (nats-server formats the time it computed,
+    /// which is in the zone).
+    pub fn format_time(&self, nanos: i64) -> String {
+        match &self.zone {
+            Some(zone) => zone.rfc3339(nanos.div_euclid(NANOS_PER_SEC)),
+            None => crate::jsapi::time::Timestamp::from_unix_nanos(nanos).to_string(),
+        }
+    }
+
+    /// The same pattern in `zone` (`None`: UTC).
+    pub fn in_zone(self, zone: Option<Zone>) -> Cron {
+        Cron { zone, ..self }
     }
 
     /// The first time the pattern names after `after_nanos` (Unix nanoseconds): from
     /// `after` rounded to the second, the next whole second on; `None` if none comes within
     /// five years.
     pub fn next_after(&self, after_nanos: i64) -> Option<i64> {
+        if let Some(zone) = &self.zone {
+            return self.next_in_zone(zone, after_nanos);
+        }
         let rounded = after_nanos.div_euclid(NANOS_PER_SEC)
             + i64::from(after_nanos.rem_euclid(NANOS_PER_SEC) >= NANOS_PER_SEC / 2);
         let start = rounded + 1;
@@ -119,7 +143,7 @@ impl Cron {
         None
     }
 
-    fn day_matches(&self, day_of_month: u32, day_of_week: u32) -> bool {
+    pub(super) fn day_matches(&self, day_of_month: u32, day_of_week: u32) -> bool {
         let by_month = bit(self.day_of_month, day_of_month);
         let by_week = bit(self.day_of_week, day_of_week);
         if self.day_of_month & STAR != 0 || self.day_of_week & STAR != 0 {
@@ -152,7 +176,7 @@ impl Cron {
     }
 }
 
-fn bit(bits: u64, value: u32) -> bool {
+pub(super) fn bit(bits: u64, value: u32) -> bool {
     bits & (1 << value) != 0
 }
 
@@ -220,7 +244,7 @@ fn number(text: &str, bounds: &Bounds) -> Option<u32> {
 }
 
 /// 0 = Sunday; 1970-01-01 was a Thursday.
-fn weekday(days: i64) -> u32 {
+pub(super) fn weekday(days: i64) -> u32 {
     (days + 4).rem_euclid(7) as u32
 }
 

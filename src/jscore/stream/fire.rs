@@ -86,7 +86,9 @@ impl StreamState {
             // so the next time is the first after the clock, as a reload computes it.
             self.schedule_clock = self.schedule_clock.max(now_nanos);
             let repeat = self.schedules.repeat(body.seq);
-            let next = repeat.and_then(|repeat| repeat.next_after(self.schedule_clock));
+            let next = repeat
+                .as_ref()
+                .and_then(|repeat| repeat.next_after(self.schedule_clock));
             if repeat.is_some() && next.is_none() {
                 // No time left in five years: no longer scheduled, as in nats-server.
                 self.schedules.reschedule(body.seq, None);
@@ -96,7 +98,16 @@ impl StreamState {
                 Some((headers, payload)) => (Some(&headers[..]), payload.clone()),
                 None => (None, body.payload.clone()),
             };
-            let produced = produced_message(&body.headers, &subject, next, source_headers);
+            let next_text = repeat
+                .as_ref()
+                .zip(next)
+                .map(|(r, next)| r.format_next(next));
+            let produced = produced_message(
+                &body.headers,
+                &subject,
+                next_text.as_deref(),
+                source_headers,
+            );
             if let Some((target, headers)) = produced {
                 let request = AppendRequest {
                     subject: target,

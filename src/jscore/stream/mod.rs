@@ -22,6 +22,7 @@ mod append;
 mod batch_check;
 mod counter;
 mod cron;
+mod cron_zoned;
 mod decimal;
 mod dedup;
 mod error;
@@ -42,6 +43,7 @@ mod ttl;
 mod ttl_index;
 mod unsupported_headers;
 mod update;
+mod zone;
 
 #[cfg(test)]
 mod tests_append;

@@ -7,10 +7,11 @@
 //!
 //! This file is the pure part: the publish checks (in nats-server's order, with its error
 //! codes), the pattern a stored schedule's header block names, and the header block of the
-//! message a schedule produces. Cron patterns run in UTC: `Nats-Schedule-Time-Zone` is taken
-//! as `UTC` only (jetraft carries no time zone database); any other zone is refused with
-//! nats-server's "time zone is invalid" (10223): never stored and ignored (ADR 0023, ADR
-//! 0025). A `Nats-Schedule-Source` subject's last message, when it has one, is what fires.
+//! message a schedule produces. Cron patterns run in UTC, or in the IANA zone
+//! `Nats-Schedule-Time-Zone` names (`zone.rs`: the database bundled with jetraft); a name it
+//! does not hold is refused with nats-server's "time zone is invalid" (10223), as is
+//! `Local` (ADR 0023, ADR 0025, ADR 0026). A `Nats-Schedule-Source` subject's last message,
+//! when it has one, is what fires.
 //!
 //! Pure and replicated: a schedule's due time is a function of its stored header block, its
 //! stored time and the stream's schedule clock (the time of the last firing), so every
@@ -25,6 +26,7 @@ use super::cron::Cron;
 use super::error::AppendError;
 use super::publish_headers::ROLLUP;
 use super::ttl::{parse_ttl, MSG_TTL};
+use super::zone::ZoneName;
 
 pub const SCHEDULE: &str = "Nats-Schedule";
 pub const SCHEDULE_TARGET: &str = "Nats-Schedule-Target";
@@ -77,8 +79,8 @@ pub fn check_publish(
     if !rules.allowed {
         return Err(AppendError::SchedulesDisabled);
     }
-    // nats-server loads the zone first (an empty one fails too); jetraft knows only UTC.
-    if lookup(block, SCHEDULE_TIME_ZONE).is_some_and(|zone| zone.trim_ascii() != b"UTC") {
+    // nats-server loads the zone first (an empty one fails too).
+    if lookup(block, SCHEDULE_TIME_ZONE).is_some_and(|zone| ZoneName::parse(zone).is_none()) {
         return Err(AppendError::ScheduleTimeZoneInvalid);
     }
     if schedule_pattern(block).is_none() {
@@ -164,18 +166,18 @@ pub fn cancelled_schedule(block: &[u8]) -> Option<&str> {
 }
 
 /// What a schedule's pattern says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Pattern {
     /// `@at`: once, at this time (Unix nanoseconds).
     At(i64),
     /// `@every`: every this many nanoseconds (at least a second).
     Every(i64),
-    /// A cron pattern, in UTC.
+    /// A cron pattern, in UTC or its time zone.
     Cron(Cron),
 }
 
 /// When a stored schedule fires again after it fired.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Repeat {
     /// `@every`: the times `anchor + k * interval` (k >= 1), the anchor being the schedule's
     /// stored time rounded to the second, as nats-server's first firing is.
@@ -190,8 +192,8 @@ impl Repeat {
     /// The first firing time strictly after `after_nanos`; `None` for a cron pattern with
     /// none within five years (nats-server then stops scheduling it).
     pub fn next_after(&self, after_nanos: i64) -> Option<i64> {
-        match *self {
-            Repeat::Every { anchor, interval } => {
+        match self {
+            &Repeat::Every { anchor, interval } => {
                 let periods = if after_nanos < anchor {
                     1
                 } else {
@@ -204,16 +206,26 @@ impl Repeat {
     }
 }
 
+impl Repeat {
+    /// How a produced message's `Nats-Schedule-Next` writes time `next`.
+    pub fn format_next(&self, next: i64) -> String {
+        match self {
+            Repeat::Cron(cron) => cron.format_time(next),
+            Repeat::Every { .. } => Timestamp::from_unix_nanos(next).to_string(),
+        }
+    }
+}
+
 impl Pattern {
     /// The first due time of a schedule stored at `stored_nanos`, and how it repeats.
     pub fn first(&self, stored_nanos: i64) -> Option<(i64, Option<Repeat>)> {
-        let repeat = match *self {
-            Pattern::At(at) => return Some((at, None)),
-            Pattern::Every(interval) => Repeat::Every {
+        let repeat = match self {
+            &Pattern::At(at) => return Some((at, None)),
+            &Pattern::Every(interval) => Repeat::Every {
                 anchor: round_to_second(stored_nanos),
                 interval,
             },
-            Pattern::Cron(cron) => Repeat::Cron(cron),
+            Pattern::Cron(cron) => Repeat::Cron(cron.clone()),
         };
         Some((repeat.next_after(stored_nanos)?, Some(repeat)))
     }
@@ -238,10 +250,12 @@ pub fn schedule_pattern(block: &[u8]) -> Option<Pattern> {
         let interval = crate::jsapi::time::parse_go_duration(interval)?;
         return (zone.is_none() && interval >= NANOS_PER_SEC).then_some(Pattern::Every(interval));
     }
-    if zone.is_some_and(|zone| zone != b"UTC") {
-        return None;
-    }
-    let cron = Cron::parse(pattern)?;
+    let zone = match zone.map(ZoneName::parse) {
+        None | Some(Some(ZoneName::Utc)) => None,
+        Some(Some(ZoneName::Zone(zone))) => Some(zone),
+        Some(None) => return None,
+    };
+    let cron = Cron::parse(pattern)?.in_zone(zone);
     // A pattern no date satisfies (30 February) never fires: nats-server refuses it.
     cron.next_after(0)?;
     Some(Pattern::Cron(cron))
@@ -294,12 +308,12 @@ fn days_in(year: u32, month: u32) -> u32 {
 /// message of its `Nats-Schedule-Source` when there is one (`source`), are copied except `Nats-Schedule*`,
 /// `Nats-Expected-*`, `Nats-Msg-Id`, `Nats-TTL` and `Nats-Rollup`; then `Nats-Scheduler`
 /// (the schedule's subject), `Nats-Schedule-Next` (`purge` for a one-shot schedule, the
-/// next time, RFC 3339 in UTC, for a repeating one: `next`), and `Nats-TTL` /
+/// next time for a repeating one: `next`, `Repeat::format_next`), and `Nats-TTL` /
 /// `Nats-Rollup` from `Nats-Schedule-TTL` / `Nats-Schedule-Rollup` are added, in that order.
 pub fn produced_message(
     block: &[u8],
     schedule_subject: &str,
-    next: Option<i64>,
+    next: Option<&str>,
     source: Option<&[u8]>,
 ) -> Option<(String, Vec<u8>)> {
     let target = std::str::from_utf8(value(block, SCHEDULE_TARGET)?).ok()?;
@@ -311,10 +325,9 @@ pub fn produced_message(
             .filter(|line| !line.is_empty() && !stripped(line)),
     );
     let utf8 = |name| value(block, name).and_then(|v| std::str::from_utf8(v).ok());
-    let next = next.map(|next| Timestamp::from_unix_nanos(next).to_string());
     let mut added = vec![
         (SCHEDULER, schedule_subject),
-        (SCHEDULE_NEXT, next.as_deref().unwrap_or(NEXT_PURGE)),
+        (SCHEDULE_NEXT, next.unwrap_or(NEXT_PURGE)),
     ];
     added.extend(utf8(SCHEDULE_TTL).map(|ttl| (MSG_TTL, ttl)));
     added.extend(utf8(SCHEDULE_ROLLUP).map(|rollup| (ROLLUP, rollup)));

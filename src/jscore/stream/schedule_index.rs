@@ -50,16 +50,16 @@ impl ScheduleIndex {
     }
 
     fn catch_up_one(&mut self, seq: u64, clock: i64) {
-        if let Some(&(due, Some(repeat))) = self.due_of.get(&seq) {
-            if due <= clock {
-                self.reschedule(seq, repeat.next_after(clock));
-            }
-        }
+        let next = match self.due_of.get(&seq) {
+            Some((due, Some(repeat))) if *due <= clock => repeat.next_after(clock),
+            _ => return,
+        };
+        self.reschedule(seq, next);
     }
 
     /// How schedule `seq` repeats: `None` for a one-shot schedule or no schedule.
     pub fn repeat(&self, seq: u64) -> Option<Repeat> {
-        self.due_of.get(&seq).and_then(|(_, repeat)| *repeat)
+        self.due_of.get(&seq).and_then(|(_, repeat)| repeat.clone())
     }
 
     /// Repeating schedule `seq` fired: it is due next at `next`, or, with none (a cron

@@ -64,12 +64,24 @@ fn patterns_as_nats_server_reads_them() {
         ]),
         hourly
     );
+    // A cron pattern in a zone of the bundled database.
+    let paris = pattern(&[
+        ("Nats-Schedule", "@hourly"),
+        (SCHEDULE_TIME_ZONE, "Europe/Paris"),
+    ]);
+    assert!(matches!(paris, Some(Pattern::Cron(_))), "{paris:?}");
+    assert_ne!(paris, hourly, "a zoned pattern is not the UTC one");
     for other in [
         &[("Nats-Schedule", "@every 999ms")][..],
         &[("Nats-Schedule", "@every 1s"), (SCHEDULE_TIME_ZONE, "UTC")],
         &[("Nats-Schedule", "@every soon")],
         &[
             ("Nats-Schedule", "@hourly"),
+            (SCHEDULE_TIME_ZONE, "Mars/Olympus"),
+        ],
+        &[("Nats-Schedule", "@hourly"), (SCHEDULE_TIME_ZONE, "Local")],
+        &[
+            ("Nats-Schedule", "@every 1m"),
             (SCHEDULE_TIME_ZONE, "Europe/Paris"),
         ],
         &[("Nats-Schedule", "0 0 0 30 2 *")],
@@ -122,9 +134,22 @@ fn publish_checks_are_nats_servers_in_its_order() {
         check("s.a", &[("Nats-Schedule", ""), target], false),
         Ok(())
     );
-    let cases: [(&[(&str, &str)], AppendError); 16] = [
+    let cases: [(&[(&str, &str)], AppendError); 18] = [
         (
             &[("Nats-Schedule", "@every 500ms"), target],
+            AppendError::SchedulePatternInvalid,
+        ),
+        // A zone the bundled database holds is fine; the pattern is checked next.
+        (
+            &[
+                ("Nats-Schedule", "garbage"),
+                target,
+                (SCHEDULE_TIME_ZONE, "Europe/Paris"),
+            ],
+            AppendError::SchedulePatternInvalid,
+        ),
+        (
+            &[at, target, (SCHEDULE_TIME_ZONE, "Europe/Paris")],
             AppendError::SchedulePatternInvalid,
         ),
         (
@@ -135,7 +160,7 @@ fn publish_checks_are_nats_servers_in_its_order() {
             &[
                 ("Nats-Schedule", "garbage"),
                 target,
-                (SCHEDULE_TIME_ZONE, "Europe/Paris"),
+                (SCHEDULE_TIME_ZONE, "Mars/Olympus"),
             ],
             AppendError::ScheduleTimeZoneInvalid,
         ),
@@ -267,8 +292,11 @@ fn the_produced_message_has_nats_servers_headers_byte_for_byte() {
         ("Nats-Schedule-Target", "t.e"),
         ("Nats-Rollup", "sub"),
     ]);
-    let next = Some(1_800_000_000 * NANOS_PER_SEC);
-    let (_, headers) = produced_message(&every, "s.e", next, None).unwrap();
+    let next = match schedule_pattern(&every).and_then(|p| p.first(0)) {
+        Some((_, Some(repeat))) => repeat.format_next(1_800_000_000 * NANOS_PER_SEC),
+        other => panic!("a repeating schedule: {other:?}"),
+    };
+    let (_, headers) = produced_message(&every, "s.e", Some(&next), None).unwrap();
     assert_eq!(
         String::from_utf8(headers.clone()).unwrap(),
         "NATS/1.0\r\nNats-Scheduler: s.e\r\nNats-Schedule-Next: 2027-01-15T08:00:00Z\r\n\r\n"
