@@ -1,7 +1,8 @@
 //! A request sees the publishes that came before it (`jetstream/ingest_progress.rs`), as
 //! nats-server's clients expect: publishes whose acks are not awaited, then on the same
 //! connection a consumer create, a `no_wait` fetch or a `STREAM.INFO`, find every one of them;
-//! a message republished into another stream is there when the origin's PubAck arrives.
+//! a message republished into another stream is there when the origin's PubAck arrives; a
+//! `CONSUMER.INFO` reaches the client after the pushed messages it counts as delivered.
 //! Each scenario repeats a few rounds: one round alone passed most of the time before.
 
 mod common;
@@ -17,6 +18,7 @@ on_r1_and_r3!(
     a_no_wait_fetch_sees_unawaited_publishes,
     stream_info_counts_unawaited_publishes,
     a_republished_message_is_stored_when_the_origin_acks,
+    consumer_info_comes_after_the_messages_it_counts_delivered,
 );
 
 const ROUNDS: usize = 5;
@@ -153,6 +155,69 @@ async fn a_republished_message_is_stored_when_the_origin_acks(fx: JsFixture) {
             .get_last_raw_message_by_subject(&format!("dst.{key}"))
             .await;
         assert!(found.is_ok(), "round {round}: {found:?}");
+    }
+    fx.shutdown().await;
+}
+
+/// nats-py's key-value watcher creates a push consumer and asks for its info: an info that
+/// counts messages as delivered (`num_pending` 0) before the client got them reads as an
+/// empty bucket. Deliveries and the info reply go to one subscription, so their order on the
+/// wire is what the subscriber sees.
+async fn consumer_info_comes_after_the_messages_it_counts_delivered(fx: JsFixture) {
+    let client = fx.client().await;
+    let js = jetstream::new(client.clone());
+    fx.create_stream(&js, events(&fx, "EV")).await;
+    for n in 0..BURST {
+        publish_acked(&js, "EV.d", format!("m{n}")).await;
+    }
+    let mut inbox = client.subscribe("_ORD.>").await.unwrap();
+    client.flush().await.unwrap();
+    fx.wait_until_known_everywhere("_ORD.x").await;
+    for round in 0..ROUNDS * 2 {
+        let name = format!("w{round}");
+        let deliver = format!("_ORD.dlv.{round}");
+        let body = serde_json::json!({"stream_name":"EV","config":{"name":name,
+            "deliver_subject":deliver,"ack_policy":"none","deliver_policy":"all"}});
+        let created = common::jetstream::api(&client, "$JS.API.CONSUMER.CREATE.EV", body).await;
+        assert!(created.get("error").is_none(), "{created}");
+        let reply = format!("_ORD.info.{round}");
+        client
+            .publish_with_reply(
+                format!("$JS.API.CONSUMER.INFO.EV.{name}"),
+                reply.clone(),
+                "".into(),
+            )
+            .await
+            .unwrap();
+        let mut received = 0u64;
+        let info = loop {
+            let msg = within("a delivery or the info", inbox.next())
+                .await
+                .unwrap();
+            if msg.subject.as_str() == reply {
+                break serde_json::from_slice::<serde_json::Value>(&msg.payload).unwrap();
+            }
+            // A pushed message carries its stored subject, routed by the deliver subject.
+            if msg.subject.as_str() == "EV.d" {
+                received += 1;
+            }
+        };
+        let delivered = info["delivered"]["consumer_seq"].as_u64().unwrap();
+        assert!(
+            received >= delivered,
+            "round {round}: the info counts {delivered} delivered, {received} arrived before it"
+        );
+        // The rest of this round's deliveries, then the consumer goes.
+        while received < BURST as u64 {
+            let msg = within("the round's deliveries", inbox.next())
+                .await
+                .unwrap();
+            if msg.subject.as_str() == deliver {
+                received += 1;
+            }
+        }
+        let subject = format!("$JS.API.CONSUMER.DELETE.EV.{name}");
+        common::jetstream::api(&client, subject, serde_json::json!({})).await;
     }
     fx.shutdown().await;
 }

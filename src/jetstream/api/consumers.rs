@@ -41,7 +41,7 @@ pub async fn handle(
     let body = &msg.payload[..];
     match request {
         ApiRequest::ConsumerCreate { stream, form } => create(js, stream, form, body).await,
-        ApiRequest::ConsumerInfo { stream, consumer } => info(js, stream, consumer),
+        ApiRequest::ConsumerInfo { stream, consumer } => info(js, stream, consumer).await,
         ApiRequest::ConsumerDelete { stream, consumer } => delete(js, stream, consumer, body).await,
         ApiRequest::ConsumerNames { stream } => names(js, stream, body),
         ApiRequest::ConsumerList { stream } => list(js, stream, body),
@@ -247,9 +247,11 @@ fn info_of(
         .ok_or_else(|| ApiError::new(ErrorKind::ConsumerNotFound))
 }
 
-fn info(js: &JetStream, stream: &str, consumer: &str) -> Result<Vec<u8>, ApiError> {
+async fn info(js: &JetStream, stream: &str, consumer: &str) -> Result<Vec<u8>, ApiError> {
     let handle = stream_handle(js, stream)?;
     let info = info_of(js, &handle, consumer)?;
+    // Read first: what it counts as delivered is sent before the task answers.
+    js.delivery().sent_delivered(&handle, consumer).await;
     Ok(encode_success(ResponseType::ConsumerInfo, &info))
 }
 

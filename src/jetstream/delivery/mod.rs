@@ -47,6 +47,9 @@ use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
 use super::queue::{self, Dropped, QueueSender};
+
+/// Longest a `CONSUMER.INFO` waits for the consumer's task to send what it delivered.
+const SENT_BOUND: std::time::Duration = std::time::Duration::from_secs(1);
 use super::stream::StreamHandle;
 use crate::jsapi::{PullRequest, PullRequestError};
 use crate::server::subscription::Subscription;
@@ -276,6 +279,28 @@ impl DeliveryRegistry {
             after_publishes,
         };
         entry.events.send(pull).is_ok()
+    }
+
+    /// Waits (bounded) until the consumer's task, if it runs here, has sent every message
+    /// the consumer's state counted as delivered when this was called. A `CONSUMER.INFO`
+    /// read before it and answered after it never reports as delivered (`num_pending` 0) a
+    /// message the client has not been sent yet, as nats-server, which sends before it
+    /// answers; nats-py's key-value watcher reads an empty bucket otherwise. The task answers
+    /// between two deliveries, and sends each whole right after its proposal applied.
+    pub async fn sent_delivered(&self, handle: &Arc<StreamHandle>, consumer: &str) {
+        let entry = self
+            .streams
+            .lock()
+            .get(handle.name())
+            .filter(|entry| Arc::ptr_eq(&entry.handle, handle))
+            .and_then(|entry| entry.consumers.get(consumer).cloned());
+        let Some(entry) = entry else {
+            return; // no task here: nothing on its way
+        };
+        let (done, sent) = tokio::sync::oneshot::channel();
+        if entry.events.send(Event::Sent(done)).is_ok() {
+            let _ = tokio::time::timeout(SENT_BOUND, sent).await;
+        }
     }
 
     /// `CONSUMER.UNPIN`: the consumer's task drops its pin. False if the consumer does not

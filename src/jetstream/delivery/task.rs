@@ -57,6 +57,9 @@ pub(super) enum Event {
     FlowControlReply(String),
     /// `CONSUMER.UNPIN` (the API handler checked the group and advises).
     Unpin,
+    /// Answered once the task is between deliveries: every message the consumer's state
+    /// counts as delivered has been sent (`DeliveryRegistry::sent_delivered`).
+    Sent(oneshot::Sender<()>),
 }
 
 /// Why a consumer's task ended, and so what its waiting requests are told.
@@ -260,6 +263,9 @@ impl ConsumerTask {
                 if self.priority.unpin().is_some() {
                     self.publish_pin();
                 }
+            }
+            Event::Sent(done) => {
+                let _ = done.send(());
             }
             Event::Deleted | Event::LeadershipChange => {}
         }
