@@ -69,7 +69,10 @@ async fn unsupported_stream_settings_are_refused_and_not_stored(fx: JsFixture) {
     for (field, value, code) in cases {
         let mut body = json!({"name":"REFUSED","num_replicas":replicas});
         body[field] = value;
-        if field != "mirror" && field != "sources" {
+        if field == "mirror_direct" {
+            // Without a mirror it is invalid on nats-server too (below).
+            body["mirror"] = json!({"name":"ORIGIN"});
+        } else if field != "mirror" && field != "sources" {
             body["subjects"] = json!(["x.*"]);
         }
         let reply = api(&client, "$JS.API.STREAM.CREATE.REFUSED", body).await;
@@ -91,6 +94,13 @@ async fn unsupported_stream_settings_are_refused_and_not_stored(fx: JsFixture) {
         );
     }
     assert!(stream_names(&client).await.is_empty());
+    // Mirror direct without a mirror: nats-server's own refusal comes first.
+    let body = json!({"name":"REFUSED","subjects":["x.*"],"mirror_direct":true});
+    let reply = api(&client, "$JS.API.STREAM.CREATE.REFUSED", body).await;
+    assert_eq!(
+        reply["error"]["description"], "stream has no mirror but does have mirror direct",
+        "{reply}"
+    );
 
     // `allow_batched` (set by `nats bench js`) is recorded as false, what a nats-server
     // without fast batches does. `allow_msg_ttl` (tests/jetstream_ttl.rs) and `allow_atomic`
@@ -163,11 +173,10 @@ async fn unsupported_consumer_settings_are_refused_and_not_stored(fx: JsFixture)
     let client = with_orders(&fx).await;
     let pull = json!({"durable_name":"C","ack_policy":"explicit"});
     let push = json!({"name":"C","deliver_subject":"dlv","ack_policy":"explicit"});
-    // `pause_until` and the priority groups are implemented now (tests/jetstream_pause.rs,
-    // tests/jetstream_priority.rs).
+    // `pause_until`, the priority groups and `sample_freq` are implemented now
+    // (tests/jetstream_pause.rs, tests/jetstream_priority.rs, tests/jetstream_advisories.rs).
     let cases = [
         ("replay_policy", &pull, json!({"replay_policy":"original"})),
-        ("sample_freq", &pull, json!({"sample_freq":"100%"})),
         ("sourcing", &pull, json!({"sourcing":true})),
         ("rate_limit_bps", &push, json!({"rate_limit_bps":1024})),
         (

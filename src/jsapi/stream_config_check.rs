@@ -28,6 +28,17 @@ fn invalid(detail: impl std::fmt::Display) -> ApiError {
     ApiError::invalid_config(detail)
 }
 
+/// Whether one transform's source filter of a mirror or source is a subset of another's
+/// (nats-server's check, 10152 / 10147).
+fn filters_overlap(transforms: &[super::stream_config::SubjectTransform]) -> bool {
+    transforms.iter().enumerate().any(|(outer, a)| {
+        transforms
+            .iter()
+            .enumerate()
+            .any(|(inner, b)| inner != outer && is_subset_match(&a.src, &b.src))
+    })
+}
+
 /// A mirror's or source's transform: a destination, when given, must be a transform
 /// nats-server accepts (an empty one keeps the subject).
 fn check_origin_transform(src: &str, dest: &str, kind: ErrorKind) -> Result<(), ApiError> {
@@ -262,6 +273,9 @@ impl StreamConfig {
                     ErrorKind::MirrorInvalidTransformDestination,
                 )?;
             }
+            if filters_overlap(&mirror.subject_transforms) {
+                return Err(ErrorKind::MirrorOverlappingSubjectFilters.into());
+            }
         }
         if !self.sources.is_empty() && self.allow_msg_schedules {
             return Err(ErrorKind::SourceWithMsgSchedules.into());
@@ -296,6 +310,9 @@ impl StreamConfig {
                     &transform.dest,
                     ErrorKind::SourceInvalidTransformDestination,
                 )?;
+            }
+            if filters_overlap(&source.subject_transforms) {
+                return Err(ErrorKind::SourceOverlappingSubjectFilters.into());
             }
         }
         Ok(())

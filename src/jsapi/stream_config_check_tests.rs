@@ -164,6 +164,41 @@ fn mirrors() {
     assert_eq!(err_of(bad).err_code, 10142);
 }
 
+/// One transform's filter inside another's, in one mirror or one source: nats-server's
+/// 10152 / 10147 (nats-py's suite: two transforms of `>`).
+#[test]
+fn overlapping_origin_filters_are_refused() {
+    use super::stream_config::SubjectTransform;
+    let transforms = |sources: &[&str]| -> Vec<SubjectTransform> {
+        sources
+            .iter()
+            .map(|src| SubjectTransform {
+                src: src.to_string(),
+                dest: String::new(),
+            })
+            .collect()
+    };
+    let sourcing = |sources: &[&str]| {
+        let mut cfg = StreamConfig::new("S", &["own"]);
+        cfg.sources = vec![StreamSource {
+            name: "ORIGIN".into(),
+            subject_transforms: transforms(sources),
+            ..StreamSource::default()
+        }];
+        cfg
+    };
+    assert!(sourcing(&["a.>", "b.>"]).checked().is_ok());
+    assert_eq!(err_of(sourcing(&[">", ">"])).err_code, 10147);
+    assert_eq!(err_of(sourcing(&["a.>", "a.b"])).err_code, 10147);
+    let mut mirror = StreamConfig::new("M", &[]);
+    mirror.mirror = Some(StreamSource {
+        name: "ORIGIN".into(),
+        subject_transforms: transforms(&["a.*", "a.b"]),
+        ..StreamSource::default()
+    });
+    assert_eq!(err_of(mirror).err_code, 10152);
+}
+
 #[test]
 fn create_only_rules() {
     let mut cfg = StreamConfig::new("S", &["x"]).checked().unwrap();

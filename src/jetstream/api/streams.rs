@@ -24,8 +24,13 @@ use crate::jetstream::meta::{MetaCommand, MetaOutcome};
 use crate::jetstream::payload::JsonValue;
 use crate::jetstream::{compat, placement, JetStream};
 
-/// Parses and checks a create/update body against the name in the subject.
-fn requested_config(js: &JetStream, stream: &str, body: &[u8]) -> Result<StreamConfig, ApiError> {
+/// Parses and checks a create (`create`) or update body against the name in the subject.
+fn requested_config(
+    js: &JetStream,
+    stream: &str,
+    body: &[u8],
+    create: bool,
+) -> Result<StreamConfig, ApiError> {
     let request: StreamConfigRequest = parse_body(body)?;
     let mut config = request.config;
     // Clients echo back the `_nats.*` entries we report; they are not part of the config.
@@ -36,8 +41,14 @@ fn requested_config(js: &JetStream, stream: &str, body: &[u8]) -> Result<StreamC
     if config.name != stream {
         return Err(ApiError::new(ErrorKind::StreamMismatch));
     }
+    let config = config.checked()?;
+    // nats-server's create-only checks come before what jetraft refuses (mirror direct
+    // without a mirror is invalid there, whatever jetraft supports).
+    if create {
+        config.validate_create()?;
+    }
     // What jetraft does not implement is refused, never stored (`jsapi::unsupported`).
-    let config = config.checked()?.refuse_unsupported()?;
+    let config = config.refuse_unsupported()?;
     placement::check_requested(js.topology(), &config)?;
     // Placement refuses more replicas than nodes; without a cluster, `compat` answers first.
     compat::check_replicas(js.topology(), &config)?;
@@ -45,8 +56,7 @@ fn requested_config(js: &JetStream, stream: &str, body: &[u8]) -> Result<StreamC
 }
 
 pub async fn create(js: &Arc<JetStream>, stream: &str, body: &[u8]) -> Result<Vec<u8>, ApiError> {
-    let config = requested_config(js, stream, body)?;
-    config.validate_create()?;
+    let config = requested_config(js, stream, body, true)?;
     let command = placement::create_stream_command(js, config)?;
     let outcome = js.propose_meta(command).await?;
     let did_create = matches!(outcome, MetaOutcome::Created { created: true, .. });
@@ -54,7 +64,8 @@ pub async fn create(js: &Arc<JetStream>, stream: &str, body: &[u8]) -> Result<Ve
     if did_create {
         advise_stream(js, stream, Action::Create);
     }
-    let info = super::routing::stream_info_anywhere(js, stream, NEW_STREAM_WAIT).await?;
+    let mut info = super::routing::stream_info_anywhere(js, stream, NEW_STREAM_WAIT).await?;
+    compat::drop_standalone_cluster(js.topology(), &mut info);
     Ok(encode_success(
         ResponseType::StreamCreate,
         &StreamCreateResponse { info, did_create },
@@ -62,7 +73,7 @@ pub async fn create(js: &Arc<JetStream>, stream: &str, body: &[u8]) -> Result<Ve
 }
 
 pub async fn update(js: &Arc<JetStream>, stream: &str, body: &[u8]) -> Result<Vec<u8>, ApiError> {
-    let config = requested_config(js, stream, body)?;
+    let config = requested_config(js, stream, body, false)?;
     let current = js
         .assignment(stream)
         .ok_or_else(|| ApiError::new(ErrorKind::StreamNotFound))?;
@@ -96,11 +107,13 @@ pub async fn update(js: &Arc<JetStream>, stream: &str, body: &[u8]) -> Result<Ve
     let mut echoed = config;
     crate::jetstream::info::add_stream_metadata(&mut echoed);
     info.config = echoed;
+    compat::drop_standalone_cluster(js.topology(), &mut info);
+    // As nats-server's: the info, without the paging of subjects an info reply carries.
     Ok(encode_success(
         ResponseType::StreamUpdate,
-        &StreamInfoResponse {
+        &StreamCreateResponse {
             info,
-            paged: Paged::default(),
+            did_create: false,
         },
     ))
 }
@@ -275,7 +288,10 @@ pub async fn list(js: &Arc<JetStream>, body: &[u8]) -> Result<Vec<u8>, ApiError>
     let infos = futures::future::join_all(page.iter().map(|name| info_of(js, name))).await;
     for (name, info) in page.into_iter().zip(infos) {
         match info {
-            Some(info) => streams.push(info),
+            Some(mut info) => {
+                compat::drop_standalone_cluster(js.topology(), &mut info);
+                streams.push(info);
+            }
             None if offline.contains_key(&name) => {}
             None => missing.push(name),
         }

@@ -125,16 +125,19 @@ impl StreamState {
         self.remove_acked(over)
     }
 
-    /// Rollup `sub`: keep only `keep_seq` on the literal `subject` (a publish subject, or a
-    /// cancelled schedule's, checked literal at ingest). Looked up, not matched against
-    /// every subject: a stream of many subjects (a schedule each) rolls up in O(log n).
+    /// Rollup `sub`: keep only `keep_seq` on `subject` (a publish subject, or a cancelled
+    /// schedule's, checked literal at ingest). A literal subject is looked up, not matched
+    /// against every subject: a stream of many subjects (a schedule each) rolls up in
+    /// O(log n).
     pub(super) fn remove_subject_except(&mut self, subject: &str, keep_seq: u64) -> Vec<u64> {
-        let others: Vec<u64> = self
-            .subjects
-            .seqs_of(subject)
-            .into_iter()
-            .filter(|seq| *seq != keep_seq)
-            .collect();
+        // A subject with wildcard tokens (`$KV.B.a.*`, stored as published) rolls up every
+        // subject it matches: nats-server purges by it as a filter (nats-py's `kv.purge`).
+        let wildcard = subject.split('.').any(|token| token == "*" || token == ">");
+        let seqs = match wildcard {
+            true => self.subjects.seqs_matching(&SubjectFilter::new([subject])),
+            false => self.subjects.seqs_of(subject),
+        };
+        let others: Vec<u64> = seqs.into_iter().filter(|seq| *seq != keep_seq).collect();
         self.remove_acked(others)
     }
 

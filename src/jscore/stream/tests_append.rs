@@ -423,6 +423,43 @@ fn rollup_subject_and_all() {
     );
 }
 
+/// A publish subject with wildcard tokens is stored as published, and its rollup purges
+/// every subject it matches, as nats-server purges by it as a filter (nats-py's `kv.purge`
+/// of `hello.*`).
+#[test]
+fn a_wildcard_rollup_purges_what_it_matches() {
+    let mut allowed = config(&["kv.>"]);
+    allowed.allow_rollup_hdrs = true;
+    let mut stream = StreamState::new(allowed);
+    publish(&mut stream, "kv.hello.1", 1);
+    publish(&mut stream, "kv.hello.2", 2);
+    publish(&mut stream, "kv.other", 3);
+    publish(&mut stream, "kv.hello.3.deep", 4);
+    let outcome = stream
+        .append(
+            request("kv.hello.*", &[("Nats-Rollup", "sub")], "", 5),
+            &|_| true,
+        )
+        .unwrap();
+    assert_eq!(
+        outcome,
+        AppendOutcome::Stored {
+            seq: 5,
+            removed: vec![1, 2]
+        }
+    );
+    let outcome = stream
+        .append(request("kv.>", &[("Nats-Rollup", "sub")], "", 6), &|_| true)
+        .unwrap();
+    assert_eq!(
+        outcome,
+        AppendOutcome::Stored {
+            seq: 6,
+            removed: vec![3, 4, 5]
+        }
+    );
+}
+
 #[test]
 fn sealed_stream_refuses_publish() {
     let mut sealed = config(&["s.>"]);
