@@ -16,7 +16,7 @@
 //! task that stops with publishes still queued (its node stops leading) answers none of
 //! them, and the request goes on without them.
 //!
-//! One per `StreamHandle`: two counters and a `Notify`, no task.
+//! One per `StreamHandle`: two counters and a `Notify`, no task (ADR 0027).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
