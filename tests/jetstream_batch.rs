@@ -37,6 +37,16 @@ async fn create(fx: &JsFixture, client: &async_nats::Client, body: Value) -> Val
     reply
 }
 
+/// Stream `T` on `t.>` taking atomic batches; its create reply.
+async fn create_atomic(fx: &JsFixture, client: &async_nats::Client) -> Value {
+    create(
+        fx,
+        client,
+        json!({"name":"T","subjects":["t.>"],"allow_atomic":true}),
+    )
+    .await
+}
+
 fn batch_headers(id: &str, seq: u64, commit: Option<&str>, extra: &[(&str, &str)]) -> HeaderMap {
     let mut headers = HeaderMap::new();
     headers.insert("Nats-Batch-Id", id);
@@ -126,12 +136,7 @@ fn err_code(reply: &Value) -> u64 {
 
 async fn a_committed_batch_is_stored_whole_and_in_order(fx: JsFixture) {
     let client = fx.client().await;
-    let reply = create(
-        &fx,
-        &client,
-        json!({"name":"T","subjects":["t.>"],"allow_atomic":true}),
-    )
-    .await;
+    let reply = create_atomic(&fx, &client).await;
     assert_eq!(reply["config"]["allow_atomic"], true, "{reply}");
     assert_eq!(plain(&client, "t.first").await, 1);
     // Members with a reply subject get an empty reply; the commit gets the PubAck.
@@ -197,12 +202,7 @@ fn subject_batch(seq: u64) -> &'static str {
 
 async fn broken_or_unfinished_batches_store_nothing(fx: JsFixture) {
     let client = fx.client().await;
-    create(
-        &fx,
-        &client,
-        json!({"name":"T","subjects":["t.>"],"allow_atomic":true}),
-    )
-    .await;
+    create_atomic(&fx, &client).await;
     // Never committed.
     staged(&client, "t.a", "open", 1).await;
     staged(&client, "t.a", "open", 2).await;
@@ -262,12 +262,7 @@ async fn batch_errors_are_nats_servers(fx: JsFixture) {
     assert_eq!(off["error"]["description"], "atomic publish is disabled");
     assert_eq!(off["stream"], "OFF");
 
-    create(
-        &fx,
-        &client,
-        json!({"name":"T","subjects":["t.>"],"allow_atomic":true}),
-    )
-    .await;
+    create_atomic(&fx, &client).await;
     let mut no_seq = HeaderMap::new();
     no_seq.insert("Nats-Batch-Id", "b");
     let reply = within(
@@ -361,12 +356,7 @@ async fn batch_errors_are_nats_servers(fx: JsFixture) {
 
 async fn batch_limits_are_nats_servers(fx: JsFixture) {
     let client = fx.client().await;
-    create(
-        &fx,
-        &client,
-        json!({"name":"T","subjects":["t.>"],"allow_atomic":true}),
-    )
-    .await;
+    create_atomic(&fx, &client).await;
     // 1,000 members commit; the 1,001st is refused and the batch dropped.
     for seq in 1..1000 {
         staged(&client, "t.a", "full", seq).await;
@@ -426,12 +416,7 @@ async fn a_refused_commit_stores_nothing(fx: JsFixture) {
 
 async fn a_leader_change_mid_batch_loses_the_whole_batch(mut fx: JsFixture) {
     let client = fx.client().await;
-    create(
-        &fx,
-        &client,
-        json!({"name":"T","subjects":["t.>"],"allow_atomic":true}),
-    )
-    .await;
+    create_atomic(&fx, &client).await;
     for seq in 1..=3 {
         let reply = member(&client, "t.a", "lost", seq, None, &[]).await;
         assert!(reply.is_empty(), "{}", String::from_utf8_lossy(&reply));
