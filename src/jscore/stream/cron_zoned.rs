@@ -50,6 +50,12 @@ fn date(zone: &Zone, year: i64, month: i64, day: i64, hour: u32, minute: u32, se
     zone.unix_of_local(local)
 }
 
+/// Go's `t.AddDate(0, months, days)` of a time whose local fields are `at`.
+fn add_date(zone: &Zone, at: &Fields, months: i64, days: i64) -> i64 {
+    let (month, day) = (i64::from(at.month) + months, i64::from(at.day) + days);
+    date(zone, at.year, month, day, at.hour, at.minute, at.second)
+}
+
 impl Cron {
     /// The first time the pattern names in `zone` after `after_nanos`: see the module doc.
     pub(super) fn next_in_zone(&self, zone: &Zone, after_nanos: i64) -> Option<i64> {
@@ -69,15 +75,7 @@ impl Cron {
                     next = date(zone, at.year, i64::from(at.month), 1, 0, 0, 0);
                     at = fields(zone, next);
                 }
-                next = date(
-                    zone,
-                    at.year,
-                    i64::from(at.month) + 1,
-                    i64::from(at.day),
-                    at.hour,
-                    at.minute,
-                    at.second,
-                );
+                next = add_date(zone, &at, 1, 0);
                 at = fields(zone, next);
                 if at.month == 1 {
                     continue 'wrap;
@@ -97,15 +95,7 @@ impl Cron {
                     );
                     at = fields(zone, next);
                 }
-                next = date(
-                    zone,
-                    at.year,
-                    i64::from(at.month),
-                    i64::from(at.day) + 1,
-                    at.hour,
-                    at.minute,
-                    at.second,
-                );
+                next = add_date(zone, &at, 0, 1);
                 at = fields(zone, next);
                 if at.day == 1 {
                     continue 'wrap;
