@@ -42,6 +42,7 @@ mod expiry;
 mod groups;
 pub mod info;
 mod ingest_progress;
+mod ingest_task;
 pub mod leader_clock;
 mod leadership;
 mod leadership_watch;
