@@ -18,7 +18,7 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use openraft::error::{InstallSnapshotError, RPCError, RaftError, Unreachable};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
@@ -223,6 +223,11 @@ impl GroupNetwork {
     }
 }
 
+/// How long an append with entries may take before it counts as failed (see
+/// `append_entries`). A follower that is down costs its replication stream this long per
+/// try; its liveness is the node pings' business (ADR 0013), not this timeout's.
+const ENTRIES_TIMEOUT: Duration = Duration::from_secs(1);
+
 impl RaftNetwork<TypeConfig> for GroupNetwork {
     async fn append_entries(
         &mut self,
@@ -230,8 +235,16 @@ impl RaftNetwork<TypeConfig> for GroupNetwork {
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RpcError> {
         // openraft times an append out after its heartbeat period, which is a day here (its
-        // timers are off: `group.rs`); appends keep the pacer's heartbeat period as before.
-        let option = RPCOption::new(option.hard_ttl().min(super::pacer::decide::HEARTBEAT));
+        // timers are off: `group.rs`). A heartbeat keeps the pacer's period; an append that
+        // carries entries gets longer: a batch of megabytes on a loaded node can take more
+        // than 100 ms, and a timed-out append is sent again whole after a backoff, so a
+        // follower could fall behind for as long as the load lasts.
+        let limit = if rpc.entries.is_empty() {
+            super::pacer::decide::HEARTBEAT
+        } else {
+            ENTRIES_TIMEOUT
+        };
+        let option = RPCOption::new(option.hard_ttl().min(limit));
         if let Plan::Hold { ticket } = self.hold.lock().plan(&rpc, Instant::now()) {
             self.send_later(ticket, rpc, option);
             return Ok(AppendEntriesResponse::Success);
