@@ -65,6 +65,11 @@ impl Block {
         })
     }
 
+    /// The sequences of its messages, ascending.
+    pub fn seqs(&self) -> impl Iterator<Item = u64> + '_ {
+        self.places.iter().map(|place| place.seq)
+    }
+
     /// The sequence of its first message.
     pub fn first_seq(&self) -> Option<u64> {
         self.places.first().map(|place| place.seq)

@@ -284,18 +284,46 @@ impl MessageStore {
             .collect()
     }
 
+    /// Block `b/<first>` as the store has it (pinned, cached or read), `None` if there is
+    /// no such block or it cannot be read (reported, as any failed read).
+    pub fn block(&self, first: u64) -> Option<Arc<Block>> {
+        match self.locate(first)? {
+            Found::Block {
+                first: at, block, ..
+            } if at == first => Some(block),
+            _ => None,
+        }
+    }
+
     fn locate(&self, seq: u64) -> Option<Found> {
+        match self.try_locate(seq) {
+            Located::Found(found) => Some(found),
+            Located::Absent => None,
+            // Compaction moved the block between the lookup and the read: once more.
+            Located::Moved(_) => match self.try_locate(seq) {
+                Located::Found(found) => Some(found),
+                Located::Absent | Located::Moved(None) => None,
+                Located::Moved(Some((view, error))) => {
+                    failed_read(&view, seq, &error);
+                    None
+                }
+            },
+        }
+    }
+
+    fn try_locate(&self, seq: u64) -> Located {
         let (key, last, view, segments) = {
             let inner = self.inner.lock();
             if let Ok(index) = inner.applied.binary_search_by_key(&seq, |(s, _)| *s) {
-                return Some(Found::Single(inner.applied[index].1.clone()));
+                return Located::Found(Found::Single(inner.applied[index].1.clone()));
             }
-            let view = inner.view.clone()?;
-            let segments = inner.segments.clone()?;
+            let (Some(view), Some(segments)) = (inner.view.clone(), inner.segments.clone()) else {
+                return Located::Absent;
+            };
             match inner.blocks.range(..=seq).next_back() {
                 Some((&first, slot)) if seq <= slot.last_seq => {
                     if let Some(pin) = &slot.pin {
-                        return Some(Found::Block {
+                        return Located::Found(Found::Block {
                             first,
                             last: slot.last_seq,
                             block: pin.block.clone(),
@@ -303,28 +331,47 @@ impl MessageStore {
                     }
                     ((inner.epoch, first), slot.last_seq, view, segments)
                 }
-                _ => return legacy_body(&view, seq).map(Found::Single),
+                _ => {
+                    return legacy_body(&view, seq)
+                        .map_or(Located::Absent, |body| Located::Found(Found::Single(body)))
+                }
             }
         };
         let block = match self.cache.get(key) {
             Some(block) => block,
             None => {
-                let block = match read_block(&view, &segments, key) {
-                    Ok(block) => Arc::new(block?),
+                let read = read_block(&view, &segments, key);
+                if !matches!(read, Ok(Some(_))) && self.moved(key) {
+                    return Located::Moved(read.err().map(|error| (view, error)));
+                }
+                let block = match read {
+                    Ok(Some(block)) => Arc::new(block),
+                    Ok(None) => return Located::Absent,
                     Err(error) => {
                         failed_read(&view, seq, &error);
-                        return None;
+                        return Located::Absent;
                     }
                 };
                 self.cache.insert(key, block.clone());
                 block
             }
         };
-        Some(Found::Block {
+        Located::Found(Found::Block {
             first: key.1,
             last,
             block,
         })
+    }
+
+    /// Whether block `key` is no longer where the index had it (a new epoch, removed or
+    /// replaced since).
+    fn moved(&self, (epoch, first): BlockKey) -> bool {
+        let inner = self.inner.lock();
+        inner.epoch != epoch
+            || inner
+                .blocks
+                .get(&first)
+                .is_none_or(|slot| slot.pin.is_some())
     }
 
     /// Whether the stream's messages must survive a restart (a memory stream's need not:
@@ -355,6 +402,13 @@ impl MessageStore {
         }
         stats
     }
+}
+
+enum Located {
+    Found(Found),
+    Absent,
+    /// The block read was moved or removed meanwhile; the read's error, if it failed.
+    Moved(Option<(MachineView, MachineError)>),
 }
 
 enum Found {

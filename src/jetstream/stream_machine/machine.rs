@@ -1,7 +1,8 @@
 //! `StreamMachine`: the `GroupMachine` of a stream group. `apply` decodes a command, runs
 //! it through the in-memory `StreamGroup` (jscore) and stages the sled writes it caused
 //! (`stage.rs`); `load` rebuilds the `StreamGroup` from the group's keys (`keys.rs`): the
-//! messages' metadata only, read from the blocks without copying a body. The bodies are the
+//! messages' metadata only, read from the segment summaries or the blocks without copying a
+//! body (`load_blocks.rs`). The bodies are the
 //! `MessageStore`'s (`bodies.rs`), which `finish` hands each new block and `submitted` tells
 //! when sled will have it.
 //! One per stream group on every replica, owned by the group's state-machine task.
@@ -27,9 +28,10 @@ use super::bodies::MessageStore;
 use super::cache::BlockCache;
 use super::entry;
 use super::keys::{self, ConsumerConfigV1, ConsumerKey, ConsumerStateV1, DedupEntryV1};
+use super::load_blocks::{load_blocks, Live, LoadedBlocks};
 use super::response::encode_response;
 use super::segments::{Locator, Segments};
-use super::stage::{self, Before, BlockInfo, Persisted};
+use super::stage::{self, Before, Persisted};
 use super::view::{StreamView, StreamViewWriter};
 
 pub struct StreamMachine {
@@ -374,55 +376,14 @@ fn load_keys(
     drop(legacy_msgs);
     // Block messages below the first sequence, or tombstoned, were removed (see
     // `stage::settle_removed`).
-    let mut blocks = BTreeMap::new();
-    let mut live_blocks: BTreeMap<u32, u64> = BTreeMap::new();
-    for item in view.scan_prefix(keys::BLOCK_PREFIX) {
-        let (key, value) = item?;
-        let first = keys::parse_u64_key(keys::BLOCK_PREFIX, &key)?;
-        let locator = Locator::decode(&value)?;
-        let value = match locator {
-            Some(locator) => segments.read(locator)?,
-            None => value,
-        };
-        let segment = locator.map(|locator| locator.segment);
-        if let Some(segment) = segment {
-            *live_blocks.entry(segment).or_default() += 1;
-        }
-        let block = keys::parse_block(&value)?;
-        let last_seq = block.last().map_or(first, |msg| msg.seq);
-        if block.first().map(|msg| msg.seq) != Some(first) {
-            return Err(MachineError::Corrupt(format!(
-                "message block {first} does not start at its key"
-            )));
-        }
-        let mut live = 0;
-        for msg in block
-            .iter()
-            .filter(|msg| msg.seq >= record.first_seq && !tombstones.contains(&msg.seq))
-        {
-            let headers_len = msg.headers.map_or(0, <[u8]>::len);
-            let info = MsgInfo {
-                subject: msg.subject,
-                ts_nanos: msg.ts_nanos,
-                stored_size: stored_size(
-                    storage,
-                    msg.subject.len(),
-                    headers_len,
-                    msg.payload.len(),
-                ),
-            };
-            restoring.push(msg.seq, info, msg.headers);
-            live += 1;
-        }
-        blocks.insert(
-            first,
-            BlockInfo {
-                last_seq,
-                live,
-                segment,
-            },
-        );
-    }
+    let live = Live {
+        first_seq: record.first_seq,
+        tombstones: &tombstones,
+    };
+    let LoadedBlocks {
+        blocks,
+        segments: live_blocks,
+    } = load_blocks(view, segments, storage, live, &mut restoring)?;
 
     let schedule_clock: i64 = match view.get(keys::SCHEDULE_CLOCK)? {
         Some(value) => keys::decode("schedule clock", &value)?,

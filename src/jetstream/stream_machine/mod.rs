@@ -19,13 +19,18 @@
 //!   The state keeps each message's metadata only; the front reads headers and payloads
 //!   through the group's [`MessageStore`]: blocks written by `finish` stay pinned until
 //!   sled holds their locators, then live in the node's [`BlockCache`] (a byte budget) or
-//!   only in the group's segment files. `tests_segments.rs`: locators, when segments go.
+//!   only in the group's segment files. `tests_segments.rs`: locators, when segments go,
+//!   summaries.
+//! - `summary.rs`, `load_blocks.rs`: a complete segment's summary of its messages' metadata
+//!   (ADR 0028), which `load` reads instead of the segment's blocks. `compact.rs`: a segment
+//!   left mostly empty by interior removals is rewritten and goes (ADR 0029;
+//!   `tests_compact.rs`).
 //!
 //! ## Persistence
 //!
 //! The in-memory `StreamGroup` (metadata, consumers) is the working state; sled holds
-//! enough to rebuild it exactly (`load`, which reads the blocks' metadata in place and copies
-//! no body), and each apply call (one or more Raft entries, many commands) rewrites
+//! enough to rebuild it exactly (`load`, which reads the messages' metadata from the segment
+//! summaries, or from the blocks in place, and copies no body), and each apply call (one or more Raft entries, many commands) rewrites
 //! only the keys it changed, so a large stream is never rewritten and sled sees a few keys per
 //! call rather than per message. Keys (consensus strips the group prefix):
 //!
@@ -85,18 +90,23 @@ mod block;
 mod block_format;
 mod bodies;
 pub mod cache;
+mod compact;
 pub mod entry;
 mod keys;
+mod load_blocks;
 mod machine;
 pub mod response;
 mod segments;
 mod sources;
 mod stage;
 mod stage_consumers;
+mod summary;
 mod view;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_compact;
 #[cfg(test)]
 mod tests_damage;
 #[cfg(test)]

@@ -30,6 +30,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use parking_lot::Mutex;
 
+use super::summary;
 use crate::consensus::state_db::dir_names;
 use crate::consensus::MachineError;
 
@@ -93,6 +94,9 @@ struct Inner {
     next: u32,
     /// The segment read last (loads and consumers read in order).
     last_read: Option<(u32, Arc<File>)>,
+    /// Where the active segment's blocks are (offset, length): what its summary covers
+    /// once it is full (`summary.rs`).
+    extents: Vec<(u64, u32)>,
 }
 
 impl Segments {
@@ -106,25 +110,44 @@ impl Segments {
                 active: None,
                 next,
                 last_read: None,
+                extents: Vec::new(),
             }),
         })
     }
 
     /// The segments no locator points into (`referenced`): written after the last batch
     /// sled holds, left by a crash before their removal, or replaced by an installed
-    /// snapshot. They go once the keys that no longer point into them are durable
+    /// snapshot; with their summaries, summaries left without a segment and summaries a
+    /// crash cut short (`*.sum.tmp`). They go once
+    /// the keys that no longer point into them are durable
     /// (`MachineView::unlink_after_sync`): until then sled might still come back with them.
     pub fn unreferenced(&self, referenced: &BTreeSet<u32>) -> io::Result<Vec<PathBuf>> {
         let active = self.inner.lock().active.as_ref().map(|(id, _, _)| *id);
+        let torn = dir_names(&self.dir)?
+            .into_iter()
+            .filter(|name| name.ends_with(".sum.tmp"))
+            .map(|name| self.dir.join(name));
         Ok(existing(&self.dir)?
             .into_iter()
             .filter(|id| !referenced.contains(id) && Some(*id) != active)
-            .map(|id| self.path(id))
+            .flat_map(|id| self.paths(id))
+            .chain(torn)
             .collect())
     }
 
     pub fn path(&self, segment: u32) -> PathBuf {
         self.dir.join(format!("{segment:08x}.seg"))
+    }
+
+    /// Where the summary of `segment` is (`summary.rs`).
+    pub fn summary_path(&self, segment: u32) -> PathBuf {
+        self.dir.join(format!("{segment:08x}.sum"))
+    }
+
+    /// A segment's files, to remove: its summary first, so that a crash in between never
+    /// leaves a summary without its segment.
+    fn paths(&self, segment: u32) -> [PathBuf; 2] {
+        [self.summary_path(segment), self.path(segment)]
     }
 
     /// The segment taking new blocks, if one is open.
@@ -142,6 +165,10 @@ impl Segments {
             .as_ref()
             .is_none_or(|(_, _, len)| *len >= SEGMENT_BYTES)
         {
+            if let Some((full, _, _)) = inner.active.take() {
+                let blocks = std::mem::take(&mut inner.extents);
+                summary::queue(self.path(full), self.summary_path(full), blocks);
+            }
             std::fs::create_dir_all(&self.dir)?;
             let id = inner.next;
             let file = OpenOptions::new()
@@ -162,12 +189,14 @@ impl Segments {
             len: u32::try_from(block.len()).map_err(io::Error::other)?,
         };
         *len += block.len() as u64;
-        Ok((locator, file.clone()))
+        let file = file.clone();
+        inner.extents.push((locator.offset, locator.len));
+        Ok((locator, file))
     }
 
-    /// No block is left in `segment`: it takes no more, and its path is returned for the
-    /// caller to remove once sled forgot its blocks durably.
-    pub fn retire(&self, segment: u32) -> PathBuf {
+    /// No block is left in `segment`: it takes no more, and its paths (summary, segment)
+    /// are returned for the caller to remove once sled forgot its blocks durably.
+    pub fn retire(&self, segment: u32) -> [PathBuf; 2] {
         let mut inner = self.inner.lock();
         if inner
             .active
@@ -175,6 +204,7 @@ impl Segments {
             .is_some_and(|(id, _, _)| *id == segment)
         {
             inner.active = None;
+            inner.extents.clear();
         }
         if inner
             .last_read
@@ -183,7 +213,7 @@ impl Segments {
         {
             inner.last_read = None;
         }
-        self.path(segment)
+        self.paths(segment)
     }
 
     /// The block `locator` points at. A segment missing or shorter than the locator says
@@ -213,14 +243,16 @@ impl Segments {
     }
 }
 
-/// The segment ids in `dir`, ascending (none if it does not exist).
+/// The segment ids in `dir` with a segment or a summary file, ascending (none if it does
+/// not exist). A summary's id counts so that no new segment takes it.
 fn existing(dir: &Path) -> io::Result<Vec<u32>> {
     let mut ids: Vec<u32> = dir_names(dir)?
         .iter()
-        .filter_map(|name| name.strip_suffix(".seg"))
+        .filter_map(|name| name.strip_suffix(".seg").or(name.strip_suffix(".sum")))
         .filter_map(|hex| u32::from_str_radix(hex, 16).ok())
         .collect();
     ids.sort_unstable();
+    ids.dedup();
     Ok(ids)
 }
 
@@ -269,8 +301,8 @@ mod tests {
         let unreferenced = segments
             .unreferenced(&BTreeSet::from([kept.segment]))
             .unwrap();
-        assert_eq!(unreferenced, vec![segments.path(2)]);
-        std::fs::remove_file(&unreferenced[0]).unwrap();
+        assert_eq!(unreferenced, segments.paths(2).to_vec());
+        std::fs::remove_file(segments.path(2)).unwrap();
         assert_eq!(segments.read(kept).unwrap().as_ref(), b"kept");
         let error = segments.read(orphan).unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::NotFound);
@@ -279,6 +311,32 @@ mod tests {
             fresh.segment, 3,
             "numbered after every segment seen at open"
         );
+    }
+
+    #[test]
+    fn summaries_without_their_segment_or_cut_short_are_unreferenced_and_keep_their_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g");
+        let segments = Segments::open(path.clone()).unwrap();
+        let (kept, _) = segments.append(b"kept").unwrap();
+        drop(segments);
+        std::fs::write(path.join("00000007.sum"), b"left behind").unwrap();
+        std::fs::write(path.join("00000001.sum.tmp"), b"torn").unwrap();
+
+        let segments = Segments::open(path.clone()).unwrap();
+        let mut unreferenced = segments
+            .unreferenced(&BTreeSet::from([kept.segment]))
+            .unwrap();
+        unreferenced.sort();
+        let mut expected = vec![
+            path.join("00000001.sum.tmp"),
+            segments.summary_path(7),
+            segments.path(7),
+        ];
+        expected.sort();
+        assert_eq!(unreferenced, expected);
+        let (fresh, _) = segments.append(b"fresh").unwrap();
+        assert_eq!(fresh.segment, 8, "no segment takes a summary's id");
     }
 
     #[test]

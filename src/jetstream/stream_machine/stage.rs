@@ -22,6 +22,7 @@ use crate::jscore::stream::StreamState;
 
 use super::block::{Block, Body};
 use super::bodies::MessageStore;
+use super::compact::SegmentUse;
 use super::keys::{self, DedupEntryV1};
 use super::segments::Segments;
 
@@ -44,8 +45,8 @@ pub struct Persisted {
     pub layout: Option<u8>,
     /// The `b/` blocks by first sequence.
     pub blocks: BTreeMap<u64, BlockInfo>,
-    /// Per segment file, how many of `blocks` it holds (`segments.rs`).
-    pub segments: BTreeMap<u32, u64>,
+    /// Per segment file, its share of `blocks` (`segments.rs`, `compact.rs`).
+    pub segments: BTreeMap<u32, SegmentUse>,
     /// Sequences with an `x/` key.
     pub tombstones: BTreeSet<u64>,
     /// Sequences still in `m/` keys of layout 1.
@@ -74,6 +75,8 @@ pub struct BlockInfo {
     /// Its messages still in the stream. Exact (load counts the same thing), so replicas
     /// and restarts drop a block at the same apply.
     pub live: u64,
+    /// The messages written into it (live or not).
+    pub written: u64,
     /// The segment file holding it; `None` for a block kept in sled itself.
     pub segment: Option<u32>,
 }
@@ -169,9 +172,26 @@ pub fn finish(
     let segments = store
         .segments()
         .ok_or_else(|| MachineError::Corrupt("stream written before its load".into()))?;
-    settle_removed(persisted, stream.first_seq(), store, &segments, txn);
+    let touched = settle_removed(persisted, stream.first_seq(), store, &segments, txn);
     let applied = store.applied_bodies();
-    let stored: Vec<keys::BlockMsg<'_>> = applied
+    let stored = block_msgs(stream, &applied);
+    write_blocks(persisted, store, &segments, &stored, txn)?;
+    drop(stored);
+    store.flushed();
+    super::compact::compact(persisted, stream, store, &segments, touched, txn);
+    stage_stream_record(persisted, group, txn);
+    super::stage_consumers::finish_consumers(persisted, group, txn);
+    super::sources::stage_sources(persisted, group, txn);
+    Ok(())
+}
+
+/// The messages of `bodies` still in `stream`, as a block holds them (subjects and times
+/// from the stream, headers and payloads from the bodies).
+pub(super) fn block_msgs<'a>(
+    stream: &'a StreamState,
+    bodies: &'a [(u64, Body)],
+) -> Vec<keys::BlockMsg<'a>> {
+    bodies
         .iter()
         .filter_map(|(seq, body)| {
             let msg = stream.get(*seq)?;
@@ -183,8 +203,19 @@ pub fn finish(
                 ts_nanos: msg.ts_nanos,
             })
         })
-        .collect();
-    let mut rest = stored.as_slice();
+        .collect()
+}
+
+/// Writes `msgs` (ascending) as new blocks of up to [`BLOCK_BYTES`] at the end of the active
+/// segment, stages their locators and pins them in the message store until sled has them.
+pub(super) fn write_blocks(
+    persisted: &mut Persisted,
+    store: &MessageStore,
+    segments: &Segments,
+    msgs: &[keys::BlockMsg<'_>],
+    txn: &mut MachineTxn<'_>,
+) -> Result<(), MachineError> {
+    let mut rest = msgs;
     while !rest.is_empty() {
         let mut bytes = 0;
         let take = rest
@@ -209,35 +240,38 @@ pub fn finish(
         }
         store.stored(first, last, Block::decode(value)?);
         txn.insert(keys::block(first), locator.encode());
+        let count = block.len() as u64;
         persisted.blocks.insert(
             first,
             BlockInfo {
                 last_seq: last,
-                live: block.len() as u64,
+                live: count,
+                written: count,
                 segment: Some(locator.segment),
             },
         );
-        *persisted.segments.entry(locator.segment).or_default() += 1;
+        persisted
+            .segments
+            .entry(locator.segment)
+            .or_default()
+            .add(count, count);
     }
-    drop(stored);
-    store.flushed();
-    stage_stream_record(persisted, group, txn);
-    super::stage_consumers::finish_consumers(persisted, group, txn);
-    super::sources::stage_sources(persisted, group, txn);
     Ok(())
 }
 
 /// Messages removed from written blocks: a block none of whose messages is left goes (with
 /// its tombstones); otherwise a removed message at or above the stream's first sequence
 /// gets a tombstone (below it, `load` skips it anyway: the first sequence never goes back).
+/// Returns the segments that lost messages and still hold blocks.
 fn settle_removed(
     persisted: &mut Persisted,
     first_seq: u64,
     store: &MessageStore,
     segments: &Segments,
     txn: &mut MachineTxn<'_>,
-) {
+) -> BTreeSet<u32> {
     let mut emptied = Vec::new();
+    let mut touched = BTreeSet::new();
     for seq in std::mem::take(&mut persisted.removed) {
         let Some((&first, block)) = persisted.blocks.range_mut(..=seq).next_back() else {
             continue;
@@ -246,6 +280,12 @@ fn settle_removed(
             continue;
         }
         block.live = block.live.saturating_sub(1);
+        if let Some(segment) = block.segment {
+            if let Some(used) = persisted.segments.get_mut(&segment) {
+                used.lose(1);
+                touched.insert(segment);
+            }
+        }
         if seq >= first_seq {
             txn.insert(keys::tombstone(seq), Bytes::new());
             persisted.tombstones.insert(seq);
@@ -255,28 +295,59 @@ fn settle_removed(
         }
     }
     for first in emptied {
-        let Some(block) = persisted.blocks.remove(&first) else {
+        let Some(block) = forget_block(persisted, first, txn) else {
             continue;
         };
-        txn.remove(keys::block(first));
         store.removed(first);
-        // A segment none of whose blocks is left goes once sled forgot them durably.
         if let Some(segment) = block.segment {
-            let left = persisted.segments.entry(segment).or_default();
-            *left = left.saturating_sub(1);
-            if *left == 0 {
-                persisted.segments.remove(&segment);
-                txn.unlink_after_sync(segments.retire(segment));
-            }
+            retire_if_empty(persisted, segments, segment, txn);
         }
-        let inside: Vec<u64> = persisted
-            .tombstones
-            .range(first..=block.last_seq)
-            .copied()
-            .collect();
-        for seq in inside {
-            txn.remove(keys::tombstone(seq));
-            persisted.tombstones.remove(&seq);
+    }
+    touched
+}
+
+/// Forgets block `first`: its key, its tombstones and its share of its segment (which the
+/// caller retires if it was the last: [`retire_if_empty`]). Returns what was known of it.
+pub(super) fn forget_block(
+    persisted: &mut Persisted,
+    first: u64,
+    txn: &mut MachineTxn<'_>,
+) -> Option<BlockInfo> {
+    let block = persisted.blocks.remove(&first)?;
+    txn.remove(keys::block(first));
+    if let Some(used) = block
+        .segment
+        .and_then(|segment| persisted.segments.get_mut(&segment))
+    {
+        used.drop_block(block.written, block.live);
+    }
+    let inside: Vec<u64> = persisted
+        .tombstones
+        .range(first..=block.last_seq)
+        .copied()
+        .collect();
+    for seq in inside {
+        txn.remove(keys::tombstone(seq));
+        persisted.tombstones.remove(&seq);
+    }
+    Some(block)
+}
+
+/// A segment none of whose blocks is left goes once sled forgot them durably.
+pub(super) fn retire_if_empty(
+    persisted: &mut Persisted,
+    segments: &Segments,
+    segment: u32,
+    txn: &mut MachineTxn<'_>,
+) {
+    if persisted
+        .segments
+        .get(&segment)
+        .is_some_and(|used| used.blocks == 0)
+    {
+        persisted.segments.remove(&segment);
+        for path in segments.retire(segment) {
+            txn.unlink_after_sync(path);
         }
     }
 }

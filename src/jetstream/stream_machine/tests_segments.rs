@@ -5,6 +5,7 @@ use bytes::Bytes;
 
 use super::keys;
 use super::segments::{Locator, Segments};
+use super::summary::{self, SegmentSummary};
 use super::tests_load::{append_cmd, encode, Harness};
 use crate::consensus::state_db::{key, SPACE_DATA};
 use crate::consensus::GroupMachine;
@@ -12,15 +13,25 @@ use crate::jsapi::stream_config::StreamConfig;
 use crate::jscore::group::StreamCommand;
 use crate::jscore::stream::{AppendRequest, PurgeRequest};
 
-fn segment_files(harness: &Harness) -> Vec<String> {
+/// The names of the group's files ending in `suffix`, sorted.
+fn files(harness: &Harness, suffix: &str) -> Vec<String> {
     let mut names: Vec<String> = match std::fs::read_dir(harness.view.files_dir()) {
         Ok(entries) => entries
             .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+            .filter(|name| name.ends_with(suffix))
             .collect(),
         Err(_) => Vec::new(),
     };
     names.sort();
     names
+}
+
+fn segment_files(harness: &Harness) -> Vec<String> {
+    files(harness, ".seg")
+}
+
+fn summary_files(harness: &Harness) -> Vec<String> {
+    files(harness, ".sum")
 }
 
 fn block_value(harness: &Harness, first: u64) -> Bytes {
@@ -79,6 +90,15 @@ fn a_segment_goes_once_its_blocks_are_gone_and_sled_forgot_them_durably() {
         "only the last block's segment"
     );
     harness.check_reload("after the purge");
+    summary::settle();
+    harness.db.sync().unwrap();
+    let summaries = summary_files(&harness);
+    assert!(
+        summaries
+            .iter()
+            .all(|name| after.contains(&name.replace(".sum", ".seg"))),
+        "the summaries of removed segments go with them: {summaries:?}, segments {after:?}"
+    );
     // The emptied active segment is not written again: the next block opens a new one.
     harness.apply(&[encode(StreamCommand::Purge(PurgeRequest {
         filter: None,
@@ -187,4 +207,89 @@ async fn an_installed_snapshot_puts_its_blocks_in_segments() {
         stream.message(1).unwrap().payload,
         harness.stream.message(1).unwrap().payload
     );
+}
+
+/// Flips one byte of segment `segment` at `offset`.
+fn flip(harness: &Harness, segment: u32, offset: u64) {
+    use std::os::unix::fs::FileExt;
+    let path = Segments::open(harness.view.files_dir())
+        .unwrap()
+        .path(segment);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
+    let mut byte = [0u8];
+    file.read_exact_at(&mut byte, offset).unwrap();
+    file.write_all_at(&[byte[0] ^ 0x10], offset).unwrap();
+}
+
+#[test]
+fn a_full_segment_gets_a_summary_that_a_load_reads_instead_of_its_blocks() {
+    let mut harness = Harness::new(StreamConfig::new("S", &["s.>"]));
+    fill(&mut harness, 60, 300 << 10);
+    summary::settle();
+    let segments = segment_files(&harness);
+    let summaries = summary_files(&harness);
+    assert!(segments.len() >= 3, "{segments:?}");
+    // Every segment but the active one, which is not complete.
+    let expected: Vec<String> = segments[..segments.len() - 1]
+        .iter()
+        .map(|name| name.replace(".seg", ".sum"))
+        .collect();
+    assert_eq!(summaries, expected);
+    harness.check_reload("through the summaries");
+
+    // A payload byte of the first block damaged: the load, reading the summary, does not
+    // see it; a read of that message does, and serves no altered body.
+    let locator = Locator::decode(&block_value(&harness, 1)).unwrap().unwrap();
+    flip(
+        &harness,
+        locator.segment,
+        locator.offset + u64::from(locator.len) - 100,
+    );
+    let reloaded = harness.reloaded_view();
+    assert_eq!(reloaded.read(Clone::clone), harness.state());
+    assert!(reloaded.message(1).is_none(), "an altered body was served");
+    let reason = harness.db.damage().reason(9).expect("damage reported");
+    assert!(reason.contains("checksum"), "{reason}");
+}
+
+#[test]
+fn a_load_summarizes_the_segments_it_read_whole_and_ignores_a_damaged_summary() {
+    let mut harness = Harness::new(StreamConfig::new("S", &["s.>"]));
+    harness.apply(&[append_cmd("s.a", 1), append_cmd("s.b", 2)]);
+    harness.apply(&[
+        encode(StreamCommand::Append(AppendRequest {
+            subject: "s.h".into(),
+            headers: Some(Bytes::from_static(b"NATS/1.0\r\nNats-Msg-Id: x\r\n\r\n")),
+            payload: Bytes::from_static(b"with headers"),
+            now_nanos: -7,
+        })),
+        append_cmd("s.a", 4),
+    ]);
+    assert!(
+        summary_files(&harness).is_empty(),
+        "the active segment has none"
+    );
+    harness.check_reload("reading the blocks");
+    let path = Segments::open(harness.view.files_dir())
+        .unwrap()
+        .summary_path(1);
+    assert!(SegmentSummary::read(&path).is_some(), "the load wrote one");
+    harness.check_reload("through the summary");
+
+    // A damaged summary is ignored (its checksum), the blocks read and it is written again.
+    let mut bytes = std::fs::read(&path).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x01;
+    std::fs::write(&path, &bytes).unwrap();
+    assert!(SegmentSummary::read(&path).is_none());
+    harness.check_reload("with a damaged summary");
+    assert!(SegmentSummary::read(&path).is_some(), "written again");
+    // So is a torn one.
+    std::fs::write(&path, &bytes[..middle]).unwrap();
+    harness.check_reload("with a torn summary");
+    assert!(SegmentSummary::read(&path).is_some(), "written again");
 }

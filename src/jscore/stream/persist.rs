@@ -14,7 +14,7 @@ use super::message::{MsgInfo, MsgMeta};
 use super::schedule_index::ScheduleIndex;
 use super::seq_map::SeqMap;
 use super::state::StreamState;
-use super::subject_index::SubjectIndex;
+use super::subject_index::{SubjectId, SubjectIndex};
 use super::ttl_index::TtlIndex;
 
 /// The parts of a `StreamState` that its config and messages do not determine.
@@ -127,6 +127,8 @@ pub struct Restoring {
     ttls: TtlIndex,
     schedules: ScheduleIndex,
     schedule_clock: i64,
+    /// The subject of the message pushed last: a stream's neighbours often share one.
+    last_subject: Option<SubjectId>,
 }
 
 impl Restoring {
@@ -143,10 +145,18 @@ impl Restoring {
             // The clock is applied once all are in (`restore_from`).
             self.schedules.insert(seq, msg.ts_nanos, headers, i64::MIN);
         }
+        let subject = match self.last_subject {
+            Some(id) if self.subjects.name(id) == msg.subject => {
+                self.subjects.insert_at(id, seq);
+                id
+            }
+            _ => self.subjects.insert(msg.subject, seq),
+        };
+        self.last_subject = Some(subject);
         let meta = MsgMeta {
             ts_nanos: msg.ts_nanos,
             size: u32::try_from(msg.stored_size).unwrap_or(u32::MAX),
-            subject: self.subjects.insert(msg.subject, seq),
+            subject,
         };
         self.messages.insert(seq, meta);
     }

@@ -93,6 +93,14 @@ impl SubjectIndex {
         id
     }
 
+    /// Records `seq` on the subject `id` stands for, which must be in use (a restore that
+    /// just interned it: cheaper than [`insert`](Self::insert)'s lookup by name).
+    pub fn insert_at(&mut self, id: SubjectId, seq: u64) {
+        if let Some(entry) = self.entries.get_mut(id.slot()).and_then(Option::as_mut) {
+            entry.seqs.insert(seq, ());
+        }
+    }
+
     /// Forgets `seq` on the subject `id`; the subject goes with its last message.
     pub fn remove(&mut self, id: SubjectId, seq: u64) {
         let slot = id.slot();

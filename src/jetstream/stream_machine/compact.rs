@@ -1,0 +1,124 @@
+//! Segment compaction: a segment whose blocks have lost most of their messages (interior
+//! removals: a KV key's old revisions, work-queue acks out of order, `MSG.DELETE`) has its
+//! live messages rewritten as new blocks at the end of the active segment, so that it goes
+//! (ADR 0029). Without it one live message kept its whole 8 MiB segment.
+//!
+//! Local to the replica: which blocks and segments hold a message is not replicated state
+//! (load reads whatever layout a replica wrote). Run by `finish`, the only writer of the
+//! group's segments, for the segments its removals touched, in the same sled batch: the new
+//! blocks' segment is synced before the batch moves the keys to them, and the old segment
+//! is removed only once sled's forgetting it is durable.
+
+use std::collections::BTreeSet;
+
+use crate::consensus::MachineTxn;
+use crate::jscore::stream::StreamState;
+
+use super::block::Body;
+use super::bodies::MessageStore;
+use super::segments::Segments;
+use super::stage::{self, Persisted};
+
+/// A segment's share of the stream's blocks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SegmentUse {
+    /// Blocks it holds.
+    pub blocks: u64,
+    /// Messages written into those blocks.
+    pub written: u64,
+    /// Of those, the ones still in the stream.
+    pub live: u64,
+}
+
+impl SegmentUse {
+    /// A block of `written` messages, `live` of them still in the stream.
+    pub fn add(&mut self, written: u64, live: u64) {
+        self.blocks += 1;
+        self.written += written;
+        self.live += live;
+    }
+
+    /// `count` of its messages left the stream.
+    pub fn lose(&mut self, count: u64) {
+        self.live = self.live.saturating_sub(count);
+    }
+
+    /// One of its blocks goes, with `written` messages of which `live` were live.
+    pub fn drop_block(&mut self, written: u64, live: u64) {
+        self.blocks = self.blocks.saturating_sub(1);
+        self.written = self.written.saturating_sub(written);
+        self.live = self.live.saturating_sub(live);
+    }
+
+    /// Whether rewriting its live messages is worth it: fewer than half of its messages
+    /// are left (as nats-server compacts a block), so the rewrite is smaller than what it
+    /// frees and a segment never holds more than twice its live messages for long.
+    pub fn worth_compacting(&self) -> bool {
+        self.live > 0 && self.live * 2 < self.written
+    }
+}
+
+/// Compacts the segments of `touched` worth it (not the active one). A block that cannot be
+/// read (damage, which the read reported) leaves its segment as it is.
+pub fn compact(
+    persisted: &mut Persisted,
+    stream: &StreamState,
+    store: &MessageStore,
+    segments: &Segments,
+    touched: BTreeSet<u32>,
+    txn: &mut MachineTxn<'_>,
+) {
+    let active = segments.active();
+    for segment in touched {
+        let worth = persisted
+            .segments
+            .get(&segment)
+            .is_some_and(SegmentUse::worth_compacting);
+        if !worth || Some(segment) == active {
+            continue;
+        }
+        if let Err(error) = compact_one(persisted, stream, store, segments, segment, txn) {
+            tracing::warn!(segment, %error, "compacting a segment");
+        }
+    }
+}
+
+fn compact_one(
+    persisted: &mut Persisted,
+    stream: &StreamState,
+    store: &MessageStore,
+    segments: &Segments,
+    segment: u32,
+    txn: &mut MachineTxn<'_>,
+) -> Result<(), crate::consensus::MachineError> {
+    let firsts: Vec<u64> = persisted
+        .blocks
+        .iter()
+        .filter(|(_, block)| block.segment == Some(segment))
+        .map(|(first, _)| *first)
+        .collect();
+    // Every block first: a segment is compacted whole or not at all.
+    let mut blocks = Vec::with_capacity(firsts.len());
+    for &first in &firsts {
+        let Some(block) = store.block(first) else {
+            return Ok(());
+        };
+        blocks.push((first, block));
+    }
+    for (first, block) in blocks {
+        let bodies: Vec<(u64, Body)> = block
+            .seqs()
+            .filter(|seq| stream.contains(*seq))
+            .filter_map(|seq| Some((seq, block.body(seq)?)))
+            .collect();
+        let msgs = stage::block_msgs(stream, &bodies);
+        stage::forget_block(persisted, first, txn);
+        stage::write_blocks(persisted, store, segments, &msgs, txn)?;
+        // The new block may start at the old one's key: then it replaced it.
+        if msgs.first().is_none_or(|msg| msg.seq != first) {
+            store.removed(first);
+        }
+    }
+    stage::retire_if_empty(persisted, segments, segment, txn);
+    Ok(())
+}

@@ -1,0 +1,184 @@
+//! `load`'s pass over a stream's `b/` keys: every stored message's metadata into the stream
+//! being restored, and what `Persisted` keeps of each block. A block in a segment that has a
+//! summary is read from the summary (a few bytes a message, ADR 0028); any other block is read
+//! and checked whole, and a segment read that way gets its summary written for the next load.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::consensus::{MachineError, MachineView};
+use crate::jsapi::stream_config::StorageType;
+use crate::jscore::stream::{stored_size, MsgInfo, Restoring};
+
+use super::compact::SegmentUse;
+use super::keys;
+use super::segments::{Locator, Segments};
+use super::stage::BlockInfo;
+use super::summary::{self, MsgMetaRef, SegmentSummary};
+
+/// The blocks found, by first sequence, and how many of them each segment holds.
+pub struct LoadedBlocks {
+    pub blocks: BTreeMap<u64, BlockInfo>,
+    pub segments: BTreeMap<u32, SegmentUse>,
+}
+
+/// Which messages of the blocks are still in the stream: those at or above its first
+/// sequence and without a tombstone (see `stage::settle_removed`).
+pub struct Live<'a> {
+    pub first_seq: u64,
+    pub tombstones: &'a BTreeSet<u64>,
+}
+
+pub fn load_blocks(
+    view: &MachineView,
+    segments: &Segments,
+    storage: StorageType,
+    live: Live<'_>,
+    restoring: &mut Restoring,
+) -> Result<LoadedBlocks, MachineError> {
+    let mut summaries = Summaries::new(segments);
+    let mut loaded = LoadedBlocks {
+        blocks: BTreeMap::new(),
+        segments: BTreeMap::new(),
+    };
+    for item in view.scan_prefix(keys::BLOCK_PREFIX) {
+        let (key, value) = item?;
+        let first = keys::parse_u64_key(keys::BLOCK_PREFIX, &key)?;
+        let locator = Locator::decode(&value)?;
+        let mut block = BlockLoad {
+            first: None,
+            last_seq: first,
+            live: 0,
+            written: 0,
+        };
+        let mut take = |msg: MsgMetaRef<'_>| {
+            block.first.get_or_insert(msg.seq);
+            block.last_seq = msg.seq;
+            block.written += 1;
+            if msg.seq < live.first_seq || live.tombstones.contains(&msg.seq) {
+                return;
+            }
+            let headers_len = msg.headers.map_or(0, <[u8]>::len);
+            let info = MsgInfo {
+                subject: msg.subject,
+                ts_nanos: msg.ts_nanos,
+                stored_size: stored_size(storage, msg.subject.len(), headers_len, msg.payload_len),
+            };
+            restoring.push(msg.seq, info, msg.headers);
+            block.live += 1;
+        };
+        let summarized = locator.is_some_and(|locator| {
+            summaries
+                .of(locator.segment)
+                .is_some_and(|summary| summary.for_each(locator, &mut take))
+        });
+        if !summarized {
+            let value = match locator {
+                Some(locator) => segments.read(locator)?,
+                None => value,
+            };
+            let msgs = keys::parse_block(&value)?;
+            msgs.iter().for_each(|msg| take(msg.into()));
+            if let Some(locator) = locator {
+                summaries.record(locator, &msgs);
+            }
+        }
+        if block.first != Some(first) {
+            return Err(MachineError::Corrupt(format!(
+                "message block {first} does not start at its key"
+            )));
+        }
+        let segment = locator.map(|locator| locator.segment);
+        if let Some(segment) = segment {
+            loaded
+                .segments
+                .entry(segment)
+                .or_default()
+                .add(block.written, block.live);
+        }
+        loaded.blocks.insert(
+            first,
+            BlockInfo {
+                last_seq: block.last_seq,
+                live: block.live,
+                written: block.written,
+                segment,
+            },
+        );
+    }
+    summaries.write_new();
+    Ok(loaded)
+}
+
+struct BlockLoad {
+    first: Option<u64>,
+    last_seq: u64,
+    live: u64,
+    written: u64,
+}
+
+/// The summaries `load` reads (the last segment's kept: blocks come in sequence order, and
+/// so mostly segment by segment) and the ones it writes for segments that had none.
+struct Summaries<'s> {
+    segments: &'s Segments,
+    current: Option<(u32, Option<SegmentSummary>)>,
+    /// Segments without a summary: their blocks' records, written at the end.
+    new: BTreeMap<u32, Vec<Vec<u8>>>,
+}
+
+impl<'s> Summaries<'s> {
+    fn new(segments: &'s Segments) -> Self {
+        Summaries {
+            segments,
+            current: None,
+            new: BTreeMap::new(),
+        }
+    }
+
+    fn of(&mut self, segment: u32) -> Option<&SegmentSummary> {
+        if self.new.contains_key(&segment) {
+            return None;
+        }
+        if self.current.as_ref().is_none_or(|(id, _)| *id != segment) {
+            let read = SegmentSummary::read(&self.segments.summary_path(segment));
+            self.current = Some((segment, read));
+        }
+        self.current
+            .as_ref()
+            .and_then(|(_, summary)| summary.as_ref())
+    }
+
+    /// A block read whole: its record goes into its segment's new summary, unless the
+    /// segment has one (which did not describe this block: it is left as it is).
+    fn record(&mut self, locator: Locator, msgs: &[keys::BlockMsg<'_>]) {
+        let has_one = !self.new.contains_key(&locator.segment)
+            && self
+                .current
+                .as_ref()
+                .is_some_and(|(id, summary)| *id == locator.segment && summary.is_some());
+        if has_one {
+            return;
+        }
+        self.new
+            .entry(locator.segment)
+            .or_default()
+            .push(summary::encode_record(locator.offset, locator.len, msgs));
+    }
+
+    /// Every segment is complete at a load (the next block goes to a new one): the ones read
+    /// whole get their summary now. A failure only costs the next load the same reads.
+    fn write_new(self) {
+        for (segment, mut records) in self.new {
+            records.sort_by_key(|record| {
+                u64::from_le_bytes(
+                    record[..8]
+                        .try_into()
+                        .expect("a record starts with its offset"),
+                )
+            });
+            let path = self.segments.summary_path(segment);
+            if let Err(error) = summary::write(&path, &records) {
+                tracing::debug!(path = %path.display(), %error, "writing a segment summary");
+            }
+        }
+    }
+}

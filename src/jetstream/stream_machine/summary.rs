@@ -1,0 +1,303 @@
+//! Segment summaries: the metadata of a segment's blocks (sequence, subject, time, sizes,
+//! headers; no payload) in a file of their own beside it, `<segment>.sum`, so a restart
+//! reads a few bytes a message instead of every block (issue 16, ADR 0028).
+//!
+//! A summary is derived data. It is written without a sync once a segment is complete (by
+//! [`queue`]'s worker when a segment fills up, by `load` for one it read whole), never
+//! changed, and checked as a whole against its crc32c. A summary that is missing, torn or
+//! damaged is ignored: `load` reads that segment's blocks instead and writes a new one. A
+//! summary is only ever asked about a block sled locates (offset, length, first sequence):
+//! segments are append-only and their ids never reused, so the bytes it describes are the
+//! bytes sled points at.
+//!
+//! File: [`SUMMARY_V1`] ++ crc32c of the rest (u32 LE) ++ per block, in offset order:
+//! offset (u64 LE) ++ length (u32 LE) ++ summary length (u32 LE) ++ the block's summary
+//! (postcard: its subjects, then per message the sequence and time as steps from the
+//! previous one, the subject's index, the payload's length and the header block).
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::sync::OnceLock;
+
+use serde::{Deserialize, Serialize};
+
+use super::keys::{parse_block, BlockMsg};
+use super::segments::Locator;
+
+/// The version byte of a summary file.
+pub const SUMMARY_V1: u8 = 1;
+const HEADER: usize = 5;
+const RECORD_HEADER: usize = 16;
+
+#[derive(Serialize)]
+struct BlockSummaryOut<'a> {
+    subjects: Vec<&'a str>,
+    msgs: Vec<MsgSummaryOut<'a>>,
+}
+
+#[derive(Serialize)]
+struct MsgSummaryOut<'a> {
+    seq_step: u64,
+    ts_step: i64,
+    subject: u32,
+    payload_len: u32,
+    headers: Option<RawBytes<'a>>,
+}
+
+/// A byte string for serde (postcard: length ++ bytes, what `&[u8]` reads back).
+struct RawBytes<'a>(&'a [u8]);
+
+impl Serialize for RawBytes<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_bytes(self.0)
+    }
+}
+
+#[derive(Deserialize)]
+struct BlockSummaryIn<'a> {
+    #[serde(borrow)]
+    subjects: Vec<&'a str>,
+    #[serde(borrow)]
+    msgs: Vec<MsgSummaryIn<'a>>,
+}
+
+#[derive(Deserialize)]
+struct MsgSummaryIn<'a> {
+    seq_step: u64,
+    ts_step: i64,
+    subject: u32,
+    payload_len: u32,
+    #[serde(borrow)]
+    headers: Option<&'a [u8]>,
+}
+
+/// What `load` needs of a message: everything but its payload, whose length stands in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MsgMetaRef<'a> {
+    pub seq: u64,
+    pub subject: &'a str,
+    pub headers: Option<&'a [u8]>,
+    pub payload_len: usize,
+    pub ts_nanos: i64,
+}
+
+impl<'a> From<&BlockMsg<'a>> for MsgMetaRef<'a> {
+    fn from(msg: &BlockMsg<'a>) -> Self {
+        MsgMetaRef {
+            seq: msg.seq,
+            subject: msg.subject,
+            headers: msg.headers,
+            payload_len: msg.payload.len(),
+            ts_nanos: msg.ts_nanos,
+        }
+    }
+}
+
+/// One block's record in a summary file: the block of `len` bytes at `offset` of its
+/// segment, its messages as parsed.
+pub fn encode_record(offset: u64, len: u32, msgs: &[BlockMsg<'_>]) -> Vec<u8> {
+    let mut subjects: Vec<&str> = Vec::new();
+    let mut index: BTreeMap<&str, u32> = BTreeMap::new();
+    let (mut seq, mut ts) = (0u64, 0i64);
+    let msgs = msgs
+        .iter()
+        .map(|msg| {
+            let subject = *index.entry(msg.subject).or_insert_with(|| {
+                subjects.push(msg.subject);
+                (subjects.len() - 1) as u32
+            });
+            let out = MsgSummaryOut {
+                seq_step: msg.seq.wrapping_sub(seq),
+                ts_step: msg.ts_nanos.wrapping_sub(ts),
+                subject,
+                payload_len: msg.payload.len() as u32,
+                headers: msg.headers.map(RawBytes),
+            };
+            (seq, ts) = (msg.seq, msg.ts_nanos);
+            out
+        })
+        .collect();
+    let summary =
+        postcard::to_stdvec(&BlockSummaryOut { subjects, msgs }).expect("in-memory encoding");
+    let mut record = Vec::with_capacity(RECORD_HEADER + summary.len());
+    record.extend_from_slice(&offset.to_le_bytes());
+    record.extend_from_slice(&len.to_le_bytes());
+    record.extend_from_slice(&(summary.len() as u32).to_le_bytes());
+    record.extend_from_slice(&summary);
+    record
+}
+
+/// Writes the summary of `segment` (its records in offset order) under `path`, through a
+/// temporary name so a reader sees all of it or nothing. No sync: it is derived data.
+pub fn write(path: &Path, records: &[Vec<u8>]) -> io::Result<()> {
+    let mut body = Vec::with_capacity(HEADER + records.iter().map(Vec::len).sum::<usize>());
+    body.push(SUMMARY_V1);
+    body.extend_from_slice(&[0; 4]);
+    for record in records {
+        body.extend_from_slice(record);
+    }
+    let crc = crc32c::crc32c(&body[HEADER..]);
+    body[1..HEADER].copy_from_slice(&crc.to_le_bytes());
+    let tmp = path.with_extension("sum.tmp");
+    let mut file = std::fs::File::create(&tmp)?;
+    file.write_all(&body)?;
+    drop(file);
+    std::fs::rename(&tmp, path)
+}
+
+/// A segment's summary as read: the file and where each block's record is.
+pub struct SegmentSummary {
+    bytes: Vec<u8>,
+    /// By offset: the block's length and its summary's range in `bytes`.
+    blocks: BTreeMap<u64, (u32, std::ops::Range<usize>)>,
+}
+
+impl SegmentSummary {
+    /// The summary at `path`; `None` when there is none or it does not check out (torn,
+    /// damaged, another version): the caller reads the blocks instead.
+    pub fn read(path: &Path) -> Option<SegmentSummary> {
+        let bytes = std::fs::read(path).ok()?;
+        if bytes.len() < HEADER || bytes[0] != SUMMARY_V1 {
+            return None;
+        }
+        let stored = u32::from_le_bytes(bytes[1..HEADER].try_into().expect("4 bytes"));
+        if crc32c::crc32c(&bytes[HEADER..]) != stored {
+            return None;
+        }
+        let mut blocks = BTreeMap::new();
+        let mut at = HEADER;
+        while at < bytes.len() {
+            let header = bytes.get(at..at + RECORD_HEADER)?;
+            let offset = u64::from_le_bytes(header[..8].try_into().expect("8 bytes"));
+            let len = u32::from_le_bytes(header[8..12].try_into().expect("4 bytes"));
+            let summary_len = u32::from_le_bytes(header[12..].try_into().expect("4 bytes"));
+            let start = at + RECORD_HEADER;
+            let end = start.checked_add(summary_len as usize)?;
+            if end > bytes.len() {
+                return None;
+            }
+            blocks.insert(offset, (len, start..end));
+            at = end;
+        }
+        Some(SegmentSummary { bytes, blocks })
+    }
+
+    /// Calls `each` with the messages of the block at `locator`, in sequence order, and
+    /// returns true; false (calling nothing) when the summary does not describe that block
+    /// as sled locates it.
+    pub fn for_each(&self, locator: Locator, mut each: impl FnMut(MsgMetaRef<'_>)) -> bool {
+        let Some((len, range)) = self.blocks.get(&locator.offset) else {
+            return false;
+        };
+        if *len != locator.len {
+            return false;
+        }
+        let Ok(block) = postcard::from_bytes::<BlockSummaryIn<'_>>(&self.bytes[range.clone()])
+        else {
+            return false;
+        };
+        if block
+            .msgs
+            .iter()
+            .any(|msg| msg.subject as usize >= block.subjects.len())
+        {
+            return false;
+        }
+        let (mut seq, mut ts) = (0u64, 0i64);
+        for msg in &block.msgs {
+            seq = seq.wrapping_add(msg.seq_step);
+            ts = ts.wrapping_add(msg.ts_step);
+            each(MsgMetaRef {
+                seq,
+                subject: block.subjects[msg.subject as usize],
+                headers: msg.headers,
+                payload_len: msg.payload_len as usize,
+                ts_nanos: ts,
+            });
+        }
+        true
+    }
+}
+
+enum Job {
+    /// Summarize the segment at `segment` (its blocks at these offsets and lengths) into
+    /// `summary`.
+    Summarize {
+        segment: PathBuf,
+        summary: PathBuf,
+        blocks: Vec<(u64, u32)>,
+    },
+    /// Answer once every job queued before has run.
+    #[cfg(test)]
+    Settle(mpsc::Sender<()>),
+}
+
+fn worker() -> &'static mpsc::Sender<Job> {
+    static QUEUE: OnceLock<mpsc::Sender<Job>> = OnceLock::new();
+    QUEUE.get_or_init(|| {
+        let (sender, receiver) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("segment-summaries".into())
+            .spawn(move || {
+                for job in receiver {
+                    match job {
+                        Job::Summarize {
+                            segment,
+                            summary,
+                            blocks,
+                        } => {
+                            if let Err(error) = summarize(&segment, &summary, &blocks) {
+                                tracing::debug!(
+                                    segment = %segment.display(),
+                                    %error,
+                                    "no summary for a segment (the next load reads its blocks)"
+                                );
+                            }
+                        }
+                        #[cfg(test)]
+                        Job::Settle(done) => {
+                            let _ = done.send(());
+                        }
+                    }
+                }
+            })
+            .expect("spawning the segment summary thread");
+        sender
+    })
+}
+
+/// Has a complete segment (`segment`, holding blocks at these offsets and lengths) summarized
+/// in the background into `summary`. A segment gone by then, or a block that does not
+/// parse, leaves it without one.
+pub fn queue(segment: PathBuf, summary: PathBuf, blocks: Vec<(u64, u32)>) {
+    let _ = worker().send(Job::Summarize {
+        segment,
+        summary,
+        blocks,
+    });
+}
+
+/// Waits until every summary queued before is written.
+#[cfg(test)]
+pub fn settle() {
+    let (done, wait) = mpsc::channel();
+    if worker().send(Job::Settle(done)).is_ok() {
+        let _ = wait.recv();
+    }
+}
+
+fn summarize(segment: &Path, summary: &Path, blocks: &[(u64, u32)]) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::File::open(segment)?;
+    let mut records = Vec::with_capacity(blocks.len());
+    let mut value = Vec::new();
+    for &(offset, len) in blocks {
+        value.resize(len as usize, 0);
+        file.read_exact_at(&mut value, offset)?;
+        let msgs = parse_block(&value).map_err(io::Error::other)?;
+        records.push(encode_record(offset, len, &msgs));
+    }
+    write(summary, &records)
+}
