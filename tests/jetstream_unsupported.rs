@@ -63,16 +63,12 @@ async fn unsupported_stream_settings_are_refused_and_not_stored(fx: JsFixture) {
             10052,
         ),
         ("no_ack", json!(true), 10052),
-        ("mirror_direct", json!(true), 10052),
         ("placement", json!({"tags":["ssd"]}), 10005),
     ];
     for (field, value, code) in cases {
         let mut body = json!({"name":"REFUSED","num_replicas":replicas});
         body[field] = value;
-        if field == "mirror_direct" {
-            // Without a mirror it is invalid on nats-server too (below).
-            body["mirror"] = json!({"name":"ORIGIN"});
-        } else if field != "mirror" && field != "sources" {
+        if field != "mirror" && field != "sources" {
             body["subjects"] = json!(["x.*"]);
         }
         let reply = api(&client, "$JS.API.STREAM.CREATE.REFUSED", body).await;

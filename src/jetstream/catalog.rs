@@ -318,6 +318,34 @@ impl Catalog {
         self.meta.read(|state| state.stream(name).cloned())
     }
 
+    /// The stream that answers direct gets addressed to stream `name`: `name` itself when it
+    /// allows them; otherwise the first (by name) mirror of it with `mirror_direct`, which
+    /// nats-server subscribes to its origin's direct-get subjects; `name` when there is
+    /// neither (it answers no responders). nats-server spreads the gets of an origin that
+    /// allows them over it and such mirrors; here the origin answers them all.
+    pub fn direct_get_target(&self, name: &str) -> String {
+        self.meta.read(|state| {
+            if state
+                .stream(name)
+                .is_some_and(|assigned| assigned.config.allow_direct)
+            {
+                return name.to_string();
+            }
+            state
+                .streams()
+                .iter()
+                .find(|(_, assigned)| {
+                    assigned.config.mirror_direct
+                        && assigned
+                            .config
+                            .mirror
+                            .as_ref()
+                            .is_some_and(|origin| origin.name == name)
+                })
+                .map_or_else(|| name.to_string(), |(mirror, _)| mirror.clone())
+        })
+    }
+
     /// The registry running a stream's group: memory streams have their own.
     pub(super) fn registry_for(&self, storage: StorageType) -> &GroupRegistry {
         match storage {

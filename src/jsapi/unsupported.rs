@@ -57,7 +57,7 @@ impl StreamConfig {
     }
 
     fn check_supported(&self) -> Result<(), ApiError> {
-        let refusals: [(bool, &str, &str); 5] = [
+        let refusals: [(bool, &str, &str); 4] = [
             // Origins in another account or domain (read through another API prefix), and
             // 2.14's durable sourcing consumers.
             (
@@ -72,7 +72,6 @@ impl StreamConfig {
             ),
             // jetraft answers every publish that has a reply subject.
             (self.no_ack, "streams without publish acks are", "no_ack"),
-            (self.mirror_direct, "mirror direct get is", "mirror_direct"),
             (
                 !self.template_owner.is_empty(),
                 "stream templates are",

@@ -95,7 +95,6 @@ fn every_unsupported_stream_setting_is_refused_with_10052_naming_it() {
             json!({"name":"ORIGIN","external":{"api":"$JS.other.API"}}),
         ),
         ("no_ack", json!(true)),
-        ("mirror_direct", json!(true)),
         ("template_owner", json!("T")),
     ];
     for (field, value) in cases {

@@ -3,9 +3,11 @@
 //! subject), answered as nats-server answers them: with the stored messages themselves (see
 //! `jsapi::direct_get`), read from the stream's in-memory state without a Raft round.
 //!
-//! Only a stream with `allow_direct` answers; for any other (or an unknown stream) the
-//! requester gets the 503 no-responders status, as from nats-server, which subscribes a
-//! stream to its direct-get subjects only when `allow_direct` is set. In a cluster the
+//! Only a stream with `allow_direct` answers, or for a stream without it a mirror of it with
+//! `mirror_direct` (`JetStream::direct_get_target`: nats-server subscribes such a mirror to
+//! its origin's direct-get subjects), from its own messages; for any other (or an unknown
+//! stream) the requester gets the 503 no-responders status, as from nats-server, which
+//! subscribes a stream to its direct-get subjects only when `allow_direct` is set. In a cluster the
 //! stream's leader answers (nats-server lets any replica answer; the leader is never behind),
 //! or the replica answering for a stream without a leader (`leaderless.rs`).
 
@@ -28,21 +30,33 @@ const DEFAULT_MAX_BYTES: usize = 64 << 20;
 /// One reply message: a header block (empty: none) and the payload.
 pub type DirectReply = (Vec<u8>, Bytes);
 
-/// The replies to a direct get, in order, or `None` when the stream does not answer direct
-/// gets (unknown, or `allow_direct` unset).
+/// The replies to a direct get addressed to `addressed` and answered by stream `target` (the
+/// same, or a mirror of it), in order, or `None` when `target` does not answer it (unknown,
+/// `allow_direct` unset, or a mirror without `mirror_direct`).
 pub fn get(
     js: &JetStream,
-    stream: &str,
+    addressed: &str,
+    target: &str,
     last_by_subject: Option<&str>,
     body: &[u8],
 ) -> Option<Vec<DirectReply>> {
-    let handle = js.stream(stream)?;
+    let handle = js.stream(target)?;
     let view = handle.view();
     // Bodies are read under the stream's read lock, as nats-server reads under its stream
     // lock: a direct get reads a few messages, and the reply is consistent with one state.
     view.read(|group| {
         let state = group.stream();
-        if !state.config().allow_direct {
+        let config = state.config();
+        let answers = if addressed == target {
+            config.allow_direct
+        } else {
+            config.mirror_direct
+                && config
+                    .mirror
+                    .as_ref()
+                    .is_some_and(|origin| origin.name == addressed)
+        };
+        if !answers {
             return None;
         }
         let request = match last_by_subject {

@@ -156,7 +156,14 @@ async fn route(js: &Arc<JetStream>, request: &ApiRequest, msg: &Message) -> Opti
             stream,
             last_by_subject,
         } => {
-            match direct::get(js, stream, last_by_subject.as_deref(), &msg.payload) {
+            let target = js.direct_get_target(stream);
+            match direct::get(
+                js,
+                stream,
+                &target,
+                last_by_subject.as_deref(),
+                &msg.payload,
+            ) {
                 Some(replies) => answer_direct(js, msg, replies),
                 // Like nats-server, which has no direct-get responder for such a stream.
                 None => answer_no_responders(js, msg),

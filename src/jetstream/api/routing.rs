@@ -58,9 +58,14 @@ pub fn role(js: &JetStream, request: &ApiRequest) -> Role {
             Role::Silent
         }
     };
+    // A direct get may be answered by a mirror of the stream it names (`mirror_direct`).
+    let direct_target = match request {
+        ApiRequest::DirectGet { stream, .. } => Some(js.direct_get_target(stream)),
+        _ => None,
+    };
     match request {
         ApiRequest::StreamCreate { .. } | ApiRequest::StreamDelete { .. } => meta_role(),
-        _ => match request.stream() {
+        _ => match direct_target.as_deref().or(request.stream()) {
             Some(stream) if js.assignment(stream).is_some() => {
                 if js.leads_stream(stream) || offline_here_alone(js, stream) {
                     Role::Answer
