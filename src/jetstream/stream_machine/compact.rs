@@ -17,44 +17,68 @@ use crate::jscore::stream::StreamState;
 use super::block::Body;
 use super::bodies::MessageStore;
 use super::segments::Segments;
-use super::stage::{self, Persisted};
+use super::stage::{self, BlockInfo, Persisted};
 
-/// A segment's share of the stream's blocks.
+/// A segment's share of the stream's blocks, in bytes of its file.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SegmentUse {
-    /// Blocks it holds.
+    /// Blocks of the stream it holds.
     pub blocks: u64,
-    /// Messages written into those blocks.
+    /// Bytes written to its file (its length): removed blocks' bytes stay until it goes.
     pub written: u64,
-    /// Of those, the ones still in the stream.
+    /// Of those, the bytes of its blocks' live messages, estimated per block as its length
+    /// times the share of its messages still in the stream.
     pub live: u64,
 }
 
 impl SegmentUse {
-    /// A block of `written` messages, `live` of them still in the stream.
-    pub fn add(&mut self, written: u64, live: u64) {
+    /// A block of `len` bytes appended to it, all of its messages live.
+    pub fn append(&mut self, len: u64) {
         self.blocks += 1;
-        self.written += written;
-        self.live += live;
+        self.written += len;
+        self.live += len;
     }
 
-    /// `count` of its messages left the stream.
-    pub fn lose(&mut self, count: u64) {
-        self.live = self.live.saturating_sub(count);
+    /// A block found in it by `load` (whose file length is counted by [`Self::file_len`]).
+    pub fn found(&mut self, block: &BlockInfo) {
+        self.blocks += 1;
+        self.live += block.live_bytes();
     }
 
-    /// One of its blocks goes, with `written` messages of which `live` were live.
-    pub fn drop_block(&mut self, written: u64, live: u64) {
+    /// Its file's length, as `load` finds it.
+    pub fn file_len(&mut self, len: u64) {
+        self.written = len;
+    }
+
+    /// `block` lost a message: it had one more live than it has now.
+    pub fn lose(&mut self, block: &BlockInfo) {
+        let before = BlockInfo {
+            live: block.live + 1,
+            ..*block
+        };
+        self.live = self
+            .live
+            .saturating_sub(before.live_bytes() - block.live_bytes());
+    }
+
+    /// `block` goes.
+    pub fn drop_block(&mut self, block: &BlockInfo) {
         self.blocks = self.blocks.saturating_sub(1);
-        self.written = self.written.saturating_sub(written);
-        self.live = self.live.saturating_sub(live);
+        self.live = self.live.saturating_sub(block.live_bytes());
     }
 
-    /// Whether rewriting its live messages is worth it: fewer than half of its messages
-    /// are left (as nats-server compacts a block), so the rewrite is smaller than what it
-    /// frees and a segment never holds more than twice its live messages for long.
+    /// Whether rewriting its live messages is worth it: less than half of its file is live
+    /// (as nats-server compacts a block), so the rewrite is smaller than what it frees and a
+    /// segment never holds more than twice its live messages for long.
     pub fn worth_compacting(&self) -> bool {
         self.live > 0 && self.live * 2 < self.written
+    }
+}
+
+impl BlockInfo {
+    /// Its bytes in proportion to its live messages.
+    pub fn live_bytes(&self) -> u64 {
+        u64::from(self.len) * self.live / self.written.max(1)
     }
 }
 

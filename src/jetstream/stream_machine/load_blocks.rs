@@ -88,22 +88,20 @@ pub fn load_blocks(
             )));
         }
         let segment = locator.map(|locator| locator.segment);
+        let info = BlockInfo {
+            last_seq: block.last_seq,
+            live: block.live,
+            written: block.written,
+            len: locator.map_or(0, |locator| locator.len),
+            segment,
+        };
         if let Some(segment) = segment {
-            loaded
-                .segments
-                .entry(segment)
-                .or_default()
-                .add(block.written, block.live);
+            loaded.segments.entry(segment).or_default().found(&info);
         }
-        loaded.blocks.insert(
-            first,
-            BlockInfo {
-                last_seq: block.last_seq,
-                live: block.live,
-                written: block.written,
-                segment,
-            },
-        );
+        loaded.blocks.insert(first, info);
+    }
+    for (&segment, used) in loaded.segments.iter_mut() {
+        used.file_len(segments.file_len(segment)?);
     }
     summaries.write_new();
     Ok(loaded)

@@ -216,6 +216,11 @@ impl Segments {
         self.paths(segment)
     }
 
+    /// The length of segment `segment`'s file (missing: damage, as for a read).
+    pub fn file_len(&self, segment: u32) -> io::Result<u64> {
+        Ok(std::fs::metadata(self.path(segment))?.len())
+    }
+
     /// The block `locator` points at. A segment missing or shorter than the locator says
     /// is an error of kind `NotFound` / `UnexpectedEof` (damage, `MachineError::Files`).
     pub fn read(&self, locator: Locator) -> io::Result<Bytes> {

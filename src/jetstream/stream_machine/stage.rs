@@ -77,6 +77,8 @@ pub struct BlockInfo {
     pub live: u64,
     /// The messages written into it (live or not).
     pub written: u64,
+    /// Its length in its segment (0 for a block kept in sled).
+    pub len: u32,
     /// The segment file holding it; `None` for a block kept in sled itself.
     pub segment: Option<u32>,
 }
@@ -247,6 +249,7 @@ pub(super) fn write_blocks(
                 last_seq: last,
                 live: count,
                 written: count,
+                len: locator.len,
                 segment: Some(locator.segment),
             },
         );
@@ -254,7 +257,7 @@ pub(super) fn write_blocks(
             .segments
             .entry(locator.segment)
             .or_default()
-            .add(count, count);
+            .append(u64::from(locator.len));
     }
     Ok(())
 }
@@ -282,7 +285,7 @@ fn settle_removed(
         block.live = block.live.saturating_sub(1);
         if let Some(segment) = block.segment {
             if let Some(used) = persisted.segments.get_mut(&segment) {
-                used.lose(1);
+                used.lose(block);
                 touched.insert(segment);
             }
         }
@@ -319,7 +322,7 @@ pub(super) fn forget_block(
         .segment
         .and_then(|segment| persisted.segments.get_mut(&segment))
     {
-        used.drop_block(block.written, block.live);
+        used.drop_block(&block);
     }
     let inside: Vec<u64> = persisted
         .tombstones
