@@ -36,19 +36,6 @@ async fn direct_last(client: &async_nats::Client, stream: &str, subject: &str) -
     )
 }
 
-async fn wait_for_messages(client: &async_nats::Client, stream: &str, messages: u64) {
-    within("the mirror to catch up", async {
-        loop {
-            let info = api(client, format!("$JS.API.STREAM.INFO.{stream}"), "").await;
-            if info["state"]["messages"] == messages {
-                return;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-    })
-    .await;
-}
-
 async fn a_mirror_with_mirror_direct_answers_its_origins_direct_gets(fx: JsFixture) {
     let client = fx.client().await;
     let js = jetstream::new(client.clone());
@@ -74,7 +61,7 @@ async fn a_mirror_with_mirror_direct_answers_its_origins_direct_gets(fx: JsFixtu
         reply["config"]["mirror_direct"], true,
         "stored as asked: {reply}"
     );
-    wait_for_messages(&client, "MIR", 3).await;
+    fx.wait_until_replicas_count("MIR", 3).await;
 
     // The origin does not allow direct gets: its mirror answers them, from its copy.
     assert_eq!(
