@@ -1,12 +1,18 @@
 //! Quiet groups on a three-node cluster of real processes (issue 15): an idle R3 stream goes
 //! quiet on every replica (no heartbeats, no timers) and still fails over when its leader's
 //! node dies, with a follower down first, and when its leader is cut off from the others —
-//! nothing acknowledged is lost and a cut-off quiet leader acknowledges nothing.
+//! nothing acknowledged is lost and a cut-off quiet leader acknowledges nothing. A quiet
+//! leader woken by a publish goes on serving through its wake.
 
 mod common;
 
 use common::cluster::TestCluster;
-use common::jetstream::{cluster_client, create_retried, publish_until_acked, read_all, STREAM};
+use common::jetstream::{
+    cluster_client, create_retried, publish_acked, publish_until_acked, pull_until_waiting,
+    read_all, STREAM,
+};
+use common::within;
+use futures::StreamExt;
 
 /// Each test runs three jetraft processes; on a small machine they run one at a time.
 static ONE_CLUSTER_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -64,6 +70,67 @@ async fn a_quiet_r3_stream_fails_over_when_its_leaders_node_is_killed() {
     publish_until_acked(&js, 10).await;
     let ids = read_all(&js, 11).await;
     assert_eq!(ids, (0..11).collect::<Vec<_>>());
+}
+
+/// A publish wakes a quiet leader, whose last acknowledgement from its followers is as old as
+/// its quiet: it must not take that for a lost quorum. It did, for a moment at each wake: it
+/// stopped serving the stream, so a pull waiting on it got `409 Leadership Change` and a
+/// publish meanwhile got "no responders".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_leader_woken_by_a_publish_serves_through_the_wake() {
+    let _one = ONE_CLUSTER_AT_A_TIME.lock().await;
+    let cluster = TestCluster::start(3);
+    let (admin, leader) = quiet_orders(&cluster).await;
+    let client = async_nats::connect(cluster.url(leader))
+        .await
+        .expect("client connects");
+    let js = async_nats::jetstream::new(client.clone());
+    let stream = js.get_stream(STREAM).await.expect("stream info");
+    let config = async_nats::jetstream::consumer::pull::Config {
+        durable_name: Some("WAITING".into()),
+        deliver_policy: async_nats::jetstream::consumer::DeliverPolicy::New,
+        ack_policy: async_nats::jetstream::consumer::AckPolicy::None,
+        ..Default::default()
+    };
+    stream
+        .create_consumer(config)
+        .await
+        .expect("consumer created");
+    for round in 0..5 {
+        let inbox = client.new_inbox();
+        let mut replies = client.subscribe(inbox.clone()).await.expect("subscribed");
+        let body = r#"{"batch":1,"expires":30000000000}"#;
+        pull_until_waiting(&client, &stream, "WAITING", inbox, body, 1).await;
+        tokio::task::block_in_place(|| wait_until_quiet(&cluster, &[0, 1, 2]));
+        // Two publishes, the second as soon as the first is acknowledged: both are taken.
+        publish_acked(&admin, "orders.new", format!("first {round}")).await;
+        publish_acked(&admin, "orders.new", format!("second {round}")).await;
+        let reply = within("the waiting pull's message", replies.next())
+            .await
+            .expect("a reply");
+        assert!(
+            reply.status.is_none(),
+            "round {round}: the waiting pull got status {:?} {:?}",
+            reply.status,
+            reply.description
+        );
+        assert_eq!(&reply.payload[..], format!("first {round}").as_bytes());
+        // The second is read now, so that the next round's pull waits for a new message.
+        let inbox = client.new_inbox();
+        let mut rest = client.subscribe(inbox.clone()).await.expect("subscribed");
+        client
+            .publish_with_reply(
+                "$JS.API.CONSUMER.MSG.NEXT.ORDERS.WAITING",
+                inbox,
+                r#"{"batch":1,"expires":5000000000}"#.into(),
+            )
+            .await
+            .expect("pull sent");
+        let second = within("the second message", rest.next())
+            .await
+            .expect("a reply");
+        assert_eq!(&second.payload[..], format!("second {round}").as_bytes());
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -516,6 +516,19 @@ fn behind(raft: &Raft) -> bool {
     m.last_applied.map(|id| id.index) < m.last_log_index
 }
 
+/// How long ago a quorum acknowledged the leader, at `now`. From the instant, not
+/// `millis_since_quorum_ack`: that one counts from when the metrics were reported, and a quiet
+/// group reports none, so a leader woken after seconds of quiet would read its last
+/// acknowledgement as one a moment old, count itself acknowledged since the wake, go active
+/// and (`leadership_of`) stop serving until its first append was acknowledged.
+fn since_quorum_ack(
+    m: &openraft::RaftMetrics<NodeId, super::types::Node>,
+    now: Instant,
+) -> Option<Duration> {
+    m.quorum_acked_at
+        .map(|at| now.saturating_duration_since(at))
+}
+
 /// What the pacer sees of a replica now; `peers` is reused to hold the other voters.
 fn observe<'a>(
     raft: &Raft,
@@ -567,7 +580,23 @@ fn observe<'a>(
         last_log: m.last_log_index,
         last_applied: m.last_applied.map(|log_id| log_id.index),
         peers,
-        since_quorum_ack: m.millis_since_quorum_ack.map(Duration::from_millis),
+        since_quorum_ack: since_quorum_ack(&m, now),
         lease_holds,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_quorum_ack_is_dated_by_its_instant_not_by_a_stale_report() {
+        let now = Instant::now();
+        let mut m = openraft::RaftMetrics::new_initial(1);
+        assert_eq!(since_quorum_ack(&m, now), None);
+        // Reported a millisecond after the ack, then nothing for five seconds (quiet).
+        m.millis_since_quorum_ack = Some(1);
+        m.quorum_acked_at = now.checked_sub(Duration::from_secs(5));
+        assert_eq!(since_quorum_ack(&m, now), Some(Duration::from_secs(5)));
     }
 }

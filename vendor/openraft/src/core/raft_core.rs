@@ -556,6 +556,9 @@ where
     pub(crate) fn report_metrics(&mut self, replication: Option<ReplicationMetrics<C::NodeId>>) {
         let last_quorum_acked = self.last_quorum_acked_time();
         let millis_since_quorum_ack = last_quorum_acked.map(|t| t.elapsed().as_millis() as u64);
+        // jetraft: the same instant on the std clock (see `RaftMetrics::quorum_acked_at`).
+        let quorum_acked_at =
+            last_quorum_acked.and_then(|t| std::time::Instant::now().checked_sub(t.elapsed()));
 
         let st = &self.engine.state;
 
@@ -578,6 +581,7 @@ where
             state: st.server_state,
             current_leader: current_leader.clone(),
             millis_since_quorum_ack,
+            quorum_acked_at,
             membership_config: membership_config.clone(),
 
             // --- replication ---

@@ -75,6 +75,12 @@ where
     /// being partitioned from the cluster.
     pub millis_since_quorum_ack: Option<u64>,
 
+    /// jetraft: when a quorum last acknowledged this leader, on the process's monotonic clock.
+    /// `millis_since_quorum_ack` counts from when these metrics were reported, which a reader
+    /// of a snapshot reported long ago (a group that went quiet reports nothing) cannot tell.
+    #[cfg_attr(feature = "serde", serde(skip))]
+    pub quorum_acked_at: Option<std::time::Instant>,
+
     /// The current membership config of the cluster.
     pub membership_config: Arc<StoredMembership<NID, N>>,
 
@@ -153,6 +159,7 @@ where
             state: ServerState::Follower,
             current_leader: None,
             millis_since_quorum_ack: None,
+            quorum_acked_at: None,
             membership_config: Arc::new(StoredMembership::default()),
             replication: None,
         }
