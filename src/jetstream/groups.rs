@@ -31,6 +31,7 @@ pub(super) async fn open_meta_group(
         let reason = format!("raft group {META_GROUP} is corrupt in the log");
         rebuild_corrupt_group(registry, META_GROUP, reason).await?;
     }
+    registry.pacer().elect_first(META_GROUP);
     let bootstrap = match nodes.iter().min() {
         Some(first) => Bootstrap::First(*first),
         None => Bootstrap::EveryVoter,

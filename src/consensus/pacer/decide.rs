@@ -22,6 +22,15 @@
 //!   from the wake (the leader was quiet: its last heartbeat is old), and elects after a short
 //!   random delay ([`ELECT_JITTER`]) when its leader's node is dead. Waking ends when the
 //!   leader has a quorum's acknowledgement again, or the follower heard its leader.
+//!
+//! Elections are paced twice, against election storms (issue 15: on a loaded machine, thousands
+//! of groups electing at once made vote requests outlast their 300 ms timeout, so elections
+//! failed and were retried every timeout, for minutes):
+//!
+//! - **Backoff**: each election a replica stands for without having seen a leader since the
+//!   previous one doubles its next timeout, up to [`MAX_BACKOFF`] times; seeing a leader ends it.
+//! - **A budget per node** ([`Observation::may_elect`], `pacer::ELECTIONS_PER_ROUND`): a replica
+//!   due to elect while the node's budget is spent waits, still due, for the next round.
 
 use std::ops::Range;
 use std::time::{Duration, Instant};
@@ -77,6 +86,10 @@ pub enum Wake {
     Event,
 }
 
+/// Most a replica's election timeout is multiplied by after elections that found no leader
+/// (see the module docs): 300-600 ms, then up to 2.4-4.8 s.
+pub const MAX_BACKOFF: u32 = 8;
+
 /// The replica's Raft role, from its metrics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
@@ -119,6 +132,9 @@ pub struct Observation<'a> {
     /// A leader: whether a quorum of the voters' nodes answers this node's pings (node
     /// liveness), which is what a quiet leader serves by.
     pub lease_holds: bool,
+    /// Whether the node may start another election this round (see the module docs): a
+    /// replica due to elect without it stays due.
+    pub may_elect: bool,
 }
 
 /// What to do, from one [`Pace::step`].
@@ -138,8 +154,11 @@ pub struct Pace {
     next_heartbeat: Instant,
     /// The last log index seen and since when it has not moved.
     log_still: Option<(Option<u64>, Instant)>,
-    /// The current random election timeout (drawn again after each election).
+    /// The current random election timeout (drawn again after each election, times the
+    /// backoff).
     timeout: Duration,
+    /// Elections stood since a leader was last seen (see the module docs).
+    failed_elections: u32,
     /// Last election this replica stood for, or its start / wake.
     last_start: Instant,
     /// When a woken follower whose leader died elects.
@@ -168,6 +187,7 @@ impl Pace {
             next_heartbeat: now,
             log_still: None,
             timeout: draw(rng, ELECTION_TIMEOUT),
+            failed_elections: 0,
             last_start: now,
             jitter_until: None,
             quiet_with: None,
@@ -235,6 +255,10 @@ impl Pace {
         }
         if obs.leader.is_some() {
             self.startup_lease = false;
+            if self.failed_elections > 0 {
+                self.failed_elections = 0;
+                self.timeout = draw(rng, ELECTION_TIMEOUT);
+            }
         }
         match obs.role {
             Role::Leader if obs.leader == Some(me) => self.step_leader(obs, me),
@@ -315,15 +339,24 @@ impl Pace {
             None if self.startup_lease => self.last_start + LEADER_LEASE + self.timeout,
             None => self.last_start + self.timeout,
         };
-        if now < due {
+        if now < due || !obs.may_elect {
             return Action::Nothing;
         }
         self.last_start = now;
-        self.timeout = draw(rng, ELECTION_TIMEOUT);
+        self.failed_elections = self.failed_elections.saturating_add(1);
+        self.timeout = draw(rng, ELECTION_TIMEOUT) * backoff(self.failed_elections);
         self.jitter_until = None;
         self.startup_lease = false;
         Action::Elect
     }
+}
+
+/// The multiplier of the election timeout after `failed` elections without a leader: 1 after
+/// the first (a split vote is retried as soon as before), then doubling up to [`MAX_BACKOFF`].
+fn backoff(failed: u32) -> u32 {
+    1u32.checked_shl(failed.saturating_sub(1))
+        .unwrap_or(MAX_BACKOFF)
+        .min(MAX_BACKOFF)
 }
 
 fn draw(rng: &mut impl Rng, range: Range<Duration>) -> Duration {

@@ -42,6 +42,12 @@ use super::types::{GroupId, NodeId, Raft};
 /// How often the pacer looks at the active groups.
 pub const ROUND: Duration = Duration::from_millis(50);
 
+/// Most elections the node starts per [`ROUND`], the meta group's aside (see
+/// [`decide`]'s module docs): 640 a second. A node whose peer died may have to elect thousands
+/// of groups; started all at once, their vote requests queue behind each other past their
+/// timeout and every election fails.
+pub const ELECTIONS_PER_ROUND: usize = 32;
+
 /// How many groups are in each mode (for `/jsz` and `/metrics`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ModeCounts {
@@ -84,6 +90,10 @@ struct Groups {
     /// Per peer, the quiet list its last ping carried and what this node answered, so that the
     /// same list at the same generation (an idle cluster) costs a comparison.
     heard: HashMap<NodeId, (u64, QuietList, Vec<GroupId>)>,
+    /// Elections the node may still start until the next full round.
+    election_budget: usize,
+    /// Groups whose elections the budget does not hold back (`Pacer::elect_first`).
+    first: HashSet<GroupId>,
 }
 
 /// Mirrors a replica's mode into its signals; a change bumps `generation`.
@@ -149,6 +159,12 @@ impl Pacer {
         drop(state);
         self.inner.wakes.notify.notify_one();
         signals
+    }
+
+    /// Lets `group`'s elections pass the node's election budget (the meta group: every stream
+    /// create and placement waits for it, so it must not queue behind thousands of streams).
+    pub fn elect_first(&self, group: GroupId) {
+        self.inner.state.lock().first.insert(group);
     }
 
     /// Stops pacing `group` (stopped or dropped).
@@ -432,8 +448,13 @@ async fn round(inner: &Inner, rng: &mut StdRng, full: bool) -> bool {
             tracked,
             active,
             generation,
+            election_budget,
+            first,
             ..
         } = &mut *state;
+        if full {
+            *election_budget = ELECTIONS_PER_ROUND;
+        }
         let mut woken = Vec::new();
         for (id, wake) in inner.wakes.take() {
             if let Some(t) = tracked.get_mut(&id) {
@@ -456,8 +477,13 @@ async fn round(inner: &Inner, rng: &mut StdRng, full: bool) -> bool {
                 quieted.push(*id);
                 continue;
             };
-            let obs = observe(&t.raft, &t.signals, &inner.liveness, me, now, &mut peers);
+            let mut obs = observe(&t.raft, &t.signals, &inner.liveness, me, now, &mut peers);
+            let budgeted = !first.contains(id);
+            obs.may_elect = !budgeted || *election_budget > 0;
             let action = t.pace.step(&obs, me, rng);
+            if action == Action::Elect && budgeted {
+                *election_budget = election_budget.saturating_sub(1);
+            }
             if matches!(action, Action::Elect | Action::Quiesce) {
                 tracing::debug!(
                     group = ?id,
@@ -582,6 +608,7 @@ fn observe<'a>(
         peers,
         since_quorum_ack: since_quorum_ack(&m, now),
         lease_holds,
+        may_elect: true,
     }
 }
 

@@ -28,6 +28,7 @@ fn leader_obs<'a>(now: Instant, last_log: u64, peers: &'a [Peer]) -> Observation
         peers,
         since_quorum_ack: Some(ms(10)),
         lease_holds: true,
+        may_elect: true,
     }
 }
 
@@ -48,6 +49,7 @@ fn follower_obs(
         peers: &[],
         since_quorum_ack: None,
         lease_holds: false,
+        may_elect: true,
     }
 }
 
@@ -397,5 +399,89 @@ fn a_leader_woken_by_a_proposal_heartbeats_a_period_later() {
     assert_eq!(
         pace.step(&leader_obs(woke + HEARTBEAT, 8, &peers), ME, &mut rng),
         Action::Heartbeat
+    );
+}
+
+/// Steps `pace` every 10 ms over `span` from `from`; returns the times it elected.
+fn elections(
+    pace: &mut Pace,
+    from: Instant,
+    span: Duration,
+    obs: impl Fn(Instant) -> Observation<'static>,
+    rng: &mut StdRng,
+) -> Vec<Instant> {
+    let mut at = Duration::ZERO;
+    let mut elected = Vec::new();
+    while at <= span {
+        if pace.step(&obs(from + at), ME, rng) == Action::Elect {
+            elected.push(from + at);
+        }
+        at += ms(10);
+    }
+    elected
+}
+
+#[test]
+fn elections_that_find_no_leader_back_off_and_a_leader_seen_ends_the_backoff() {
+    let mut rng = StdRng::seed_from_u64(11);
+    let t0 = Instant::now();
+    let mut pace = Pace::new(t0, &mut rng);
+    let leaderless = |now| Observation {
+        leader: None,
+        ..follower_obs(now, None, true)
+    };
+    let times = elections(&mut pace, t0, ms(20_000), leaderless, &mut rng);
+    let gaps: Vec<Duration> = times.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(gaps.len() >= 5, "{gaps:?}");
+    // After the first election as before; then twice, four times, eight times as long, and
+    // no longer after that.
+    let timeout =
+        |factor: u32| (ELECTION_TIMEOUT.start * factor)..=(ELECTION_TIMEOUT.end * factor + ms(10));
+    for (i, factor) in [1, 2, 4, 8, 8].into_iter().enumerate() {
+        assert!(timeout(factor).contains(&gaps[i]), "gap {i}: {gaps:?}");
+    }
+    // A leader is seen: the next failover elects after one timeout again.
+    let last = *times.last().unwrap();
+    let heard = last + ms(5_000);
+    assert_eq!(
+        pace.step(&follower_obs(heard, Some(heard), false), ME, &mut rng),
+        Action::Nothing
+    );
+    let (after, action) = first_action(
+        &mut pace,
+        heard + ms(10),
+        ms(5_000),
+        |now| follower_obs(now, Some(heard), false),
+        &mut rng,
+    )
+    .unwrap();
+    assert_eq!(action, Action::Elect);
+    let bound = LEADER_LEASE + ELECTION_TIMEOUT.end;
+    assert!(after <= bound, "{after:?}");
+}
+
+#[test]
+fn a_replica_due_to_elect_waits_while_the_node_has_no_budget_and_elects_when_it_has() {
+    let mut rng = StdRng::seed_from_u64(12);
+    let t0 = Instant::now();
+    let mut pace = Pace::new(t0, &mut rng);
+    pace.step(&follower_obs(t0, Some(t0), true), ME, &mut rng);
+    pace.go_quiet(3, 2);
+    // Woken because its leader's node died: due after a short jitter, but out of budget.
+    let woke = t0 + ms(5_000);
+    pace.wake(woke, Wake::Event);
+    let no_budget = |now| Observation {
+        may_elect: false,
+        ..follower_obs(now, Some(t0), false)
+    };
+    assert_eq!(
+        first_action(&mut pace, woke, ms(3_000), no_budget, &mut rng),
+        None
+    );
+    // The budget is back: it elects at its first step.
+    let later = woke + ms(3_010);
+    assert_eq!(
+        pace.step(&follower_obs(later, Some(t0), false), ME, &mut rng),
+        Action::Elect
     );
 }
