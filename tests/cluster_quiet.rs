@@ -41,6 +41,22 @@ async fn quiet_orders(cluster: &TestCluster) -> (async_nats::jetstream::Context,
     }
     tokio::task::block_in_place(|| wait_until_quiet(cluster, &[0, 1, 2]));
     let leader = tokio::task::block_in_place(|| cluster.leader_of(STREAM));
+    // /jsz: the serving replica is the Raft leader, and all three agree on term and leader.
+    let replicas: Vec<_> = (0..3)
+        .map(|i| cluster.replica(i, STREAM).expect("a replica in /jsz"))
+        .collect();
+    assert_eq!(replicas[leader]["raft_state"], "leader", "{replicas:?}");
+    let roles = replicas
+        .iter()
+        .filter(|r| r["raft_state"] == "leader")
+        .count();
+    assert_eq!(roles, 1, "{replicas:?}");
+    assert!(
+        replicas.iter().all(|r| r["term"] == replicas[0]["term"]
+            && r["raft_leader"] == replicas[0]["raft_leader"]
+            && r["raft_leader"].is_u64()),
+        "{replicas:?}"
+    );
     (admin, leader)
 }
 

@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use openraft::ServerState;
 use tokio::sync::Mutex as AsyncMutex;
 use tokio_util::sync::CancellationToken;
 
@@ -103,6 +104,12 @@ pub struct ReplicaState {
     pub last_seq: u64,
     /// The group's pacing mode on this node: `active`, `quiet` or `waking`.
     pub mode: &'static str,
+    /// This replica's Raft role (`leader`, `follower`, `candidate`, `learner`, `shutdown`),
+    /// its term and the leader it knows: with `leader` (serving) above, what tells a leader
+    /// that does not serve from a replica that knows no leader.
+    pub raft_state: &'static str,
+    pub term: u64,
+    pub raft_leader: Option<u64>,
 }
 
 /// See the module docs.
@@ -544,12 +551,19 @@ impl Catalog {
                         summary.last_seq,
                     )
                 });
-                let applied_index = group
-                    .raft()
-                    .metrics()
-                    .borrow()
-                    .last_applied
-                    .map_or(0, |log| log.index);
+                let (applied_index, raft_state, term, raft_leader) = {
+                    let metrics = group.raft().metrics();
+                    let m = metrics.borrow();
+                    let raft_state = match m.state {
+                        ServerState::Leader => "leader",
+                        ServerState::Follower => "follower",
+                        ServerState::Candidate => "candidate",
+                        ServerState::Learner => "learner",
+                        ServerState::Shutdown => "shutdown",
+                    };
+                    let applied = m.last_applied.map_or(0, |log| log.index);
+                    (applied, raft_state, m.current_term, m.current_leader)
+                };
                 ReplicaState {
                     name: name.clone(),
                     group: group.id(),
@@ -564,6 +578,9 @@ impl Catalog {
                         Mode::Quiet => "quiet",
                         Mode::Waking => "waking",
                     },
+                    raft_state,
+                    term,
+                    raft_leader,
                 }
             })
             .collect();

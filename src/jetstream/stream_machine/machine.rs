@@ -122,6 +122,8 @@ impl GroupMachine for StreamMachine {
                         "stream keys without a layout version (first key {key:?})"
                     )));
                 }
+                // A new stream: its first segment is opened now, off its first PubAck's path.
+                segments.prepare()?;
                 let group = StreamGroup::new(self.initial_config.clone());
                 (group, Persisted::default())
             }
