@@ -28,3 +28,5 @@ pub mod subject_filter;
 mod tests_group;
 #[cfg(test)]
 mod tests_property;
+#[cfg(test)]
+pub(crate) mod xorshift;

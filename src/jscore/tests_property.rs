@@ -9,23 +9,7 @@ use crate::jsapi::stream_config::{RetentionPolicy, StorageType, StreamConfig};
 use crate::jscore::consumer::ConsumerCommand;
 use crate::jscore::group::{StreamCommand, StreamGroup};
 use crate::jscore::stream::AppendRequest;
-
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-
-    fn below(&mut self, bound: u64) -> u64 {
-        self.next() % bound
-    }
-}
+use crate::jscore::xorshift::XorShift;
 
 fn check_invariants(group: &StreamGroup, context: &str) {
     let stream = group.stream();

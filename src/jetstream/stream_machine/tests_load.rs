@@ -18,20 +18,8 @@ use crate::jscore::stream::{AppendRequest, PurgeRequest};
 
 use super::keys;
 use super::{BlockCache, StreamMachine, StreamView};
+use crate::jscore::xorshift::XorShift;
 use std::sync::Arc;
-
-struct XorShift(u64);
-
-impl XorShift {
-    fn below(&mut self, bound: u64) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x % bound
-    }
-}
 
 /// A machine over a temporary state db, applying and committing like the state machine
 /// (batches through the write-behind queue).

@@ -6,7 +6,8 @@
 //! (config changes), `batch_check.rs` (an atomic batch's
 //! all-or-nothing check). Helpers:
 //! `message.rs` (a message's in-memory metadata, the whole message, its byte size),
-//! `subject_index.rs`, `counter.rs` (counter streams' values, ADR-49) with `decimal.rs`,
+//! `subject_index.rs` with `seq_set.rs` (each subject's sequences), `counter.rs` (counter
+//! streams' values, ADR-49) with `decimal.rs`,
 //! `dedup.rs` (duplicate window),
 //! `publish_headers.rs` (`Nats-*` headers), `schedule.rs` (schedule headers and checks) with
 //! `schedule_index.rs` (schedules by due time), `unsupported_headers.rs` (the
@@ -30,12 +31,14 @@ mod expire;
 mod fire;
 mod limits;
 mod message;
+mod meta_chunk;
+mod meta_map;
 mod persist;
 mod publish_headers;
 mod remove;
 mod schedule;
 mod schedule_index;
-mod seq_map;
+mod seq_set;
 mod sourced;
 mod state;
 mod subject_index;
@@ -54,11 +57,13 @@ mod tests_expire;
 #[cfg(test)]
 mod tests_fire;
 #[cfg(test)]
+mod tests_meta_map;
+#[cfg(test)]
 mod tests_remove;
 #[cfg(test)]
 mod tests_schedule;
 #[cfg(test)]
-mod tests_seq_map;
+mod tests_seq_set;
 
 pub use append::{AppendOutcome, AppendRequest};
 pub use counter::{value_body, CounterBase, MsgCounters, COUNTER_SOURCES};

@@ -11,8 +11,8 @@ use crate::jsapi::stream_config::StreamConfig;
 use super::dedup::DedupWindow;
 use super::limits::StreamLimits;
 use super::message::{MsgInfo, MsgMeta};
+use super::meta_map::MetaMap;
 use super::schedule_index::ScheduleIndex;
-use super::seq_map::SeqMap;
 use super::state::StreamState;
 use super::subject_index::{SubjectId, SubjectIndex};
 use super::ttl_index::TtlIndex;
@@ -95,6 +95,8 @@ impl StreamState {
         dedup: impl IntoIterator<Item = DedupRecord>,
     ) -> Self {
         let limits = StreamLimits::from_config(&config);
+        let mut messages = restoring.messages;
+        messages.seal();
         let mut schedules = restoring.schedules;
         schedules.catch_up(restoring.schedule_clock);
         let mut window = DedupWindow::default();
@@ -104,7 +106,7 @@ impl StreamState {
         Self {
             config,
             limits,
-            messages: restoring.messages,
+            messages,
             subjects: restoring.subjects,
             first_seq: scalars.first_seq,
             last_seq: scalars.last_seq,
@@ -122,7 +124,7 @@ impl StreamState {
 /// The messages of a stream being restored (see [`StreamState::restoring`]).
 #[derive(Debug, Default)]
 pub struct Restoring {
-    messages: SeqMap<MsgMeta>,
+    messages: MetaMap,
     subjects: SubjectIndex,
     ttls: TtlIndex,
     schedules: ScheduleIndex,

@@ -16,8 +16,8 @@ use crate::jscore::subject_filter::SubjectFilter;
 use super::dedup::DedupWindow;
 use super::limits::StreamLimits;
 use super::message::{MsgInfo, MsgMeta};
+use super::meta_map::MetaMap;
 use super::schedule_index::ScheduleIndex;
-use super::seq_map::SeqMap;
 use super::subject_index::SubjectIndex;
 use super::ttl_index::TtlIndex;
 
@@ -44,7 +44,7 @@ pub struct StreamSummary {
 pub struct StreamState {
     pub(super) config: StreamConfig,
     pub(super) limits: StreamLimits,
-    pub(super) messages: SeqMap<MsgMeta>,
+    pub(super) messages: MetaMap,
     pub(super) subjects: SubjectIndex,
     pub(super) first_seq: u64,
     pub(super) last_seq: u64,
@@ -78,7 +78,7 @@ impl StreamState {
         Self {
             config,
             limits,
-            messages: SeqMap::new(),
+            messages: MetaMap::new(),
             subjects: SubjectIndex::default(),
             first_seq,
             last_seq,
@@ -133,7 +133,7 @@ impl StreamState {
         self.messages.get(seq).map(|meta| self.info(meta))
     }
 
-    pub(super) fn info(&self, meta: &MsgMeta) -> MsgInfo<'_> {
+    pub(super) fn info(&self, meta: MsgMeta) -> MsgInfo<'_> {
         MsgInfo {
             subject: self.subjects.name(meta.subject),
             ts_nanos: meta.ts_nanos,

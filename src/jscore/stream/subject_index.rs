@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use crate::jscore::subject_filter::SubjectFilter;
 
-use super::seq_map::SeqMap;
+use super::seq_set::SeqSet;
 
 /// A subject interned by the stream's [`SubjectIndex`]; valid while the subject has a
 /// message. Non-zero so an `Option` of a message's metadata costs no extra word.
@@ -25,6 +25,17 @@ pub struct SubjectId(NonZeroU32);
 impl SubjectId {
     fn slot(self) -> usize {
         self.0.get() as usize - 1
+    }
+
+    /// The id as a number, for a packed column (`meta_chunk.rs`).
+    pub(super) fn raw(self) -> u32 {
+        self.0.get()
+    }
+
+    /// The id [`raw`](Self::raw) gave. A packed column only holds numbers it was given, so
+    /// zero (never an id) is a bug.
+    pub(super) fn from_raw(raw: u32) -> SubjectId {
+        SubjectId(NonZeroU32::new(raw).expect("a raw subject id is not zero"))
     }
 
     fn of_slot(slot: usize) -> SubjectId {
@@ -37,9 +48,9 @@ impl SubjectId {
 struct Entry {
     name: Arc<str>,
     /// Sets rather than counters because removing the oldest or newest message of a subject
-    /// must find the next one without a scan; `SeqMap`s because a subject that takes most of
-    /// a stream's messages (or a KV key with one value) is dense.
-    seqs: SeqMap<()>,
+    /// must find the next one without a scan; `SeqSet`s because with many interleaved
+    /// subjects each is sparse, and a tree node per sequence would outweigh the message.
+    seqs: SeqSet,
 }
 
 /// Sequences by subject, each subject stored once.
@@ -69,14 +80,14 @@ impl SubjectIndex {
     pub fn insert(&mut self, subject: &str, seq: u64) -> SubjectId {
         if let Some(&id) = self.by_name.get(subject) {
             if let Some(entry) = self.entries[id.slot()].as_mut() {
-                entry.seqs.insert(seq, ());
+                entry.seqs.insert(seq);
             }
             return id;
         }
         let name: Arc<str> = Arc::from(subject);
         let entry = Entry {
             name: name.clone(),
-            seqs: SeqMap::from_iter([(seq, ())]),
+            seqs: SeqSet::from_iter([seq]),
         };
         let slot = match self.free.pop() {
             Some(slot) => {
@@ -97,7 +108,7 @@ impl SubjectIndex {
     /// just interned it: cheaper than [`insert`](Self::insert)'s lookup by name).
     pub fn insert_at(&mut self, id: SubjectId, seq: u64) {
         if let Some(entry) = self.entries.get_mut(id.slot()).and_then(Option::as_mut) {
-            entry.seqs.insert(seq, ());
+            entry.seqs.insert(seq);
         }
     }
 
@@ -131,14 +142,14 @@ impl SubjectIndex {
         self.free.clear();
     }
 
-    fn seqs(&self, id: SubjectId) -> Option<&SeqMap<()>> {
+    fn seqs(&self, id: SubjectId) -> Option<&SeqSet> {
         self.entries
             .get(id.slot())
             .and_then(Option::as_ref)
             .map(|entry| &entry.seqs)
     }
 
-    fn by_subject(&self, subject: &str) -> Option<&SeqMap<()>> {
+    fn by_subject(&self, subject: &str) -> Option<&SeqSet> {
         self.seqs(*self.by_name.get(subject)?)
     }
 
@@ -146,7 +157,7 @@ impl SubjectIndex {
     /// [`seqs_matching`](Self::seqs_matching) walks every subject.
     pub fn seqs_of(&self, subject: &str) -> Vec<u64> {
         self.by_subject(subject)
-            .map_or_else(Vec::new, |seqs| seqs.keys().collect())
+            .map_or_else(Vec::new, |seqs| seqs.iter().collect())
     }
 
     /// Number of distinct subjects with at least one message (`state.num_subjects`).
@@ -161,19 +172,19 @@ impl SubjectIndex {
 
     /// Oldest sequence on this literal subject.
     pub fn first_seq(&self, subject: &str) -> Option<u64> {
-        self.by_subject(subject)?.first().map(|(seq, _)| seq)
+        self.by_subject(subject)?.first()
     }
 
     /// Newest sequence on this literal subject.
     pub fn last_seq(&self, subject: &str) -> Option<u64> {
-        self.by_subject(subject)?.last().map(|(seq, _)| seq)
+        self.by_subject(subject)?.last()
     }
 
     /// Newest sequence among all subjects the filter selects (wildcards allowed), as
     /// nats-server's `LoadLastMsg` does for a wildcard subject.
     pub fn last_seq_matching(&self, filter: &SubjectFilter) -> Option<u64> {
         self.matching(filter)
-            .filter_map(|(_, seqs)| seqs.last().map(|(seq, _)| seq))
+            .filter_map(|(_, seqs)| seqs.last())
             .max()
     }
 
@@ -182,7 +193,7 @@ impl SubjectIndex {
     pub fn last_seq_per_subject(&self, filter: &SubjectFilter) -> Vec<u64> {
         let mut seqs: Vec<u64> = self
             .matching(filter)
-            .filter_map(|(_, seqs)| seqs.last().map(|(seq, _)| seq))
+            .filter_map(|(_, seqs)| seqs.last())
             .collect();
         seqs.sort_unstable();
         seqs
@@ -193,7 +204,7 @@ impl SubjectIndex {
     pub fn last_seqs_up_to(&self, filter: &SubjectFilter, up_to: u64) -> Vec<u64> {
         let mut seqs: Vec<u64> = self
             .matching(filter)
-            .filter_map(|(_, seqs)| seqs.range(..=up_to).next_back().map(|(seq, _)| seq))
+            .filter_map(|(_, seqs)| seqs.last_at_or_below(up_to))
             .collect();
         seqs.sort_unstable();
         seqs
@@ -223,7 +234,7 @@ impl SubjectIndex {
             .map(|entry| &entry.seqs)
             .flat_map(|seqs| {
                 let excess = (seqs.len() as u64).saturating_sub(max_per_subject) as usize;
-                seqs.keys().take(excess)
+                seqs.iter().take(excess)
             })
             .collect();
         seqs.sort_unstable();
@@ -234,7 +245,7 @@ impl SubjectIndex {
     pub fn seqs_matching(&self, filter: &SubjectFilter) -> Vec<u64> {
         let mut seqs: Vec<u64> = self
             .matching(filter)
-            .flat_map(|(_, seqs)| seqs.keys())
+            .flat_map(|(_, seqs)| seqs.iter())
             .collect();
         seqs.sort_unstable();
         seqs
@@ -243,7 +254,7 @@ impl SubjectIndex {
     fn matching<'a>(
         &'a self,
         filter: &'a SubjectFilter,
-    ) -> impl Iterator<Item = (&'a str, &'a SeqMap<()>)> + 'a {
+    ) -> impl Iterator<Item = (&'a str, &'a SeqSet)> + 'a {
         self.by_name
             .iter()
             .filter(move |(subject, _)| filter.matches(subject))

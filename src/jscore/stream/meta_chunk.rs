@@ -1,0 +1,461 @@
+//! One chunk of a [`MetaMap`](super::meta_map::MetaMap): the metadata of the messages whose
+//! sequences share all but their low 12 bits (4096 sequences), in one of three layouts:
+//!
+//! * **open**: a deque of slots from the lowest offset held to the highest, 16 bytes a slot.
+//!   The chunk being appended to is open, and so is any chunk changed out of order, until
+//!   the map seals it;
+//! * **packed**: what a sealed chunk becomes when most of it is live. A bitmap says which
+//!   offsets hold a message, and each field is a column of offsets from the chunk's smallest
+//!   value, as narrow as the chunk's spread allows (a stream with one subject and equal
+//!   sizes keeps 4 bytes of time a message, or nothing when the times are equal too);
+//! * **few**: what a sealed chunk becomes when little of it is live, or what a packed one
+//!   turns into as it empties: the live messages in a sorted list, 24 bytes each.
+//!
+//! Which layout a chunk has is not observable through the map. Not replicated by itself;
+//! see `meta_map.rs`.
+
+use std::collections::VecDeque;
+
+use super::message::MsgMeta;
+use super::subject_index::SubjectId;
+
+pub(super) const CHUNK_SHIFT: u32 = 12;
+pub(super) const CHUNK_LEN: usize = 1 << CHUNK_SHIFT;
+const WORDS: usize = CHUNK_LEN / 64;
+/// Bytes of one entry of a `Few` chunk.
+const FEW_ENTRY: usize = std::mem::size_of::<(u16, MsgMeta)>();
+/// A `Few` chunk that grows beyond this opens again.
+const FEW_MAX: usize = 512;
+/// Makes a time's order that of its bits (so the column's base is its smallest time).
+const SIGN: u64 = 1 << 63;
+
+#[derive(Clone)]
+pub(super) enum Chunk {
+    Open(Open),
+    Packed(Box<Packed>),
+    Few(Vec<(u16, MsgMeta)>),
+}
+
+#[derive(Clone, Default)]
+pub(super) struct Open {
+    /// The offset of `slots[0]`; the first and last slots are occupied when any is.
+    start: u16,
+    slots: VecDeque<Option<MsgMeta>>,
+    live: u16,
+}
+
+#[derive(Clone)]
+pub(super) struct Packed {
+    present: [u64; WORDS],
+    live: u16,
+    ts: Column,
+    size: Column,
+    subject: Column,
+}
+
+/// One field of a packed chunk, per offset: `base` plus the stored value.
+#[derive(Clone)]
+struct Column {
+    base: u64,
+    values: Values,
+}
+
+#[derive(Clone)]
+enum Values {
+    /// Every message of the chunk has `base`.
+    Same,
+    U8(Box<[u8]>),
+    U16(Box<[u16]>),
+    U32(Box<[u32]>),
+    U64(Box<[u64]>),
+}
+
+impl Chunk {
+    pub(super) fn new() -> Self {
+        Chunk::Open(Open::default())
+    }
+
+    pub(super) fn live(&self) -> usize {
+        match self {
+            Chunk::Open(open) => usize::from(open.live),
+            Chunk::Packed(packed) => usize::from(packed.live),
+            Chunk::Few(few) => few.len(),
+        }
+    }
+
+    pub(super) fn get(&self, off: u16) -> Option<MsgMeta> {
+        match self {
+            Chunk::Open(open) => open.get(off),
+            Chunk::Packed(packed) => packed.get(off),
+            Chunk::Few(few) => few_index(few, off).ok().map(|i| few[i].1),
+        }
+    }
+
+    /// Stores `meta` at `off`, returning what was there. A packed chunk opens again first;
+    /// a `Few` chunk does when it outgrows its list.
+    pub(super) fn insert(&mut self, off: u16, meta: MsgMeta) -> Option<MsgMeta> {
+        match self {
+            Chunk::Open(open) => open.insert(off, meta),
+            Chunk::Few(few) => {
+                let old = match few_index(few, off) {
+                    Ok(i) => Some(std::mem::replace(&mut few[i].1, meta)),
+                    Err(i) => {
+                        few.insert(i, (off, meta));
+                        None
+                    }
+                };
+                if few.len() > FEW_MAX {
+                    self.open();
+                }
+                old
+            }
+            Chunk::Packed(_) => {
+                self.open();
+                self.insert(off, meta)
+            }
+        }
+    }
+
+    pub(super) fn remove(&mut self, off: u16) -> Option<MsgMeta> {
+        let removed = match self {
+            Chunk::Open(open) => open.remove(off),
+            Chunk::Packed(packed) => packed.remove(off),
+            Chunk::Few(few) => few_index(few, off).ok().map(|i| few.remove(i).1),
+        };
+        if let Chunk::Packed(packed) = self {
+            if packed.live > 0 && usize::from(packed.live) * FEW_ENTRY * 2 < packed.bytes() {
+                *self = Chunk::Few(self.entries());
+            }
+        }
+        removed
+    }
+
+    /// Packs an open chunk in the smaller of the sealed layouts.
+    pub(super) fn seal(&mut self) {
+        let Chunk::Open(open) = self else {
+            return;
+        };
+        if open.live == 0 {
+            return;
+        }
+        let entries = self.entries();
+        let packed = Packed::build(&entries);
+        *self = if entries.len() * FEW_ENTRY <= packed.bytes() {
+            Chunk::Few(entries)
+        } else {
+            Chunk::Packed(Box::new(packed))
+        };
+    }
+
+    fn open(&mut self) {
+        let mut open = Open::default();
+        for (off, meta) in self.entries() {
+            open.insert(off, meta);
+        }
+        *self = Chunk::Open(open);
+    }
+
+    fn entries(&self) -> Vec<(u16, MsgMeta)> {
+        if let Chunk::Open(open) = self {
+            let start = usize::from(open.start);
+            let slots = open.slots.iter().enumerate();
+            return slots
+                .filter_map(|(i, slot)| slot.map(|meta| ((start + i) as u16, meta)))
+                .collect();
+        }
+        let mut entries = Vec::with_capacity(self.live());
+        let mut next = 0u32;
+        while let Some((off, meta)) = self.next_in(next, CHUNK_LEN as u32) {
+            entries.push((off, meta));
+            next = u32::from(off) + 1;
+        }
+        entries
+    }
+
+    /// The first message at an offset in `lo..hi`.
+    pub(super) fn next_in(&self, lo: u32, hi: u32) -> Option<(u16, MsgMeta)> {
+        if lo >= hi {
+            return None;
+        }
+        match self {
+            Chunk::Open(open) => open.next_in(lo, hi),
+            Chunk::Packed(packed) => {
+                let off = packed.next_present(lo, hi)?;
+                Some((off, packed.read(off)))
+            }
+            Chunk::Few(few) => {
+                let i = few.partition_point(|(off, _)| u32::from(*off) < lo);
+                few.get(i).filter(|(off, _)| u32::from(*off) < hi).copied()
+            }
+        }
+    }
+
+    /// The last message at an offset in `lo..hi`.
+    pub(super) fn prev_in(&self, lo: u32, hi: u32) -> Option<(u16, MsgMeta)> {
+        if lo >= hi {
+            return None;
+        }
+        match self {
+            Chunk::Open(open) => open.prev_in(lo, hi),
+            Chunk::Packed(packed) => {
+                let off = packed.prev_present(lo, hi)?;
+                Some((off, packed.read(off)))
+            }
+            Chunk::Few(few) => {
+                let i = few.partition_point(|(off, _)| u32::from(*off) < hi);
+                i.checked_sub(1)
+                    .map(|i| few[i])
+                    .filter(|(off, _)| u32::from(*off) >= lo)
+            }
+        }
+    }
+
+    /// Messages at offsets up to `off`, inclusive.
+    pub(super) fn count_up_to(&self, off: u16) -> usize {
+        match self {
+            Chunk::Open(open) => open
+                .slots
+                .iter()
+                .take((usize::from(off) + 1).saturating_sub(usize::from(open.start)))
+                .filter(|slot| slot.is_some())
+                .count(),
+            Chunk::Packed(packed) => {
+                let word = usize::from(off) / 64;
+                let bit = u32::from(off) % 64;
+                let below: u32 = packed.present[..word].iter().map(|w| w.count_ones()).sum();
+                let mask = if bit == 63 {
+                    u64::MAX
+                } else {
+                    (1u64 << (bit + 1)) - 1
+                };
+                (below + (packed.present[word] & mask).count_ones()) as usize
+            }
+            Chunk::Few(few) => few.partition_point(|(o, _)| *o <= off),
+        }
+    }
+
+    /// Heap bytes this chunk holds (for tests and the bench's accounting).
+    #[cfg(test)]
+    pub(super) fn heap_bytes(&self) -> usize {
+        match self {
+            Chunk::Open(open) => open.slots.capacity() * std::mem::size_of::<Option<MsgMeta>>(),
+            Chunk::Packed(packed) => std::mem::size_of::<Packed>() + packed.bytes(),
+            Chunk::Few(few) => few.capacity() * FEW_ENTRY,
+        }
+    }
+
+    #[cfg(test)]
+    pub(super) fn layout(&self) -> &'static str {
+        match self {
+            Chunk::Open(_) => "open",
+            Chunk::Packed(_) => "packed",
+            Chunk::Few(_) => "few",
+        }
+    }
+}
+
+fn few_index(few: &[(u16, MsgMeta)], off: u16) -> Result<usize, usize> {
+    few.binary_search_by_key(&off, |(o, _)| *o)
+}
+
+impl Open {
+    fn get(&self, off: u16) -> Option<MsgMeta> {
+        let index = usize::from(off.checked_sub(self.start)?);
+        *self.slots.get(index)?
+    }
+
+    fn insert(&mut self, off: u16, meta: MsgMeta) -> Option<MsgMeta> {
+        if !self.slots.is_empty() && usize::from(off) == usize::from(self.start) + self.slots.len()
+        {
+            self.slots.push_back(Some(meta));
+            self.live += 1;
+            return None;
+        }
+        if self.slots.is_empty() {
+            self.start = off;
+        }
+        while off < self.start {
+            self.slots.push_front(None);
+            self.start -= 1;
+        }
+        let index = usize::from(off - self.start);
+        if index >= self.slots.len() {
+            self.slots.resize(index + 1, None);
+        }
+        let old = self.slots[index].replace(meta);
+        if old.is_none() {
+            self.live += 1;
+        }
+        old
+    }
+
+    fn remove(&mut self, off: u16) -> Option<MsgMeta> {
+        let index = usize::from(off.checked_sub(self.start)?);
+        let old = self.slots.get_mut(index)?.take()?;
+        self.live -= 1;
+        while let Some(None) = self.slots.front() {
+            self.slots.pop_front();
+            self.start += 1;
+        }
+        while let Some(None) = self.slots.back() {
+            self.slots.pop_back();
+        }
+        // A queue that drained keeps no high-water mark of slots.
+        if self.slots.capacity() > 64 && self.slots.len() * 4 < self.slots.capacity() {
+            self.slots.shrink_to_fit();
+        }
+        Some(old)
+    }
+
+    fn next_in(&self, lo: u32, hi: u32) -> Option<(u16, MsgMeta)> {
+        let start = u32::from(self.start);
+        let from = lo.saturating_sub(start) as usize;
+        let to = (hi.saturating_sub(start) as usize).min(self.slots.len());
+        (from..to).find_map(|i| self.slots[i].map(|meta| ((start + i as u32) as u16, meta)))
+    }
+
+    fn prev_in(&self, lo: u32, hi: u32) -> Option<(u16, MsgMeta)> {
+        let start = u32::from(self.start);
+        let from = lo.saturating_sub(start) as usize;
+        let to = (hi.saturating_sub(start) as usize).min(self.slots.len());
+        (from..to)
+            .rev()
+            .find_map(|i| self.slots[i].map(|meta| ((start + i as u32) as u16, meta)))
+    }
+}
+
+impl Packed {
+    fn build(entries: &[(u16, MsgMeta)]) -> Packed {
+        let len = entries.last().map_or(0, |(off, _)| usize::from(*off) + 1);
+        let mut present = [0u64; WORDS];
+        for (off, _) in entries {
+            present[usize::from(*off) / 64] |= 1 << (off % 64);
+        }
+        Packed {
+            present,
+            live: entries.len() as u16,
+            ts: Column::build(len, entries, |meta| meta.ts_nanos as u64 ^ SIGN),
+            size: Column::build(len, entries, |meta| u64::from(meta.size)),
+            subject: Column::build(len, entries, |meta| u64::from(meta.subject.raw())),
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        std::mem::size_of_val(&self.present)
+            + self.ts.bytes()
+            + self.size.bytes()
+            + self.subject.bytes()
+    }
+
+    fn has(&self, off: u16) -> bool {
+        self.present[usize::from(off) / 64] & (1 << (off % 64)) != 0
+    }
+
+    fn get(&self, off: u16) -> Option<MsgMeta> {
+        self.has(off).then(|| self.read(off))
+    }
+
+    fn read(&self, off: u16) -> MsgMeta {
+        let off = usize::from(off);
+        MsgMeta {
+            ts_nanos: (self.ts.get(off) ^ SIGN) as i64,
+            size: self.size.get(off) as u32,
+            subject: SubjectId::from_raw(self.subject.get(off) as u32),
+        }
+    }
+
+    fn remove(&mut self, off: u16) -> Option<MsgMeta> {
+        let meta = self.get(off)?;
+        self.present[usize::from(off) / 64] &= !(1 << (off % 64));
+        self.live -= 1;
+        Some(meta)
+    }
+
+    fn next_present(&self, lo: u32, hi: u32) -> Option<u16> {
+        let mut word = (lo / 64) as usize;
+        let mut bits = self.present[word] & (u64::MAX << (lo % 64));
+        loop {
+            if bits != 0 {
+                let off = word as u32 * 64 + bits.trailing_zeros();
+                return (off < hi).then_some(off as u16);
+            }
+            word += 1;
+            if word >= WORDS || word as u32 * 64 >= hi {
+                return None;
+            }
+            bits = self.present[word];
+        }
+    }
+
+    fn prev_present(&self, lo: u32, hi: u32) -> Option<u16> {
+        let last = hi - 1;
+        let mut word = (last / 64) as usize;
+        let mut bits = self.present[word] & (u64::MAX >> (63 - last % 64));
+        loop {
+            if bits != 0 {
+                let off = word as u32 * 64 + 63 - bits.leading_zeros();
+                return (off >= lo).then_some(off as u16);
+            }
+            if word == 0 || (word as u32 * 64) <= lo {
+                return None;
+            }
+            word -= 1;
+            bits = self.present[word];
+        }
+    }
+}
+
+impl Column {
+    /// A column of `len` offsets holding `field` of each entry (offsets not given hold
+    /// `base`).
+    fn build(len: usize, entries: &[(u16, MsgMeta)], field: impl Fn(&MsgMeta) -> u64) -> Column {
+        let (min, max) = entries.iter().fold((u64::MAX, 0), |(lo, hi), (_, meta)| {
+            let value = field(meta);
+            (lo.min(value), hi.max(value))
+        });
+        let base = if min > max { 0 } else { min };
+        let spread = max.saturating_sub(base);
+        macro_rules! packed {
+            ($variant:ident, $t:ty) => {{
+                let mut column = vec![<$t>::default(); len];
+                for (off, meta) in entries {
+                    column[usize::from(*off)] = (field(meta) - base) as $t;
+                }
+                Values::$variant(column.into_boxed_slice())
+            }};
+        }
+        let values = if spread == 0 {
+            Values::Same
+        } else if spread <= u64::from(u8::MAX) {
+            packed!(U8, u8)
+        } else if spread <= u64::from(u16::MAX) {
+            packed!(U16, u16)
+        } else if spread <= u64::from(u32::MAX) {
+            packed!(U32, u32)
+        } else {
+            packed!(U64, u64)
+        };
+        Column { base, values }
+    }
+
+    fn get(&self, off: usize) -> u64 {
+        let delta = match &self.values {
+            Values::Same => 0,
+            Values::U8(values) => u64::from(values[off]),
+            Values::U16(values) => u64::from(values[off]),
+            Values::U32(values) => u64::from(values[off]),
+            Values::U64(values) => values[off],
+        };
+        self.base.wrapping_add(delta)
+    }
+
+    fn bytes(&self) -> usize {
+        match &self.values {
+            Values::Same => 0,
+            Values::U8(values) => values.len(),
+            Values::U16(values) => values.len() * 2,
+            Values::U32(values) => values.len() * 4,
+            Values::U64(values) => values.len() * 8,
+        }
+    }
+}

@@ -1,0 +1,219 @@
+//! `MetaMap` against a `BTreeMap`: random appends, out-of-order inserts, front and interior
+//! removals, gaps of whole chunks, seals and range queries from both ends (seeded xorshift)
+//! give the same answers whatever layout each chunk has; and the layouts and their memory
+//! follow the stream's shape.
+
+use std::collections::BTreeMap;
+
+use super::message::MsgMeta;
+use super::meta_map::MetaMap;
+use super::subject_index::SubjectId;
+use crate::jscore::xorshift::XorShift;
+
+fn meta(ts_nanos: i64, size: u32, subject: u32) -> MsgMeta {
+    MsgMeta {
+        ts_nanos,
+        size,
+        subject: SubjectId::from_raw(subject),
+    }
+}
+
+/// A message whose fields spread as `shape` says: 0 all alike, 1 narrow, 2 wide.
+fn random_meta(rng: &mut XorShift, seq: u64, shape: u64) -> MsgMeta {
+    match shape {
+        0 => meta(1_000, 64, 1),
+        1 => meta(
+            1_700_000_000_000_000_000 + seq as i64 * 1_000 + rng.below(900) as i64,
+            100 + rng.below(200) as u32,
+            1 + rng.below(3) as u32,
+        ),
+        _ => meta(
+            rng.below(u64::MAX) as i64,
+            rng.below(u64::from(u32::MAX)) as u32,
+            1 + rng.below(100_000) as u32,
+        ),
+    }
+}
+
+fn assert_same(map: &MetaMap, model: &BTreeMap<u64, MsgMeta>, rng: &mut XorShift, context: &str) {
+    assert_eq!(map.len(), model.len(), "{context}: len");
+    assert_eq!(map.is_empty(), model.is_empty(), "{context}: is_empty");
+    let pair = |(seq, meta): (&u64, &MsgMeta)| (*seq, *meta);
+    assert_eq!(map.first(), model.first_key_value().map(pair), "{context}");
+    assert_eq!(map.last(), model.last_key_value().map(pair), "{context}");
+    let all: Vec<(u64, MsgMeta)> = model.iter().map(pair).collect();
+    assert_eq!(map.iter().collect::<Vec<_>>(), all, "{context}: iter");
+    let reversed: Vec<(u64, MsgMeta)> = all.iter().rev().copied().collect();
+    assert_eq!(
+        map.iter().rev().collect::<Vec<_>>(),
+        reversed,
+        "{context}: rev"
+    );
+    let top = model.last_key_value().map_or(10, |(seq, _)| seq + 10);
+    for _ in 0..20 {
+        let probe = rng.below(top);
+        assert_eq!(
+            map.get(probe),
+            model.get(&probe).copied(),
+            "{context}: get {probe}"
+        );
+        assert_eq!(
+            map.count_after(probe),
+            model.range(probe + 1..).count() as u64,
+            "{context}: count_after {probe}"
+        );
+        let end = probe + rng.below(10_000);
+        let ranged: Vec<(u64, MsgMeta)> = model.range(probe..end).map(pair).collect();
+        assert_eq!(
+            map.range(probe..end).collect::<Vec<_>>(),
+            ranged,
+            "{context}: range {probe}..{end}"
+        );
+        // Both ends at once meet in the middle without repeats.
+        let mut both = map.range(probe..=end);
+        let mut seen = Vec::new();
+        loop {
+            let item = match seen.len() % 2 {
+                0 => both.next(),
+                _ => both.next_back(),
+            };
+            match item {
+                Some((seq, _)) => seen.push(seq),
+                None => break,
+            }
+        }
+        seen.sort_unstable();
+        let expected: Vec<u64> = model.range(probe..=end).map(|(seq, _)| *seq).collect();
+        assert_eq!(seen, expected, "{context}: both ends {probe}..={end}");
+    }
+    assert_eq!(map.count_after(0), model.len() as u64);
+    assert_eq!(map.count_after(u64::MAX - 1), 0);
+}
+
+#[test]
+fn answers_as_a_btreemap_whatever_the_layouts() {
+    for (seed, shape) in [(7u64, 0u64), (11, 1), (13, 2), (17, 1)] {
+        let mut rng = XorShift(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let mut map = MetaMap::new();
+        let mut model = BTreeMap::new();
+        let mut next = 1 + rng.below(5_000);
+        for round in 0..60 {
+            for _ in 0..rng.below(3_000) {
+                let m = random_meta(&mut rng, next, shape);
+                assert_eq!(map.insert(next, m), model.insert(next, m));
+                next += 1 + u64::from(rng.below(10) == 0) * rng.below(50);
+            }
+            match rng.below(7) {
+                // A work queue: the oldest go.
+                0 | 1 => {
+                    let doomed: Vec<u64> = model
+                        .keys()
+                        .take(rng.below(2_500) as usize)
+                        .copied()
+                        .collect();
+                    for seq in doomed {
+                        assert_eq!(map.remove(seq), model.remove(&seq));
+                    }
+                }
+                // Interior deletes, most of them (chunks turn to `few`).
+                2 => {
+                    let doomed: Vec<u64> = model
+                        .keys()
+                        .filter(|_| rng.below(10) != 0)
+                        .copied()
+                        .collect();
+                    for seq in doomed {
+                        assert_eq!(map.remove(seq), model.remove(&seq));
+                    }
+                }
+                // Out of order: rewrites and inserts below the end (chunks open again).
+                3 => {
+                    for _ in 0..200 {
+                        let seq = 1 + rng.below(next);
+                        let m = random_meta(&mut rng, seq, shape);
+                        assert_eq!(map.insert(seq, m), model.insert(seq, m));
+                    }
+                }
+                // Skipping ahead over whole chunks.
+                4 => next += rng.below(100_000),
+                // A restore's seal.
+                5 => map.seal(),
+                _ => {
+                    let seq = 1 + rng.below(next);
+                    assert_eq!(map.remove(seq), model.remove(&seq));
+                }
+            }
+            assert_same(
+                &map,
+                &model,
+                &mut rng,
+                &format!("seed {seed} round {round}"),
+            );
+        }
+        let rebuilt: MetaMap = model.iter().map(|(seq, m)| (*seq, *m)).collect();
+        assert_eq!(rebuilt, map, "seed {seed}: the same map built in order");
+        map.clear();
+        assert!(map.is_empty());
+        assert_eq!(map.iter().next(), None);
+    }
+}
+
+#[test]
+fn chunks_seal_as_appends_move_on_and_empty_ones_go() {
+    let mut map = MetaMap::new();
+    for seq in 1..=3 * 4096 {
+        map.insert(seq, meta(seq as i64 * 1_000, 1_054, 1));
+    }
+    // Sequence 3 * 4096 is the first of chunk 3: it sealed chunk 2.
+    assert_eq!(
+        map.layouts(),
+        vec![(0, "packed"), (1, "packed"), (2, "packed"), (3, "open")]
+    );
+    // Most of chunk 1 goes: it becomes a short list.
+    for seq in 4096..4096 + 4000 {
+        map.remove(seq);
+    }
+    assert_eq!(map.layouts()[1], (1, "few"));
+    // An insert into a packed chunk opens it.
+    map.insert(5, meta(1, 1, 1));
+    assert_eq!(map.layouts()[0], (0, "open"));
+    // Chunk 1 emptied goes; the restore-like seal packs chunk 0 again.
+    for seq in 4096 + 4000..2 * 4096 {
+        map.remove(seq);
+    }
+    map.seal();
+    assert_eq!(
+        map.layouts(),
+        vec![(0, "packed"), (2, "packed"), (3, "open")]
+    );
+    // A chunk of a few live messages seals into a list.
+    let mut sparse = MetaMap::new();
+    for seq in (0..4096).step_by(512) {
+        sparse.insert(seq, meta(seq as i64, 10, 2));
+    }
+    sparse.insert(4096, meta(0, 10, 2));
+    assert_eq!(sparse.layouts(), vec![(0, "few"), (1, "open")]);
+}
+
+#[test]
+fn a_busy_stream_of_one_subject_keeps_a_few_bytes_a_message() {
+    let count = 1_000_000u64;
+    let mut map = MetaMap::new();
+    // 1 KiB messages, 15 µs apart with jitter.
+    let mut rng = XorShift(3);
+    for seq in 1..=count {
+        let ts = 1_700_000_000_000_000_000 + seq as i64 * 15_000 + rng.below(5_000) as i64;
+        map.insert(seq, meta(ts, 1_054, 1));
+    }
+    let per_message = map.heap_bytes() as f64 / count as f64;
+    assert!(per_message < 5.0, "{per_message} bytes a message");
+    // Sizes and subjects that vary within a chunk cost a byte or two more each.
+    let mut varied = MetaMap::new();
+    for seq in 1..=count {
+        let ts = 1_700_000_000_000_000_000 + seq as i64 * 15_000;
+        let size = 100 + rng.below(1_000) as u32;
+        varied.insert(seq, meta(ts, size, 1 + rng.below(100) as u32));
+    }
+    let per_message = varied.heap_bytes() as f64 / count as f64;
+    assert!(per_message < 8.0, "{per_message} bytes a message");
+}
