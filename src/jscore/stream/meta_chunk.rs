@@ -138,10 +138,9 @@ impl Chunk {
         if open.live == 0 {
             return;
         }
-        let entries = self.entries();
-        let packed = Packed::build(&entries);
-        *self = if entries.len() * FEW_ENTRY <= packed.bytes() {
-            Chunk::Few(entries)
+        let packed = Packed::build(open.iter(), open.live);
+        *self = if usize::from(open.live) * FEW_ENTRY <= packed.bytes() {
+            Chunk::Few(open.iter().collect())
         } else {
             Chunk::Packed(Box::new(packed))
         };
@@ -157,11 +156,7 @@ impl Chunk {
 
     fn entries(&self) -> Vec<(u16, MsgMeta)> {
         if let Chunk::Open(open) = self {
-            let start = usize::from(open.start);
-            let slots = open.slots.iter().enumerate();
-            return slots
-                .filter_map(|(i, slot)| slot.map(|meta| ((start + i) as u16, meta)))
-                .collect();
+            return open.iter().collect();
         }
         let mut entries = Vec::with_capacity(self.live());
         let mut next = 0u32;
@@ -307,6 +302,13 @@ impl Open {
         Some(old)
     }
 
+    /// Its messages, ascending.
+    fn iter(&self) -> impl Iterator<Item = (u16, MsgMeta)> + Clone + '_ {
+        let start = usize::from(self.start);
+        let slots = self.slots.iter().enumerate();
+        slots.filter_map(move |(i, slot)| slot.map(|meta| ((start + i) as u16, meta)))
+    }
+
     fn next_in(&self, lo: u32, hi: u32) -> Option<(u16, MsgMeta)> {
         let start = u32::from(self.start);
         let from = lo.saturating_sub(start) as usize;
@@ -325,17 +327,21 @@ impl Open {
 }
 
 impl Packed {
-    fn build(entries: &[(u16, MsgMeta)]) -> Packed {
-        let len = entries.last().map_or(0, |(off, _)| usize::from(*off) + 1);
+    /// `live` entries, ascending.
+    fn build(entries: impl Iterator<Item = (u16, MsgMeta)> + Clone, live: u16) -> Packed {
+        let len = entries
+            .clone()
+            .last()
+            .map_or(0, |(off, _)| usize::from(off) + 1);
         let mut present = [0u64; WORDS];
-        for (off, _) in entries {
-            present[usize::from(*off) / 64] |= 1 << (off % 64);
+        for (off, _) in entries.clone() {
+            present[usize::from(off) / 64] |= 1 << (off % 64);
         }
         Packed {
             present,
-            live: entries.len() as u16,
-            ts: Column::build(len, entries, |meta| meta.ts_nanos as u64 ^ SIGN),
-            size: Column::build(len, entries, |meta| u64::from(meta.size)),
+            live,
+            ts: Column::build(len, entries.clone(), |meta| meta.ts_nanos as u64 ^ SIGN),
+            size: Column::build(len, entries.clone(), |meta| u64::from(meta.size)),
             subject: Column::build(len, entries, |meta| u64::from(meta.subject.raw())),
         }
     }
@@ -408,9 +414,13 @@ impl Packed {
 impl Column {
     /// A column of `len` offsets holding `field` of each entry (offsets not given hold
     /// `base`).
-    fn build(len: usize, entries: &[(u16, MsgMeta)], field: impl Fn(&MsgMeta) -> u64) -> Column {
-        let (min, max) = entries.iter().fold((u64::MAX, 0), |(lo, hi), (_, meta)| {
-            let value = field(meta);
+    fn build(
+        len: usize,
+        entries: impl Iterator<Item = (u16, MsgMeta)> + Clone,
+        field: impl Fn(&MsgMeta) -> u64,
+    ) -> Column {
+        let (min, max) = entries.clone().fold((u64::MAX, 0), |(lo, hi), (_, meta)| {
+            let value = field(&meta);
             (lo.min(value), hi.max(value))
         });
         let base = if min > max { 0 } else { min };
@@ -419,7 +429,7 @@ impl Column {
             ($variant:ident, $t:ty) => {{
                 let mut column = vec![<$t>::default(); len];
                 for (off, meta) in entries {
-                    column[usize::from(*off)] = (field(meta) - base) as $t;
+                    column[usize::from(off)] = (field(&meta) - base) as $t;
                 }
                 Values::$variant(column.into_boxed_slice())
             }};
