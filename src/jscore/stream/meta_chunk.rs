@@ -16,12 +16,10 @@
 
 use std::collections::VecDeque;
 
+use super::chunk_key::{CHUNK_LEN, WORDS};
 use super::message::MsgMeta;
 use super::subject_index::SubjectId;
 
-pub(super) const CHUNK_SHIFT: u32 = 12;
-pub(super) const CHUNK_LEN: usize = 1 << CHUNK_SHIFT;
-const WORDS: usize = CHUNK_LEN / 64;
 /// Bytes of one entry of a `Few` chunk.
 const FEW_ENTRY: usize = std::mem::size_of::<(u16, MsgMeta)>();
 /// A `Few` chunk that grows beyond this opens again.

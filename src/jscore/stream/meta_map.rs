@@ -21,8 +21,9 @@ use std::iter::Chain;
 use std::ops::{Bound, RangeBounds};
 use std::option;
 
+use super::chunk_key::{join, split, CHUNK_LEN};
 use super::message::MsgMeta;
-use super::meta_chunk::{Chunk, CHUNK_LEN, CHUNK_SHIFT};
+use super::meta_chunk::Chunk;
 
 #[derive(Clone, Default)]
 pub(super) struct MetaMap {
@@ -36,14 +37,6 @@ pub(super) struct MetaMap {
 }
 
 type Chunks<'a> = Chain<btree_map::Range<'a, u64, Chunk>, option::IntoIter<(&'a u64, &'a Chunk)>>;
-
-fn split(seq: u64) -> (u64, u16) {
-    (seq >> CHUNK_SHIFT, (seq & (CHUNK_LEN as u64 - 1)) as u16)
-}
-
-fn join(key: u64, off: u16) -> u64 {
-    (key << CHUNK_SHIFT) | u64::from(off)
-}
 
 impl MetaMap {
     pub fn new() -> Self {

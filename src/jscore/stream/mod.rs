@@ -6,6 +6,8 @@
 //! (config changes), `batch_check.rs` (an atomic batch's
 //! all-or-nothing check). Helpers:
 //! `message.rs` (a message's in-memory metadata, the whole message, its byte size),
+//! `meta_map.rs` with `meta_chunk.rs` (the messages' metadata by sequence, packed in chunks
+//! of `chunk_key.rs`),
 //! `subject_index.rs` with `seq_set.rs` (each subject's sequences), `counter.rs` (counter
 //! streams' values, ADR-49) with `decimal.rs`,
 //! `dedup.rs` (duplicate window),
@@ -21,6 +23,7 @@
 
 mod append;
 mod batch_check;
+mod chunk_key;
 mod counter;
 mod cron;
 mod cron_zoned;

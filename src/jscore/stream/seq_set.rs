@@ -23,9 +23,8 @@
 use std::collections::{btree_map::Entry, BTreeMap, VecDeque};
 use std::ops::Bound::{Excluded, Unbounded};
 
-/// Sequences per chunk: 2^12, so an offset within a chunk fits a `u16`.
-const CHUNK_SHIFT: u32 = 12;
-const WORDS: usize = (1 << CHUNK_SHIFT) / 64;
+use super::chunk_key::{join, key, split, WORDS};
+
 /// Longest list: 256 offsets take 512 bytes, a bitmap's size, so a list is only used while
 /// it is smaller.
 const LIST_MAX: usize = 256;
@@ -59,18 +58,6 @@ enum Chunk {
     },
     /// Ascending, at most `LIST_MAX`.
     List(Vec<u16>),
-}
-
-fn key(seq: u64) -> u64 {
-    seq >> CHUNK_SHIFT
-}
-
-fn split(seq: u64) -> (u64, u16) {
-    (key(seq), (seq & ((1 << CHUNK_SHIFT) - 1)) as u16)
-}
-
-fn join(key: u64, offset: u16) -> u64 {
-    key << CHUNK_SHIFT | u64::from(offset)
 }
 
 /// Word index of `offset` in a bitmap, and the mask of it and the bits below it.
