@@ -100,7 +100,8 @@ done
 setup_tmp jetraft-store-bench
 
 rss_mb() { awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$1/status" 2>/dev/null || echo "?"; }
-disk_mb() { du -sm "$1" 2>/dev/null | cut -f1; }
+# du still prints the total, and fails, when files go while it walks (a delete in progress).
+disk_mb() { { du -sm "$1" 2>/dev/null || true; } | cut -f1; }
 now() { date +%s.%N; }
 elapsed() { python3 -c "print(f'{$2 - $1:.2f}')"; }
 

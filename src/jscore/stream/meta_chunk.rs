@@ -51,6 +51,29 @@ pub(super) struct Packed {
     subject: Column,
 }
 
+/// The smallest and largest value of a field over a chunk (empty: `min > max`).
+#[derive(Clone, Copy)]
+struct Span {
+    min: u64,
+    max: u64,
+}
+
+impl Default for Span {
+    fn default() -> Self {
+        Span {
+            min: u64::MAX,
+            max: 0,
+        }
+    }
+}
+
+impl Span {
+    fn add(&mut self, value: u64) {
+        self.min = self.min.min(value);
+        self.max = self.max.max(value);
+    }
+}
+
 /// One field of a packed chunk, per offset: `base` plus the stored value.
 #[derive(Clone)]
 struct Column {
@@ -325,22 +348,28 @@ impl Open {
 }
 
 impl Packed {
-    /// `live` entries, ascending.
+    /// `live` entries, ascending: one pass for the bitmap and each field's span, one per
+    /// column to fill.
     fn build(entries: impl Iterator<Item = (u16, MsgMeta)> + Clone, live: u16) -> Packed {
-        let len = entries
-            .clone()
-            .last()
-            .map_or(0, |(off, _)| usize::from(off) + 1);
+        let ts = |meta: &MsgMeta| meta.ts_nanos as u64 ^ SIGN;
+        let size = |meta: &MsgMeta| u64::from(meta.size);
+        let subject = |meta: &MsgMeta| u64::from(meta.subject.raw());
         let mut present = [0u64; WORDS];
-        for (off, _) in entries.clone() {
+        let mut len = 0;
+        let mut spans = [Span::default(); 3];
+        for (off, meta) in entries.clone() {
             present[usize::from(off) / 64] |= 1 << (off % 64);
+            len = usize::from(off) + 1;
+            spans[0].add(ts(&meta));
+            spans[1].add(size(&meta));
+            spans[2].add(subject(&meta));
         }
         Packed {
             present,
             live,
-            ts: Column::build(len, entries.clone(), |meta| meta.ts_nanos as u64 ^ SIGN),
-            size: Column::build(len, entries.clone(), |meta| u64::from(meta.size)),
-            subject: Column::build(len, entries, |meta| u64::from(meta.subject.raw())),
+            ts: Column::build(len, entries.clone(), ts, spans[0]),
+            size: Column::build(len, entries.clone(), size, spans[1]),
+            subject: Column::build(len, entries, subject, spans[2]),
         }
     }
 
@@ -410,19 +439,16 @@ impl Packed {
 }
 
 impl Column {
-    /// A column of `len` offsets holding `field` of each entry (offsets not given hold
-    /// `base`).
+    /// A column of `len` offsets holding `field` of each entry, whose values lie in `span`
+    /// (offsets not given hold `base`).
     fn build(
         len: usize,
-        entries: impl Iterator<Item = (u16, MsgMeta)> + Clone,
+        entries: impl Iterator<Item = (u16, MsgMeta)>,
         field: impl Fn(&MsgMeta) -> u64,
+        span: Span,
     ) -> Column {
-        let (min, max) = entries.clone().fold((u64::MAX, 0), |(lo, hi), (_, meta)| {
-            let value = field(&meta);
-            (lo.min(value), hi.max(value))
-        });
-        let base = if min > max { 0 } else { min };
-        let spread = max.saturating_sub(base);
+        let base = if span.min > span.max { 0 } else { span.min };
+        let spread = span.max.saturating_sub(base);
         macro_rules! packed {
             ($variant:ident, $t:ty) => {{
                 let mut column = vec![<$t>::default(); len];
