@@ -9,12 +9,21 @@
 # sequences (p50/p99) and a last-by-subject get, how long `nats stream rm` takes and the disk
 # left 5 s after it. See bench/README.md.
 #
-#   bench/store.sh [--gb G | --msgs N] [--size BYTES] [--gets K] [--cache BYTES]
+# With --streams K (K > 1) the same payload goes into K streams M0..M<K-1> (names and
+# subjects zero-padded as natscli pads them: M000..M099 on js.store.000..js.store.099 for
+# K = 100), created by bench/store.py over one connection, filled by one `nats bench js pub
+# async js.store --multisubject --multisubjectmax K` (message n on stream n mod K: all of them
+# written at once), counted over every page of $JS.API.STREAM.LIST, read from sequence 1 by
+# bench/store.py (pull consumers, 16 streams at a time), got from at random, deleted by
+# store.py. The goal it measures: 10 GB over 1000 streams in at most 256 MB of RSS.
+#
+#   bench/store.sh [--gb G | --msgs N] [--size BYTES] [--streams K] [--gets K] [--cache BYTES]
 #                  [--servers LIST] [--port-base P] [--smoke] [--keep-logs]
 #
 #   --gb G           fill to G GiB of payload (default 2; decimals allowed)
-#   --msgs N         or exactly N messages
+#   --msgs N         or exactly N messages (at least K)
 #   --size BYTES     payload per message (default 1024)
+#   --streams K      spread over K streams (default 1)
 #   --gets K         random direct gets (default 2000)
 #   --cache BYTES    jetraft's --js_cache_bytes (default: its own default)
 #   --servers LIST   nats-server,jetraft (default both, in that order)
@@ -27,13 +36,13 @@
 # (default nats-server on PATH), PYTHON (python3 with nats-py), NATS_BIN, CI.
 # Prints a markdown table (a row per server), the machine and the command, then
 # "N passed, M failed": per server a check that it started, stored, restarted with every
-# message, served the whole read and every get, and deleted the stream.
+# message, served the whole read and every get, and deleted the stream (every stream).
 set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
-GB=2 MSGS="" SIZE=1024 GETS=2000 CACHE="" SERVERS="nats-server,jetraft" PORT_BASE=""
+GB=2 MSGS="" SIZE=1024 STREAMS=1 GETS=2000 CACHE="" SERVERS="nats-server,jetraft" PORT_BASE=""
 BENCH_ARGS=("$@")
 while (($#)); do
     opt=$1 val=
@@ -45,12 +54,13 @@ while (($#)); do
     --*) val=${2-}; shift; (($#)) && shift ;;
     *) bad_option "$opt" ;;
     esac
-    [[ $opt =~ ^--(gb|msgs|size|gets|cache|servers|port-base)$ ]] || bad_option "$opt"
+    [[ $opt =~ ^--(gb|msgs|size|streams|gets|cache|servers|port-base)$ ]] || bad_option "$opt"
     [[ -n $val ]] || { echo "$opt needs a value" >&2; exit 2; }
     case $opt in
     --gb) GB=$val ;;
     --msgs) MSGS=$val ;;
     --size) SIZE=$val ;;
+    --streams) STREAMS=$val ;;
     --gets) GETS=$val ;;
     --cache) CACHE=$val ;;
     --servers) SERVERS=$val ;;
@@ -64,9 +74,11 @@ fi
 if [[ -z $MSGS ]]; then
     MSGS=$(python3 -c "print(max(1, int($GB * 2**30 / $SIZE)))")
 fi
-for v in MSGS SIZE GETS ${CACHE:+CACHE} ${PORT_BASE:+PORT_BASE}; do
+for v in MSGS SIZE STREAMS GETS ${CACHE:+CACHE} ${PORT_BASE:+PORT_BASE}; do
     [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "--${v,,} must be a positive integer (got '${!v}')" >&2; exit 2; }
 done
+# every stream gets a message, so that each has a sequence to get
+((MSGS >= STREAMS)) || { echo "--msgs ($MSGS) must be at least --streams ($STREAMS)" >&2; exit 2; }
 
 PYTHON=${PYTHON:-python3}
 if ! "$PYTHON" -c 'import nats' 2>/dev/null; then
@@ -131,9 +143,22 @@ launch() {
     wait_port "$STARTED_PID" "$port" 60
 }
 
-# URL SECS: until stream M counts $MSGS messages (every 20 ms, up to SECS s).
+# CMD URL SECS ARGS...: `bench/store.py CMD` on the $STREAMS streams at URL, bounded by SECS.
+many() {
+    local cmd=$1 url=$2 secs=$3
+    shift 3
+    timeout -k 5 "$secs" "$PYTHON" "$HERE/store.py" "$cmd" --url "$url" --streams "$STREAMS" "$@"
+}
+
+# URL SECS: until stream M (the $STREAMS streams together) counts $MSGS messages (every 20 ms,
+# up to SECS s).
 wait_full() {
     local deadline=$(($(date +%s) + $2)) info
+    if ((STREAMS > 1)); then
+        many wait "$1" $(($2 + 30)) --expect "$MSGS" --timeout "$2" >"$TMP/wait.out" 2>&1 && return 0
+        show_tail "$TMP/wait.out" 2
+        return 1
+    fi
     while (($(date +%s) < deadline)); do
         info=$(nats_at "$1" stream info M --json 2>/dev/null || true)
         [[ $(json_get "$info" "d['state']['messages']") == "$MSGS" ]] && return 0
@@ -155,17 +180,34 @@ drop_page_cache() {
 # (COLD_STATE says whether it was), start it again (log RUN.log, STARTED_PID) and set
 # RESTART_S to the seconds until it serves every message ("" if it does not).
 kill_and_restart() {
-    local name=$1 bin=$2 port=$3 store=$4 url=$5 pid=$6 run=$7 cold=$8 t0
+    local name=$1 bin=$2 port=$3 store=$4 url=$5 pid=$6 run=$7 cold=$8 t0 waiter ready
     kill -9 "$pid"
     wait "$pid" 2>/dev/null || true
     [[ -n $cold ]] && COLD_STATE=$(drop_page_cache)
     t0=$(now)
     RESTART_S=""
-    if launch "$name" "$bin" "$port" "$store" "$TMP/$name/$run.log" && wait_full "$url" 300; then
+    if ((STREAMS > 1)); then
+        # The waiter starts with the server (it connects again until the server answers) and
+        # says when it saw every message: Python's own start (~0.3 s) is not timed.
+        many wait "$url" 330 --expect "$MSGS" --timeout 300 >"$TMP/$name/$run.wait" 2>&1 &
+        waiter=$!
+        PIDS+=("$waiter")
+        if launch "$name" "$bin" "$port" "$store" "$TMP/$name/$run.log"; then
+            if wait "$waiter"; then
+                ready=$(awk '$1 == "messages" {print $NF}' "$TMP/$name/$run.wait")
+                [[ -n $ready ]] && RESTART_S=$(elapsed "$t0" "$ready")
+            fi
+        else
+            stop_pid "$waiter"
+        fi
+    elif launch "$name" "$bin" "$port" "$store" "$TMP/$name/$run.log" && wait_full "$url" 300; then
         RESTART_S=$(elapsed "$t0" "$(now)")
+    fi
+    if [[ -n $RESTART_S ]]; then
         pass "$name: restarted${cold:+ cold} serving every message"
     else
         fail "$name: restarted${cold:+ cold} serving every message"; show_tail "$TMP/$name/$run.log"
+        [[ -f $TMP/$name/$run.wait ]] && show_tail "$TMP/$name/$run.wait" 2
     fi
 }
 
@@ -173,7 +215,7 @@ ROWS=()
 measure() { # NAME BIN
     local name=$1 bin=$2 port url store pid t0 out
     local rss_pub="" disk="" restart="" rss_restart="" read_rate="" rss_read="" p50="" p99="" lbs=""
-    local disk_after="" cache_state="" delete_s="" cold_restart=""
+    local disk_after="" cache_state="" delete_s="" cold_restart="" create_s="" read_ok=0
     port=$(next_port)
     url="nats://127.0.0.1:$port"
     store="$TMP/$name/store"
@@ -184,10 +226,24 @@ measure() { # NAME BIN
     pid=$STARTED_PID
     pass "$name: started"
     wait_js_info "$url" 30 0.1 "$pid" || true
-    nats_at "$url" stream add M --subjects js.store --storage file --replicas 1 --allow-direct \
-        --defaults >"$TMP/$name/add.out" 2>&1 || { fail "$name: stream added"; show_tail "$TMP/$name/add.out"; }
-    RUN_TIMEOUT=1800 run_bench "$url" "$TMP/$name/pub.out" js pub async js.store --stream M \
-        --msgs "$MSGS" --size "$SIZE" --clients 1
+    if ((STREAMS == 1)); then
+        nats_at "$url" stream add M --subjects js.store --storage file --replicas 1 --allow-direct \
+            --defaults >"$TMP/$name/add.out" 2>&1 || { fail "$name: stream added"; show_tail "$TMP/$name/add.out"; }
+        RUN_TIMEOUT=1800 run_bench "$url" "$TMP/$name/pub.out" js pub async js.store --stream M \
+            --msgs "$MSGS" --size "$SIZE" --clients 1
+    else
+        # over one connection, 16 at a time: 1000 `nats stream add` would take minutes
+        out=$(many create "$url" 900 2>"$TMP/$name/add.out" | tail -n 1 || true)
+        if [[ $out =~ ^created\ [0-9]+\ errors\ 0\ seconds\ ([0-9.]+)$ ]]; then
+            create_s=${BASH_REMATCH[1]}
+        else
+            fail "$name: $STREAMS streams added ($out)"; show_tail "$TMP/$name/add.out"
+        fi
+        # --stream only names a stream that must exist; the subjects reach all of them
+        RUN_TIMEOUT=1800 run_bench "$url" "$TMP/$name/pub.out" js pub async js.store \
+            --stream "$(printf 'M%0*d' "${#STREAMS}" 0)" --multisubject --multisubjectmax "$STREAMS" \
+            --msgs "$MSGS" --size "$SIZE" --clients 1
+    fi
     local pub_rate
     pub_rate=$(rate_of "$TMP/$name/pub.out")
     if wait_full "$url" 120; then
@@ -205,16 +261,27 @@ measure() { # NAME BIN
     kill_and_restart "$name" "$bin" "$port" "$store" "$url" "$pid" run3 cold
     cold_restart=$RESTART_S pid=$STARTED_PID
     cache_state=$(drop_page_cache)
-    RUN_TIMEOUT=960 run_bench "$url" "$TMP/$name/read.out" js ordered --stream M --msgs "$MSGS" \
-        --size "$SIZE" --clients 1
-    read_rate=$(rate_of "$TMP/$name/read.out" || true)
-    if ((BENCH_RC == 0)) && [[ -n $read_rate ]]; then
+    if ((STREAMS == 1)); then
+        RUN_TIMEOUT=960 run_bench "$url" "$TMP/$name/read.out" js ordered --stream M --msgs "$MSGS" \
+            --size "$SIZE" --clients 1
+        read_rate=$(rate_of "$TMP/$name/read.out" || true)
+        ((BENCH_RC == 0)) && [[ -n $read_rate ]] && read_ok=1
+    else
+        # one Python process reads every stream (a `nats bench` each spends more in starting)
+        BENCH_RC=0
+        many read "$url" 960 --size "$SIZE" --timeout 900 >"$TMP/$name/read.out" 2>&1 || BENCH_RC=$?
+        out=$(grep '^read ' "$TMP/$name/read.out" | tail -n 1 || true)
+        if [[ $out =~ ^read\ $MSGS\ errors\ 0\ seconds\ [0-9.]+\ msgs_per_s\ ([0-9]+)$ ]]; then
+            read_rate=${BASH_REMATCH[1]} read_ok=1
+        fi
+    fi
+    if ((read_ok)); then
         pass "$name: read all $MSGS from sequence 1"
     else
         fail "$name: read all $MSGS from sequence 1 (exit $BENCH_RC)"; show_tail "$TMP/$name/read.out"
     fi
     rss_read=$(rss_mb "$pid")
-    out=$(timeout 600 "$PYTHON" "$HERE/store.py" --url "$url" --stream M --gets "$GETS" 2>&1 | tail -n 1 || true)
+    out=$(many gets "$url" 600 --stream M --gets "$GETS" 2>&1 | tail -n 1 || true)
     if [[ $out =~ ^gets\ [0-9]+\ errors\ 0\ p50_us\ ([0-9]+)\ p99_us\ ([0-9]+)\ last_by_subject_us\ ([0-9]+)$ ]]; then
         p50=${BASH_REMATCH[1]} p99=${BASH_REMATCH[2]} lbs=${BASH_REMATCH[3]}
         pass "$name: $GETS random direct gets answered"
@@ -222,17 +289,32 @@ measure() { # NAME BIN
         fail "$name: $GETS random direct gets answered ($out)"
     fi
     t0=$(now)
-    if timeout -k 5 300 "$NATS" --no-context --server "$url" --timeout 240s stream rm M -f \
-        >"$TMP/$name/rm.out" 2>&1; then
-        delete_s=$(elapsed "$t0" "$(now)")
+    if ((STREAMS == 1)); then
+        if timeout -k 5 300 "$NATS" --no-context --server "$url" --timeout 240s stream rm M -f \
+            >"$TMP/$name/rm.out" 2>&1; then
+            delete_s=$(elapsed "$t0" "$(now)")
+        fi
+    else
+        # 16 at a time; the time is store.py's, from the first request to the last reply
+        out=$(many delete "$url" 900 2>"$TMP/$name/rm.out" | tail -n 1 || true)
+        [[ $out =~ ^deleted\ [0-9]+\ errors\ 0\ seconds\ ([0-9.]+)$ ]] && delete_s=${BASH_REMATCH[1]}
+        echo "$out" >>"$TMP/$name/rm.out"
+    fi
+    local deleted="stream deleted"
+    ((STREAMS == 1)) || deleted="$STREAMS streams deleted"
+    if [[ -n $delete_s ]]; then
         sleep 5 # what the goal asks: space back within seconds
         disk_after=$(disk_mb "$store")
-        pass "$name: stream deleted"
+        pass "$name: $deleted"
     else
-        fail "$name: stream deleted"; show_tail "$TMP/$name/rm.out"
+        fail "$name: $deleted"; show_tail "$TMP/$name/rm.out"
     fi
     stop_pid "$pid"
-    ROWS+=("| $name | $(commas "$MSGS") × $SIZE B | $(cell "$pub_rate") | $rss_pub MB | $disk MB | ${restart:-FAIL} s | ${cold_restart:-FAIL} s ($COLD_STATE) | $rss_restart MB | $(cell "$read_rate") ($cache_state) | $rss_read MB | ${p50:-FAIL} / ${p99:-FAIL} µs | ${lbs:-FAIL} µs | ${delete_s:-FAIL} s | ${disk_after:-FAIL} MB |")
+    if ((STREAMS == 1)); then
+        ROWS+=("| $name | $(commas "$MSGS") × $SIZE B | $(cell "$pub_rate") | $rss_pub MB | $disk MB | ${restart:-FAIL} s | ${cold_restart:-FAIL} s ($COLD_STATE) | $rss_restart MB | $(cell "$read_rate") ($cache_state) | $rss_read MB | ${p50:-FAIL} / ${p99:-FAIL} µs | ${lbs:-FAIL} µs | ${delete_s:-FAIL} s | ${disk_after:-FAIL} MB |")
+    else
+        ROWS+=("| $name | $(commas "$STREAMS") | $(commas "$MSGS") × $SIZE B | ${create_s:-FAIL} s | $(cell "$pub_rate") | $rss_pub MB | $disk MB | ${restart:-FAIL} s | ${cold_restart:-FAIL} s ($COLD_STATE) | $rss_restart MB | $(cell "$read_rate") ($cache_state) | $rss_read MB | ${p50:-FAIL} / ${p99:-FAIL} µs | ${lbs:-FAIL} µs | ${delete_s:-FAIL} s | ${disk_after:-FAIL} MB |")
+    fi
 }
 
 for entry in "${BINS[@]}"; do
@@ -240,8 +322,13 @@ for entry in "${BINS[@]}"; do
 done
 
 echo
-md_table "| server | stream | publish msgs/s | RSS after publish | disk | kill -9 → serving | same, page cache dropped | RSS after restart | read from seq 1, msgs/s (page cache) | RSS after read | direct get p50 / p99 | last-by-subject get | stream rm | disk 5 s after |" \
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" "${ROWS[@]}"
+if ((STREAMS > 1)); then
+    md_table "| server | streams | messages (all streams) | create streams | publish msgs/s | RSS after publish | disk | kill -9 → serving | same, page cache dropped | RSS after restart | read from seq 1, msgs/s (page cache) | RSS after read | direct get p50 / p99 (random stream) | last-by-subject get | delete every stream | disk 5 s after |" \
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" "${ROWS[@]}"
+else
+    md_table "| server | stream | publish msgs/s | RSS after publish | disk | kill -9 → serving | same, page cache dropped | RSS after restart | read from seq 1, msgs/s (page cache) | RSS after read | direct get p50 / p99 | last-by-subject get | stream rm | disk 5 s after |" \
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" "${ROWS[@]}"
+fi
 echo
 machine_line
 command_line

@@ -302,6 +302,32 @@ impl SeqSet {
         new
     }
 
+    /// Inserts every sequence of `seqs` (any order, duplicates allowed). Consecutive ones of
+    /// one chunk take one lookup of it, where [`insert`](Self::insert) descends the chunk
+    /// map for each: a restore adds each subject's sequences this way.
+    pub fn extend_from_slice(&mut self, seqs: &[u64]) {
+        let mut rest = seqs;
+        while let Some(&first) = rest.first() {
+            let Repr::Chunked(map) = &mut self.repr else {
+                self.insert(first);
+                rest = &rest[1..];
+                continue;
+            };
+            let (key, _) = split(first);
+            let n = rest.iter().take_while(|&&seq| split(seq).0 == key).count();
+            let (group, after) = rest.split_at(n);
+            let mut new = usize::from(insert_chunked(map, first));
+            if let Some(chunk) = map.get_mut(&key) {
+                for &seq in &group[1..] {
+                    new += usize::from(chunk.insert(split(seq).1));
+                }
+            }
+            self.len += new;
+            rest = after;
+        }
+        self.relayout();
+    }
+
     /// Removes `seq`; false if it was not there.
     pub fn remove(&mut self, seq: u64) -> bool {
         match &mut self.repr {

@@ -104,11 +104,12 @@ impl SubjectIndex {
         id
     }
 
-    /// Records `seq` on the subject `id` stands for, which must be in use (a restore that
-    /// just interned it: cheaper than [`insert`](Self::insert)'s lookup by name).
-    pub fn insert_at(&mut self, id: SubjectId, seq: u64) {
+    /// Records `seqs` (in any order; ascending is fastest) on the subject `id` stands for, which
+    /// must be in use (a restore that just interned it: cheaper than [`insert`](Self::insert)'s
+    /// lookup by name, one per run of the subject rather than one per message).
+    pub fn insert_all_at(&mut self, id: SubjectId, seqs: &[u64]) {
         if let Some(entry) = self.entries.get_mut(id.slot()).and_then(Option::as_mut) {
-            entry.seqs.insert(seq);
+            entry.seqs.extend_from_slice(seqs);
         }
     }
 

@@ -283,3 +283,34 @@ fn memory_per_sequence_stays_small() {
     let bytes = every_10_000th.heap_bytes();
     assert!(bytes <= 16 * 10_000, "every 10,000th: {bytes}");
 }
+
+#[test]
+fn a_slice_extends_like_inserts_one_at_a_time() {
+    for seed in 1..=6u64 {
+        let mut rng = XorShift(seed.wrapping_mul(0x2545_F491_4F6C_DD1D));
+        let (mut set, mut model) = (SeqSet::new(), BTreeSet::new());
+        let mut next = rng.below(5_000);
+        for round in 0..25 {
+            // Runs as a restore gathers them: ascending, across chunk edges, with gaps; some
+            // rounds go back below what is there or repeat sequences already in.
+            let len = rng.below(6_000) as usize;
+            let mut slice: Vec<u64> = Vec::with_capacity(len);
+            for _ in 0..len {
+                next += 1 + rng.below(3) * rng.below(2);
+                slice.push(next);
+            }
+            match rng.below(5) {
+                0 => slice.reverse(),
+                1 => slice.extend(model.iter().take(50).copied()),
+                2 => next += rng.below(1 << 20),
+                _ => {}
+            }
+            set.extend_from_slice(&slice);
+            model.extend(slice.iter().copied());
+            let context = format!("seed {seed} round {round}");
+            let probes = probes(&model, next, rng.next());
+            assert_probes(&set, &model, &probes, &context);
+            assert_iterates(&set, &model, &context);
+        }
+    }
+}
