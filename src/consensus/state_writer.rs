@@ -43,6 +43,8 @@ use std::thread::{self, JoinHandle};
 use bytes::Bytes;
 use parking_lot::Mutex;
 
+use super::file_sync;
+
 /// Batches queued before `submit` waits for the writer.
 pub const MAX_QUEUED: usize = 64;
 /// Consecutive batches merged into one sled batch, at most.
@@ -295,32 +297,39 @@ fn write(
 ) {
     let mut batch = sled::Batch::default();
     let mut written = Vec::with_capacity(owners.len());
-    let mut synced: Vec<Arc<File>> = Vec::new();
     let mut unlinks = Vec::new();
+    // Keys may point into these files only once they are on disk: every file of the merged
+    // batches (once each, batches of owners failed before aside), synced together.
+    let mut files: Vec<Arc<File>> = Vec::new();
+    {
+        let failed = shared.failed.lock();
+        for (owner, (_, effects)) in owners.iter().zip(&merged) {
+            if failed.contains_key(owner) {
+                continue;
+            }
+            for file in &effects.sync_first {
+                if !files.iter().any(|done| Arc::ptr_eq(done, file)) {
+                    files.push(file.clone());
+                }
+            }
+        }
+    }
+    let synced = file_sync::sync_data_all(&files);
     {
         let mut failed = shared.failed.lock();
-        for (owner, (writes, files)) in owners.into_iter().zip(merged) {
+        for (owner, (writes, effects)) in owners.into_iter().zip(merged) {
             // Batches an owner queued after its failure are skipped: sled keeps its state as
             // of the last good batch.
             if failed.contains_key(&owner) {
                 continue;
             }
-            // Keys may point into these files only once they are on disk.
-            let mut sync_failed = None;
-            for file in files.sync_first {
-                if synced.iter().any(|done| Arc::ptr_eq(done, &file)) {
-                    continue;
-                }
-                match file.sync_data() {
-                    Ok(()) => synced.push(file),
-                    Err(error) => {
-                        sync_failed = Some(error);
-                        break;
-                    }
-                }
-            }
+            let sync_failed = effects.sync_first.iter().find_map(|file| {
+                let at = files.iter().position(|done| Arc::ptr_eq(done, file))?;
+                synced[at].as_ref().err()
+            });
             if let Some(error) = sync_failed {
                 tracing::error!(%error, "syncing a group's files failed; the group stops");
+                let error = std::io::Error::new(error.kind(), error.to_string());
                 failed.insert(owner, WriteBehindError::FileSync(Arc::new(error)));
                 continue;
             }
@@ -330,7 +339,7 @@ fn write(
                     None => batch.remove(key),
                 }
             }
-            unlinks.extend(files.unlink_after_sync);
+            unlinks.extend(effects.unlink_after_sync);
             written.push(owner);
         }
     }
@@ -424,5 +433,44 @@ mod tests {
         assert!(tree.get(b"h").unwrap().is_some());
         writer.release(sick);
         writer.flush(sick).unwrap();
+    }
+
+    #[test]
+    fn a_file_that_fails_to_sync_fails_only_the_batch_pointing_into_it() {
+        let (_db, tree) = tree();
+        let dir = tempfile::tempdir().unwrap();
+        let writer = StateWriter::start(tree.clone()).unwrap();
+        let owners: Vec<Owner> = (0..12).map(|_| writer.new_owner()).collect();
+        let shared_file = Arc::new(File::create(dir.path().join("shared")).unwrap());
+        for (i, owner) in owners.iter().enumerate() {
+            let file = if i == 5 {
+                // A pipe's write end: fdatasync on it fails (EINVAL).
+                let (_reader, pipe) = std::io::pipe().unwrap();
+                Arc::new(File::from(std::os::fd::OwnedFd::from(pipe)))
+            } else {
+                Arc::new(File::create(dir.path().join(i.to_string())).unwrap())
+            };
+            let files = FileEffects {
+                sync_first: vec![file, shared_file.clone()],
+                unlink_after_sync: Vec::new(),
+            };
+            let key = format!("k{i}").into_bytes();
+            writer
+                .submit_with(*owner, vec![(key, Some(Bytes::from_static(b"v")))], files)
+                .unwrap();
+        }
+        for (i, owner) in owners.iter().enumerate() {
+            let key = format!("k{i}");
+            if i == 5 {
+                assert!(matches!(
+                    writer.flush(*owner),
+                    Err(WriteBehindError::FileSync(_))
+                ));
+                assert!(tree.get(&key).unwrap().is_none(), "{key}");
+            } else {
+                writer.flush(*owner).unwrap();
+                assert!(tree.get(&key).unwrap().is_some(), "{key}");
+            }
+        }
     }
 }
