@@ -156,6 +156,22 @@ fn flip(path: &Path, offset: u64, bit: u8) {
     file.sync_all().unwrap();
 }
 
+/// Opens a stopped node's sled database with the I/O buffer size it was made with: sled
+/// refuses any other (`consensus/state_db.rs`: 128 KiB for new databases, sled's default
+/// 512 KiB for older ones).
+fn open_state_db(path: &Path) -> sled::Db {
+    [128 << 10, 512 << 10]
+        .into_iter()
+        .find_map(|segment_size| {
+            sled::Config::new()
+                .path(path)
+                .segment_size(segment_size)
+                .open()
+                .ok()
+        })
+        .expect("the stopped node's sled opens")
+}
+
 /// Flips `count` single bits at seeded offsets inside the stored message blocks (`b/` values)
 /// of every stream group of the (stopped) node whose store is `store`, writing them back
 /// through sled: sled's own record checksums then hold, so only jetraft's block checksum
@@ -165,7 +181,7 @@ pub fn flip_in_message_blocks(store: &Path, count: usize, rng: &mut Rng) -> Vec<
     /// (`consensus/state_db.rs`: group id u64, space u8, then the machine's key).
     const GROUPS_TREE: &str = "raft-groups";
     const PREFIX_LEN: usize = 9;
-    let db = sled::open(store.join("state")).expect("the stopped node's sled opens");
+    let db = open_state_db(&store.join("state"));
     let tree = db.open_tree(GROUPS_TREE).unwrap();
     let blocks: Vec<sled::IVec> = tree
         .iter()
