@@ -25,12 +25,12 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
 
-use super::summary;
+use super::summary::{self, Retired};
 use crate::consensus::state_db::dir_names;
 use crate::consensus::MachineError;
 
@@ -97,6 +97,9 @@ struct Inner {
     /// Where the active segment's blocks are (offset, length): what its summary covers
     /// once it is full (`summary.rs`).
     extents: Vec<(u64, u32)>,
+    /// Full segments whose summary may not be written yet, with what tells the summary
+    /// worker they were retired (`summary::Retired`); pruned as the worker drops its end.
+    summarizing: Vec<(u32, Weak<Retired>)>,
 }
 
 impl Segments {
@@ -111,6 +114,7 @@ impl Segments {
                 next,
                 last_read: None,
                 extents: Vec::new(),
+                summarizing: Vec::new(),
             }),
         })
     }
@@ -167,7 +171,12 @@ impl Segments {
         {
             if let Some((full, _, _)) = inner.active.take() {
                 let blocks = std::mem::take(&mut inner.extents);
-                summary::queue(self.path(full), self.summary_path(full), blocks);
+                let retired = Arc::new(Retired::default());
+                inner
+                    .summarizing
+                    .retain(|(_, retired)| retired.strong_count() > 0);
+                inner.summarizing.push((full, Arc::downgrade(&retired)));
+                summary::queue(self.path(full), self.summary_path(full), blocks, retired);
             }
             self.start_segment(&mut inner)?;
         }
@@ -235,6 +244,12 @@ impl Segments {
             .is_some_and(|(id, _)| *id == segment)
         {
             inner.last_read = None;
+        }
+        if let Some(at) = inner.summarizing.iter().position(|(id, _)| *id == segment) {
+            let (_, retired) = inner.summarizing.swap_remove(at);
+            if let Some(retired) = retired.upgrade() {
+                retired.set();
+            }
         }
         self.paths(segment)
     }

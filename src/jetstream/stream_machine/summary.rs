@@ -19,7 +19,9 @@ use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
 
 use serde::{Deserialize, Serialize};
 
@@ -132,6 +134,12 @@ pub fn encode_record(offset: u64, len: u32, msgs: &[BlockMsg<'_>]) -> Vec<u8> {
 /// Writes the summary of `segment` (its records in offset order) under `path`, through a
 /// temporary name so a reader sees all of it or nothing. No sync: it is derived data.
 pub fn write(path: &Path, records: &[Vec<u8>]) -> io::Result<()> {
+    let tmp = write_aside(path, records)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Writes the summary under its temporary name (`*.sum.tmp`); returns that name.
+fn write_aside(path: &Path, records: &[Vec<u8>]) -> io::Result<PathBuf> {
     let mut body = Vec::with_capacity(HEADER + records.iter().map(Vec::len).sum::<usize>());
     body.push(SUMMARY_V1);
     body.extend_from_slice(&[0; 4]);
@@ -144,7 +152,24 @@ pub fn write(path: &Path, records: &[Vec<u8>]) -> io::Result<()> {
     let mut file = std::fs::File::create(&tmp)?;
     file.write_all(&body)?;
     drop(file);
-    std::fs::rename(&tmp, path)
+    Ok(tmp)
+}
+
+/// Whether a segment queued for its summary was retired meanwhile (`Segments::retire`).
+/// The worker puts a summary in place only under this lock and while it is not set, so a
+/// retired segment's summary is either never put in place or put there before the
+/// retirement, which then removes it with the segment: none outlives its segment.
+#[derive(Debug, Default)]
+pub struct Retired(Mutex<bool>);
+
+impl Retired {
+    pub fn set(&self) {
+        *self.0.lock() = true;
+    }
+
+    fn is_set(&self) -> bool {
+        *self.0.lock()
+    }
 }
 
 /// A segment's summary as read: the file and where each block's record is.
@@ -228,6 +253,7 @@ enum Job {
         segment: PathBuf,
         summary: PathBuf,
         blocks: Vec<(u64, u32)>,
+        retired: Arc<Retired>,
     },
     /// Answer once every job queued before has run.
     #[cfg(test)]
@@ -247,8 +273,9 @@ fn worker() -> &'static mpsc::Sender<Job> {
                             segment,
                             summary,
                             blocks,
+                            retired,
                         } => {
-                            if let Err(error) = summarize(&segment, &summary, &blocks) {
+                            if let Err(error) = summarize(&segment, &summary, &blocks, &retired) {
                                 tracing::debug!(
                                     segment = %segment.display(),
                                     %error,
@@ -270,12 +297,13 @@ fn worker() -> &'static mpsc::Sender<Job> {
 
 /// Has a complete segment (`segment`, holding blocks at these offsets and lengths) summarized
 /// in the background into `summary`. A segment gone by then, or a block that does not
-/// parse, leaves it without one.
-pub fn queue(segment: PathBuf, summary: PathBuf, blocks: Vec<(u64, u32)>) {
+/// parse, leaves it without one, and so does its retirement ([`Retired`]).
+pub fn queue(segment: PathBuf, summary: PathBuf, blocks: Vec<(u64, u32)>, retired: Arc<Retired>) {
     let _ = worker().send(Job::Summarize {
         segment,
         summary,
         blocks,
+        retired,
     });
 }
 
@@ -288,8 +316,16 @@ pub fn settle() {
     }
 }
 
-fn summarize(segment: &Path, summary: &Path, blocks: &[(u64, u32)]) -> io::Result<()> {
+fn summarize(
+    segment: &Path,
+    summary: &Path,
+    blocks: &[(u64, u32)],
+    retired: &Retired,
+) -> io::Result<()> {
     use std::os::unix::fs::FileExt;
+    if retired.is_set() {
+        return Ok(());
+    }
     let file = std::fs::File::open(segment)?;
     let mut records = Vec::with_capacity(blocks.len());
     let mut value = Vec::new();
@@ -299,5 +335,60 @@ fn summarize(segment: &Path, summary: &Path, blocks: &[(u64, u32)]) -> io::Resul
         let msgs = parse_block(&value).map_err(io::Error::other)?;
         records.push(encode_record(offset, len, &msgs));
     }
-    write(summary, &records)
+    let tmp = write_aside(summary, &records)?;
+    let retired = retired.0.lock();
+    match *retired {
+        true => std::fs::remove_file(&tmp),
+        false => std::fs::rename(&tmp, summary),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jetstream::stream_machine::keys::{encode_block, BlockMsg};
+
+    /// A segment file of one block of one message; its path and the block's extent.
+    fn one_block_segment(dir: &Path) -> (PathBuf, (u64, u32)) {
+        let block = encode_block([BlockMsg {
+            seq: 1,
+            subject: "s.a",
+            headers: None,
+            payload: b"body",
+            ts_nanos: 7,
+        }]);
+        let path = dir.join("00000001.seg");
+        std::fs::write(&path, &block).unwrap();
+        (path, (0, block.len() as u32))
+    }
+
+    #[test]
+    fn a_summary_is_put_in_place_only_while_its_segment_is_not_retired() {
+        let dir = tempfile::tempdir().unwrap();
+        let (segment, extent) = one_block_segment(dir.path());
+        let summary = dir.path().join("00000001.sum");
+        let retired = Retired::default();
+        summarize(&segment, &summary, &[extent], &retired).unwrap();
+        let read = SegmentSummary::read(&summary).expect("written while not retired");
+        let locator = Locator {
+            segment: 1,
+            offset: extent.0,
+            len: extent.1,
+        };
+        let mut seqs = Vec::new();
+        assert!(read.for_each(locator, |msg| seqs.push(msg.seq)));
+        assert_eq!(seqs, [1]);
+
+        // Retired before the worker gets to it, or while it reads the blocks: nothing stays,
+        // not even the temporary file.
+        std::fs::remove_file(&summary).unwrap();
+        retired.set();
+        summarize(&segment, &summary, &[extent], &retired).unwrap();
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["00000001.seg"]);
+    }
 }
