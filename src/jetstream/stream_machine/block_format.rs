@@ -85,28 +85,60 @@ const BLOCK_V2_HEADER: usize = 5;
 
 /// The messages of a `b/` value, in sequence order, borrowed from it (nothing is copied:
 /// `load` reads the metadata of every message this way, the block cache the bodies'
-/// places). A [`BLOCK_V2`] value is checked against its checksum first: a damaged block
-/// is [`MachineError::Checksum`], never a message with altered bytes.
+/// places). A [`BLOCK_V2`] value is checked against its checksum: a damaged block is
+/// [`MachineError::Checksum`], never a message with altered bytes.
+///
+/// A value in a segment file may be several [`BLOCK_V2`] frames back to back (layout 4:
+/// an apply call of a few messages extends the stream's last block with a frame of its own
+/// instead of starting a block, `stage::write_blocks`); each frame carries the checksum of
+/// its own body, which ends where its postcard list of messages ends.
 pub fn parse_block(value: &[u8]) -> Result<Vec<BlockMsg<'_>>, MachineError> {
     let corrupt = |e: &dyn std::fmt::Display| MachineError::Corrupt(format!("message block: {e}"));
-    let body = match value.split_first() {
-        Some((&VALUE_V1, body)) => body,
-        Some((&BLOCK_V2, _)) if value.len() >= BLOCK_V2_HEADER => {
-            let (header, body) = value.split_at(BLOCK_V2_HEADER);
-            let stored = u32::from_le_bytes(header[1..].try_into().expect("4 bytes"));
-            let computed = crc32c::crc32c(body);
-            if stored != computed {
-                return Err(MachineError::Checksum {
-                    what: "message block",
-                    stored,
-                    computed,
-                });
-            }
-            body
+    if let Some((&VALUE_V1, body)) = value.split_first() {
+        return postcard::from_bytes(body).map_err(|e| corrupt(&e));
+    }
+    if value.is_empty() {
+        return Err(corrupt(&"unknown value version"));
+    }
+    let mut msgs: Vec<BlockMsg<'_>> = Vec::new();
+    let mut rest = value;
+    while !rest.is_empty() {
+        if rest[0] != BLOCK_V2 {
+            return Err(corrupt(&"unknown value version"));
         }
-        _ => return Err(corrupt(&"unknown value version")),
-    };
-    postcard::from_bytes(body).map_err(|e| corrupt(&e))
+        if rest.len() < BLOCK_V2_HEADER {
+            return Err(corrupt(&"a block frame shorter than its header"));
+        }
+        let (header, body) = rest.split_at(BLOCK_V2_HEADER);
+        let stored = u32::from_le_bytes(header[1..].try_into().expect("4 bytes"));
+        let checksum = |checked: &[u8]| {
+            let computed = crc32c::crc32c(checked);
+            (stored != computed).then_some(MachineError::Checksum {
+                what: "message block",
+                stored,
+                computed,
+            })
+        };
+        match postcard::take_from_bytes::<Vec<BlockMsg<'_>>>(body) {
+            Ok((frame, after)) => {
+                if let Some(error) = checksum(&body[..body.len() - after.len()]) {
+                    return Err(error);
+                }
+                if frame
+                    .first()
+                    .zip(msgs.last())
+                    .is_some_and(|(next, last)| next.seq <= last.seq)
+                {
+                    return Err(corrupt(&"block frames out of sequence order"));
+                }
+                msgs.extend(frame);
+                rest = after;
+            }
+            // Undecodable: damaged (its checksum tells) or not a block at all.
+            Err(e) => return Err(checksum(body).unwrap_or_else(|| corrupt(&e))),
+        }
+    }
+    Ok(msgs)
 }
 
 /// The messages of a `b/` value as whole messages, in sequence order (tests).
@@ -180,6 +212,31 @@ mod tests {
     }
 
     #[test]
+    fn frames_back_to_back_read_as_one_block_in_sequence_order() {
+        let msg = |n: u8| StoredMsg {
+            subject: format!("s.{n}"),
+            headers: n.is_multiple_of(2).then(|| Bytes::from_static(b"NATS/1.0\r\n\r\n")),
+            payload: Bytes::from(vec![n; n as usize]),
+            ts_nanos: i64::from(n),
+        };
+        let msgs: Vec<(u64, StoredMsg)> = (1..=5).map(|n| (u64::from(n) * 2, msg(n))).collect();
+        let first = encode_block(msgs[..2].iter().map(|(seq, msg)| block_msg(*seq, msg)));
+        let second = encode_block([block_msg(msgs[2].0, &msgs[2].1)]);
+        let third = encode_block(msgs[3..].iter().map(|(seq, msg)| block_msg(*seq, msg)));
+        let value = [&first[..], &second[..], &third[..]].concat();
+        assert_eq!(decode_block(&value).unwrap(), msgs);
+        // A frame whose messages do not come after the previous one's is not a block.
+        let backwards = [&third[..], &first[..]].concat();
+        assert!(matches!(
+            parse_block(&backwards),
+            Err(MachineError::Corrupt(_))
+        ));
+        // Cut inside the last frame.
+        assert!(parse_block(&value[..value.len() - 1]).is_err());
+        assert!(parse_block(&value[..first.len() + 3]).is_err());
+    }
+
+    #[test]
     fn a_block_failing_its_checksum_is_refused_never_read() {
         let msg = StoredMsg {
             subject: "s.a".into(),
@@ -199,6 +256,14 @@ mod tests {
         }
         // A block too short to hold its checksum.
         assert!(parse_block(&[BLOCK_V2, 1, 2]).is_err());
+        // The same in a frame after the first: whatever the flip, the value is refused.
+        let two = [&value[..], &encode_block([block_msg(5, &msg)])[..]].concat();
+        assert_eq!(parse_block(&two).unwrap().len(), 2);
+        for bit in (value.len() + 1) * 8..two.len() * 8 {
+            let mut flipped = two.clone();
+            flipped[bit / 8] ^= 1 << (bit % 8);
+            assert!(parse_block(&flipped).is_err(), "bit {bit}");
+        }
         assert!(block(1) < block(256) && tombstone(1) < tombstone(256));
     }
 }

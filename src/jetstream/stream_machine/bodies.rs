@@ -192,6 +192,43 @@ impl MessageStore {
         }
     }
 
+    /// Block `b/<first>` if it is in memory (pinned or cached), without reading it: what an
+    /// apply call may extend (`extend.rs`).
+    pub fn block_in_memory(&self, first: u64) -> Option<Arc<Block>> {
+        let inner = self.inner.lock();
+        let slot = inner.blocks.get(&first)?;
+        match &slot.pin {
+            Some(pin) => Some(pin.block.clone()),
+            None => self.cache.get((inner.epoch, first)),
+        }
+    }
+
+    /// Block `b/<first>` grew to `last_seq` and is now `block` (the apply call under way
+    /// wrote a frame after it): pinned again until the batch holding its new locator is
+    /// written, since sled's locator still ends before the frame.
+    pub fn extended(&self, first: u64, last_seq: u64, block: Block) {
+        let mut inner = self.inner.lock();
+        let epoch = inner.epoch;
+        self.cache.forget((epoch, first));
+        let Inner { blocks, pinned, .. } = &mut *inner;
+        blocks.insert(
+            first,
+            Slot {
+                last_seq,
+                pin: Some(Pin {
+                    block: Arc::new(block),
+                    ticket: None,
+                }),
+            },
+        );
+        if self.storage == StorageType::File {
+            // Behind every block pinned before, so that `submitted` gives it this call's
+            // ticket and `release_written` lets it go in order.
+            pinned.retain(|pinned| *pinned != first);
+            pinned.push_back(first);
+        }
+    }
+
     /// The blocks stored since the last call went into write-behind batch `ticket`.
     pub fn submitted(&self, ticket: WriteTicket) {
         let mut inner = self.inner.lock();

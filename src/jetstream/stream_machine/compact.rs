@@ -39,6 +39,12 @@ impl SegmentUse {
         self.live += len;
     }
 
+    /// Block `before` grew to `after` by a frame appended to the file (`extend.rs`).
+    pub fn extend(&mut self, before: &BlockInfo, after: &BlockInfo) {
+        self.written += u64::from(after.len - before.len);
+        self.live = (self.live + after.live_bytes()).saturating_sub(before.live_bytes());
+    }
+
     /// A block found in it by `load` (whose file length is counted by [`Self::file_len`]).
     pub fn found(&mut self, block: &BlockInfo) {
         self.blocks += 1;

@@ -27,6 +27,9 @@ pub const LAYOUT_V2: u8 = 2;
 /// Layout 3: as layout 2, but a `b/` value may also be a locator of the block in the
 /// group's segment files (`segments.rs`, ADR 0022); blocks in sled are still read.
 pub const LAYOUT_V3: u8 = 3;
+/// Layout 4: as layout 3, but a block in a segment file may be several `BLOCK_V2` frames
+/// back to back, its locator covering them all (`extend.rs`, ADR 0031).
+pub const LAYOUT_V4: u8 = 4;
 /// Version byte of every value written by this code, `b/` blocks excepted.
 pub const VALUE_V1: u8 = 1;
 /// Version byte of the `b/` blocks written by this code: the postcard body follows a crc32c

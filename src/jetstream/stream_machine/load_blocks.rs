@@ -93,6 +93,7 @@ pub fn load_blocks(
             live: block.live,
             written: block.written,
             len: locator.map_or(0, |locator| locator.len),
+            offset: locator.map_or(0, |locator| locator.offset),
             segment,
         };
         if let Some(segment) = segment {

@@ -136,6 +136,9 @@ impl GroupMachine for StreamMachine {
             Some(layout) if layout.as_ref() == [keys::LAYOUT_V3] => {
                 load_keys(view, keys::LAYOUT_V3, &segments)?
             }
+            Some(layout) if layout.as_ref() == [keys::LAYOUT_V4] => {
+                load_keys(view, keys::LAYOUT_V4, &segments)?
+            }
             Some(layout) => {
                 return Err(MachineError::Corrupt(format!(
                     "unknown stream key layout {layout:?}"

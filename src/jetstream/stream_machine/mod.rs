@@ -24,7 +24,8 @@
 //! - `summary.rs`, `load_blocks.rs`: a complete segment's summary of its messages' metadata
 //!   (ADR 0028), which `load` reads instead of the segment's blocks. `compact.rs`: a segment
 //!   left mostly empty by interior removals is rewritten and goes (ADR 0029;
-//!   `tests_compact.rs`).
+//!   `tests_compact.rs`). `extend.rs`: a call of a few messages extends the last block by a
+//!   frame instead of starting one (ADR 0031).
 //!
 //! ## Persistence
 //!
@@ -36,12 +37,12 @@
 //!
 //! | key | value |
 //! |---|---|
-//! | `v` | layout version: `[3]` (`[2]`: blocks only in sled; `[1]`: before blocks and chunks; both still loaded) |
+//! | `v` | layout version: `[4]` (`[3]`: every located block one frame; `[2]`: blocks only in sled; `[1]`: before blocks and chunks; all still loaded) |
 //! | `s/config` | 1 ++ the stream config as JSON |
 //! | `s/state` | 1 ++ `StreamRecordV1`: first/last seq, last time, bytes, last msg id, first dedup ordinal |
 //! | `s/sched` | 1 ++ postcard i64: the schedule clock, the `now` of the last `Expire` that fired a schedule (absent: none fired; ADR 0025) |
 //! | `d/` ++ ordinal (u64 BE) | 1 ++ `DedupEntryV1`: one duplicate-window entry (time, msg id, seq) |
-//! | `b/` ++ first seq (u64 BE) | 3 ++ segment (u32 LE) ++ offset (u64 LE) ++ length (u32 LE): where the block is in the group's segment files (`segments.rs`); or the block itself (2 ++ crc32c ++ postcard list of (seq, subject, headers, payload, time); 1: no crc), as layout 2 kept it (a snapshot carries blocks; an install writes them to segments) |
+//! | `b/` ++ first seq (u64 BE) | 3 ++ segment (u32 LE) ++ offset (u64 LE) ++ length (u32 LE): where the block is in the group's segment files (`segments.rs`): one or more block values back to back (layout 4, `extend.rs`); or the block itself (2 ++ crc32c ++ postcard list of (seq, subject, headers, payload, time); 1: no crc), as layout 2 kept it (a snapshot carries blocks; an install writes them to segments) |
 //! | `x/` ++ seq (u64 BE) | empty: a tombstone, the message was removed from its block |
 //! | `m/` ++ seq (u64 BE) | layout 1 only: 1 ++ `StoredMsgV1`: subject, headers, payload, time |
 //! | `c/` ++ name len (u32 BE) ++ name ++ `c` | 1 ++ `ConsumerConfigV1`: the config and creation time as JSON (`entry::ConsumerDefinition`) |
@@ -59,14 +60,16 @@
 //!
 //! **Message blocks.** The messages an apply call stored go into one block (a new one every
 //! 64 KiB), appended to the group's active segment file, its locator keyed by the first
-//! sequence (ADR 0022); messages removed by
+//! sequence (ADR 0022); while the stream's last block is under 64 KiB and 512 messages, in
+//! memory and the last thing in the active segment, they go after it as a frame of their
+//! own and its locator grows instead (`extend.rs`, ADR 0031); messages removed by
 //! the same call never reach a block. A message later removed from a written block is
 //! settled by `finish`: if its block has no message left the block key goes (with its
 //! tombstones); otherwise, if it is at or above the stream's first sequence, it gets an `x/`
 //! tombstone. Load skips block messages below `s/state`'s first sequence (which never goes
 //! back) and tombstoned ones, so limits and expiry, which remove from the front, write no
-//! tombstones. Each block's live count is exact (load counts the same), so every replica
-//! drops a block at the same apply. Layout-1 `m/` keys are still read, and deleted when their
+//! tombstones. Each block's live count is exact (load counts the same), so a replica drops
+//! a block at the apply that removes its last message. Layout-1 `m/` keys are still read, and deleted when their
 //! message goes.
 //!
 //! **Pending chunks.** A consumer's pending entries live in chunks of 1024 stream sequences;
@@ -92,6 +95,7 @@ mod bodies;
 pub mod cache;
 mod compact;
 pub mod entry;
+mod extend;
 mod keys;
 mod load_blocks;
 mod machine;

@@ -193,6 +193,45 @@ impl Segments {
         Ok((locator, file))
     }
 
+    /// Appends `frame` right after the block at `block`, extending it, if that block is the
+    /// last thing written to the active segment and the segment is not full; returns the
+    /// block's new locator and the file to sync before it is written, or `None` (the caller
+    /// starts a block of its own). The block's bytes are never moved: a reader of the old
+    /// locator reads the same bytes as before.
+    pub fn extend(&self, block: Locator, frame: &[u8]) -> io::Result<Option<(Locator, Arc<File>)>> {
+        let mut inner = self.inner.lock();
+        let Inner {
+            active, extents, ..
+        } = &mut *inner;
+        let Some((id, file, len)) = active.as_mut() else {
+            return Ok(None);
+        };
+        let last = extents.last_mut();
+        let contiguous = *id == block.segment
+            && *len == block.offset + u64::from(block.len)
+            && last.as_ref() == Some(&&mut (block.offset, block.len));
+        if !contiguous || *len >= SEGMENT_BYTES {
+            return Ok(None);
+        }
+        let added = u32::try_from(frame.len()).map_err(io::Error::other)?;
+        let grown = block
+            .len
+            .checked_add(added)
+            .ok_or_else(|| io::Error::other("block too long"))?;
+        file.write_all_at(frame, *len)?;
+        *len += u64::from(added);
+        if let Some(last) = last {
+            last.1 = grown;
+        }
+        Ok(Some((
+            Locator {
+                len: grown,
+                ..block
+            },
+            file.clone(),
+        )))
+    }
+
     /// Opens the segment that takes the first block now, if none is open: a new stream's
     /// replicas call this when the group starts, so that its first message does not wait for
     /// a directory and a file to be created and synced (about 1.7 ms of a PubAck here).

@@ -79,6 +79,8 @@ pub struct BlockInfo {
     pub written: u64,
     /// Its length in its segment (0 for a block kept in sled).
     pub len: u32,
+    /// Where it starts in its segment (0 for a block kept in sled).
+    pub offset: u64,
     /// The segment file holding it; `None` for a block kept in sled itself.
     pub segment: Option<u32>,
 }
@@ -177,7 +179,8 @@ pub fn finish(
     let touched = settle_removed(persisted, stream.first_seq(), store, &segments, txn);
     let applied = store.applied_bodies();
     let stored = block_msgs(stream, &applied);
-    write_blocks(persisted, store, &segments, &stored, txn)?;
+    let extended = super::extend::extend_last_block(persisted, store, &segments, &stored, txn)?;
+    write_blocks(persisted, store, &segments, &stored[extended..], txn)?;
     drop(stored);
     store.flushed();
     super::compact::compact(persisted, stream, store, &segments, touched, txn);
@@ -219,19 +222,7 @@ pub(super) fn write_blocks(
 ) -> Result<(), MachineError> {
     let mut rest = msgs;
     while !rest.is_empty() {
-        let mut bytes = 0;
-        let take = rest
-            .iter()
-            .take_while(|msg| {
-                let fits = bytes < BLOCK_BYTES;
-                bytes += keys::block_msg_len(
-                    msg.subject.len(),
-                    msg.headers.map_or(0, <[u8]>::len),
-                    msg.payload.len(),
-                );
-                fits
-            })
-            .count();
+        let take = fitting(rest, 0);
         let (block, after) = rest.split_at(take);
         rest = after;
         let value = keys::encode_block(block.iter().copied());
@@ -250,6 +241,7 @@ pub(super) fn write_blocks(
                 live: count,
                 written: count,
                 len: locator.len,
+                offset: locator.offset,
                 segment: Some(locator.segment),
             },
         );
@@ -260,6 +252,22 @@ pub(super) fn write_blocks(
             .append(u64::from(locator.len));
     }
     Ok(())
+}
+
+/// How many of `msgs` go into a block already `bytes` long: each while the block is under
+/// [`BLOCK_BYTES`] before it (so a new block takes at least one).
+pub(super) fn fitting(msgs: &[keys::BlockMsg<'_>], mut bytes: usize) -> usize {
+    msgs.iter()
+        .take_while(|msg| {
+            let fits = bytes < BLOCK_BYTES;
+            bytes += keys::block_msg_len(
+                msg.subject.len(),
+                msg.headers.map_or(0, <[u8]>::len),
+                msg.payload.len(),
+            );
+            fits
+        })
+        .count()
 }
 
 /// Messages removed from written blocks: a block none of whose messages is left goes (with
@@ -479,9 +487,9 @@ fn stage_dedup(
 /// Layout, stream config and `s/state`, each only when it changed.
 fn stage_stream_record(persisted: &mut Persisted, group: &StreamGroup, txn: &mut MachineTxn<'_>) {
     let stream = group.stream();
-    if persisted.layout != Some(keys::LAYOUT_V3) {
-        txn.insert(keys::LAYOUT, vec![keys::LAYOUT_V3]);
-        persisted.layout = Some(keys::LAYOUT_V3);
+    if persisted.layout != Some(keys::LAYOUT_V4) {
+        txn.insert(keys::LAYOUT, vec![keys::LAYOUT_V4]);
+        persisted.layout = Some(keys::LAYOUT_V4);
     }
     if persisted.config.as_ref() != Some(stream.config()) {
         let json = serde_json::to_vec(stream.config()).expect("config serializes");

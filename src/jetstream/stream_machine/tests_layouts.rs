@@ -47,7 +47,7 @@ fn layout_1_message_keys_still_load_and_go_when_deleted() {
     assert_eq!(harness.keys_under(keys::BLOCK_PREFIX), vec![keys::block(3)]);
     assert_eq!(
         harness.view.get(keys::LAYOUT).unwrap().unwrap().as_ref(),
-        [keys::LAYOUT_V3]
+        [keys::LAYOUT_V4]
     );
     // Bodies come from the `m/` key and from the new block.
     let old = harness.stream.message(2).unwrap();

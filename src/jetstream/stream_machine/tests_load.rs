@@ -318,10 +318,18 @@ fn blocks_settle_deletes_purges_and_expiry() {
     let mut config = StreamConfig::new("S", &["s.>"]);
     config.max_age = 1_000;
     let mut harness = Harness::new(config);
-    // Three apply calls of 40 messages: three blocks, one key each.
+    // Three apply calls of 40 messages: three blocks, one key each. Each block ends just
+    // past 64 KiB, so the next call starts a block instead of extending it (`extend.rs`).
     for call in 0..3 {
         let commands: Vec<Command> = (0..40)
-            .map(|i| append_cmd(["s.a", "s.b"][i % 2], call * 100 + i as i64))
+            .map(|i| {
+                encode(StreamCommand::Append(AppendRequest {
+                    subject: ["s.a", "s.b"][i % 2].into(),
+                    headers: None,
+                    payload: Bytes::from(vec![b'x'; 1640]),
+                    now_nanos: call * 100 + i as i64,
+                }))
+            })
             .collect();
         harness.apply(&commands);
     }

@@ -54,17 +54,63 @@ fn fill(harness: &mut Harness, count: usize, size: usize) {
 fn blocks_go_to_segment_files_and_sled_holds_their_locators() {
     let mut harness = Harness::new(StreamConfig::new("S", &["s.>"]));
     harness.apply(&[append_cmd("s.a", 1), append_cmd("s.b", 2)]);
-    harness.apply(&[append_cmd("s.c", 3)]);
     let first = Locator::decode(&block_value(&harness, 1)).unwrap().unwrap();
-    let second = Locator::decode(&block_value(&harness, 3)).unwrap().unwrap();
-    assert_eq!(first.segment, second.segment);
-    assert_eq!(second.offset, u64::from(first.len));
+    assert_eq!(first.offset, 0);
+    // A call of a message or two extends the last block (`extend.rs`): its locator grows
+    // over a frame written right after it, and no key is added.
+    harness.apply(&[append_cmd("s.c", 3)]);
+    let grown = Locator::decode(&block_value(&harness, 1)).unwrap().unwrap();
+    assert_eq!((grown.segment, grown.offset), (first.segment, 0));
+    assert!(grown.len > first.len);
+    assert_eq!(harness.keys_under(keys::BLOCK_PREFIX), vec![keys::block(1)]);
     assert_eq!(segment_files(&harness).len(), 1);
     assert_eq!(
         harness.view.get(keys::LAYOUT).unwrap().unwrap().as_ref(),
-        [keys::LAYOUT_V3]
+        [keys::LAYOUT_V4]
     );
+    harness.check_reload("a block extended by a frame");
+    // A block past 64 KiB takes no more: the next call starts one right after it.
+    harness.apply(&[encode(StreamCommand::Append(AppendRequest {
+        subject: "s.big".into(),
+        headers: None,
+        payload: Bytes::from(vec![7; 70 << 10]),
+        now_nanos: 4,
+    }))]);
+    harness.apply(&[append_cmd("s.d", 5)]);
+    let blocks = harness.keys_under(keys::BLOCK_PREFIX);
+    assert_eq!(blocks, vec![keys::block(1), keys::block(5)]);
+    let last = Locator::decode(&block_value(&harness, 5)).unwrap().unwrap();
+    let big = Locator::decode(&block_value(&harness, 1)).unwrap().unwrap();
+    assert_eq!(last.offset, u64::from(big.len));
     harness.check_reload("blocks in a segment");
+}
+
+#[test]
+fn a_block_is_extended_only_while_it_is_in_memory_and_last_in_its_segment() {
+    let mut harness = Harness::new(StreamConfig::new("S", &["s.>"]));
+    for n in 1..=600 {
+        harness.apply(&[append_cmd("s.a", n)]);
+    }
+    // One message a call: blocks of at most `extend::MAX_MESSAGES` messages.
+    let blocks = harness.keys_under(keys::BLOCK_PREFIX);
+    assert_eq!(blocks, vec![keys::block(1), keys::block(513)]);
+    harness.check_reload("blocks of one-message frames");
+
+    // After a reload the last block is in no cache: the next call starts a block.
+    let (machine, stream) =
+        super::StreamMachine::new(StreamConfig::new("S", &["s.>"]), Default::default());
+    harness.machine = machine;
+    harness.stream = stream;
+    harness.machine.load(&harness.view).unwrap();
+    harness.apply(&[append_cmd("s.a", 601)]);
+    assert_eq!(
+        harness.keys_under(keys::BLOCK_PREFIX),
+        vec![keys::block(1), keys::block(513), keys::block(601)]
+    );
+    // The new block then takes the next calls' messages.
+    harness.apply(&[append_cmd("s.a", 602)]);
+    assert_eq!(harness.keys_under(keys::BLOCK_PREFIX).len(), 3);
+    harness.check_reload("a block started after a reload");
 }
 
 #[test]
@@ -193,7 +239,7 @@ async fn an_installed_snapshot_puts_its_blocks_in_segments() {
         .scan_prefix(keys::BLOCK_PREFIX)
         .map(|item| item.unwrap().1)
         .collect();
-    assert_eq!(blocks.len(), 2);
+    assert_eq!(blocks.len(), 1, "one block of two frames");
     for value in &blocks {
         assert!(
             Locator::decode(value).unwrap().is_some(),
