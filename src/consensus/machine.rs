@@ -365,6 +365,13 @@ impl<'a> MachineTxn<'a> {
         self.files.unlink_after_sync.push(path);
     }
 
+    /// Run `call` once the batch of this txn is written (`FileEffects::after_written`).
+    pub fn after_written(&mut self, call: impl FnOnce() + Send + 'static) {
+        self.files
+            .after_written
+            .push(super::state_writer::AfterWritten(Box::new(call)));
+    }
+
     /// Read-only view of the committed state (does not see staged writes).
     pub fn view(&self) -> &MachineView {
         self.view

@@ -382,6 +382,7 @@ mod tests {
         let effects = FileEffects {
             sync_first: vec![Arc::new(File::open(kept.join("a")).unwrap())],
             unlink_after_sync: vec![kept.join("a")],
+            after_written: Vec::new(),
         };
         writer
             .submit_with(

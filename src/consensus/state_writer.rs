@@ -62,18 +62,35 @@ pub type Write = (Vec<u8>, Option<Bytes>);
 /// after its owner failed).
 pub type WriteTicket = u64;
 
-/// What a batch does to files beside sled (see the module docs).
+/// What a batch does to files beside sled (see the module docs), and what runs once it is
+/// written.
 #[derive(Debug, Default)]
 pub struct FileEffects {
     /// Synced (`fdatasync`) before the batch is written.
     pub sync_first: Vec<Arc<File>>,
     /// Removed by the first [`StateDb::sync`](super::StateDb::sync) after the batch is written.
     pub unlink_after_sync: Vec<PathBuf>,
+    /// Run on the writer's thread once [`StateWriter::written`] covers the batch (written, or
+    /// skipped after its owner failed): a stream lets go of the blocks it kept in memory for
+    /// readers until then, even if it applies nothing more.
+    pub after_written: Vec<AfterWritten>,
+}
+
+/// A call run once a batch is written (see [`FileEffects::after_written`]). It must be short
+/// and take no lock held while submitting a batch.
+pub struct AfterWritten(pub Box<dyn FnOnce() + Send>);
+
+impl std::fmt::Debug for AfterWritten {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AfterWritten")
+    }
 }
 
 impl FileEffects {
     pub fn is_empty(&self) -> bool {
-        self.sync_first.is_empty() && self.unlink_after_sync.is_empty()
+        self.sync_first.is_empty()
+            && self.unlink_after_sync.is_empty()
+            && self.after_written.is_empty()
     }
 }
 
@@ -282,8 +299,15 @@ fn run(tree: sled::Tree, jobs: mpsc::Receiver<Job>, shared: Arc<Shared>) {
                         Err(_) => break,
                     }
                 }
+                let after: Vec<AfterWritten> = merged
+                    .iter_mut()
+                    .flat_map(|(_, effects)| effects.after_written.drain(..))
+                    .collect();
                 write(&tree, &shared, owners, merged);
                 shared.written.store(last_ticket, Ordering::Release);
+                for AfterWritten(call) in after {
+                    call();
+                }
             }
         }
     }
@@ -453,6 +477,7 @@ mod tests {
             let files = FileEffects {
                 sync_first: vec![file, shared_file.clone()],
                 unlink_after_sync: Vec::new(),
+                after_written: Vec::new(),
             };
             let key = format!("k{i}").into_bytes();
             writer

@@ -215,7 +215,9 @@ mod tests {
     fn frames_back_to_back_read_as_one_block_in_sequence_order() {
         let msg = |n: u8| StoredMsg {
             subject: format!("s.{n}"),
-            headers: n.is_multiple_of(2).then(|| Bytes::from_static(b"NATS/1.0\r\n\r\n")),
+            headers: n
+                .is_multiple_of(2)
+                .then(|| Bytes::from_static(b"NATS/1.0\r\n\r\n")),
             payload: Bytes::from(vec![n; n as usize]),
             ts_nanos: i64::from(n),
         };

@@ -78,6 +78,9 @@ impl std::fmt::Debug for Inner {
 struct Slot {
     last_seq: u64,
     pin: Option<Pin>,
+    /// A frame that extends block `b/<joins>` (`extend.rs`): a slot of its own while pinned,
+    /// then that block's (its `last_seq` grows to the frame's, its cached copy goes).
+    joins: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -143,6 +146,7 @@ impl MessageStore {
                 let slot = Slot {
                     last_seq,
                     pin: None,
+                    joins: None,
                 };
                 (first, slot)
             })
@@ -184,6 +188,7 @@ impl MessageStore {
             Slot {
                 last_seq,
                 pin: Some(pin),
+                joins: None,
             },
         );
         // A memory stream's blocks are never released: no need to queue them.
@@ -192,44 +197,32 @@ impl MessageStore {
         }
     }
 
-    /// Block `b/<first>` if it is in memory (pinned or cached), without reading it: what an
-    /// apply call may extend (`extend.rs`).
-    pub fn block_in_memory(&self, first: u64) -> Option<Arc<Block>> {
-        let inner = self.inner.lock();
-        let slot = inner.blocks.get(&first)?;
-        match &slot.pin {
-            Some(pin) => Some(pin.block.clone()),
-            None => self.cache.get((inner.epoch, first)),
-        }
-    }
-
-    /// Block `b/<first>` grew to `last_seq` and is now `block` (the apply call under way
-    /// wrote a frame after it): pinned again until the batch holding its new locator is
-    /// written, since sled's locator still ends before the frame.
-    pub fn extended(&self, first: u64, last_seq: u64, block: Block) {
+    /// The machine is writing `frame` (messages `frame_first..=last_seq`) right after block
+    /// `b/<block>` in its segment, extending it (`extend.rs`). Until the batch with the longer
+    /// locator is written, readers find the frame's messages in this pinned frame; then the
+    /// block's range grows over them and they are read with it.
+    pub fn extended(&self, block: u64, frame_first: u64, last_seq: u64, frame: Block) {
         let mut inner = self.inner.lock();
-        let epoch = inner.epoch;
-        self.cache.forget((epoch, first));
-        let Inner { blocks, pinned, .. } = &mut *inner;
-        blocks.insert(
-            first,
+        let pin = Pin {
+            block: Arc::new(frame),
+            ticket: None,
+        };
+        inner.blocks.insert(
+            frame_first,
             Slot {
                 last_seq,
-                pin: Some(Pin {
-                    block: Arc::new(block),
-                    ticket: None,
-                }),
+                pin: Some(pin),
+                joins: Some(block),
             },
         );
         if self.storage == StorageType::File {
-            // Behind every block pinned before, so that `submitted` gives it this call's
-            // ticket and `release_written` lets it go in order.
-            pinned.retain(|pinned| *pinned != first);
-            pinned.push_back(first);
+            inner.pinned.push_back(frame_first);
         }
     }
 
-    /// The blocks stored since the last call went into write-behind batch `ticket`.
+    /// The blocks stored since the last call went into write-behind batch `ticket`. If that
+    /// batch is written already, they go to the cache now: the call the batch runs once
+    /// written (`StreamMachine::finish`) may have come before this one.
     pub fn submitted(&self, ticket: WriteTicket) {
         let mut inner = self.inner.lock();
         let Inner { blocks, pinned, .. } = &mut *inner;
@@ -240,6 +233,16 @@ impl MessageStore {
                 None => {}
             }
         }
+        let written = inner.view.as_ref().map(MachineView::written);
+        drop(inner);
+        if written.is_some_and(|written| written >= ticket) {
+            self.release_written();
+        }
+    }
+
+    /// Whether blocks wait here for their batch to be written (file streams only).
+    pub fn has_pinned(&self) -> bool {
+        !self.inner.lock().pinned.is_empty()
     }
 
     /// Unpins the blocks sled now holds, handing them to the cache (file streams).
@@ -274,17 +277,33 @@ impl MessageStore {
                 }
             }
             pinned.pop_front();
-            if let Some(pin) = slot.pin.take() {
+            if let Some(joins) = slot.joins {
+                let last_seq = slot.last_seq;
+                blocks.remove(&first);
+                if let Some(block) = blocks.get_mut(&joins) {
+                    block.last_seq = block.last_seq.max(last_seq);
+                }
+                self.cache.forget((*epoch, joins));
+            } else if let Some(pin) = slot.pin.take() {
                 self.cache.insert((*epoch, first), pin.block);
             }
         }
     }
 
-    /// Block `b/<first>` is deleted (its last message went).
+    /// Block `b/<first>` is deleted (its last message went), with the frames extending it.
     pub fn removed(&self, first: u64) {
         let mut inner = self.inner.lock();
         if inner.blocks.remove(&first).is_some() {
             self.cache.forget((inner.epoch, first));
+        }
+        let frames: Vec<u64> = inner
+            .blocks
+            .range(first..)
+            .take_while(|(_, slot)| slot.joins == Some(first))
+            .map(|(frame, _)| *frame)
+            .collect();
+        for frame in frames {
+            inner.blocks.remove(&frame);
         }
     }
 
@@ -389,7 +408,7 @@ impl MessageStore {
                         return Located::Absent;
                     }
                 };
-                self.cache.insert(key, block.clone());
+                self.cache_if_current(key, &block);
                 block
             }
         };
@@ -398,6 +417,20 @@ impl MessageStore {
             last,
             block,
         })
+    }
+
+    /// Caches `block`, just read as `key`, unless the index moved on meanwhile: a frame
+    /// that joined the block since (`release_written`) would be missing from it.
+    fn cache_if_current(&self, (epoch, first): BlockKey, block: &Arc<Block>) {
+        let inner = self.inner.lock();
+        let current = inner.epoch == epoch
+            && inner
+                .blocks
+                .get(&first)
+                .is_some_and(|slot| slot.pin.is_none() && Some(slot.last_seq) == block.last_seq());
+        if current {
+            self.cache.insert((epoch, first), block.clone());
+        }
     }
 
     /// Whether block `key` is no longer where the index had it (a new epoch, removed or

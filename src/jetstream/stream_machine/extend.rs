@@ -12,20 +12,16 @@
 //!
 //! Nothing written moves: until the batch holding the longer locator is written, sled's
 //! locator ends before the frame and reads the block as it was; a crash in between leaves
-//! the frame unreferenced, as a block written after the last batch would be. The block is
-//! extended only while it is in memory (pinned or cached): the extended block is pinned
-//! again, whole, until the new locator is written, and reading it back to extend it would
-//! cost the apply a disk read. At most [`MAX_MESSAGES`] messages a block, since each
-//! extension copies the block's index of its messages.
+//! the frame unreferenced, as a block written after the last batch would be. Readers find
+//! the frame's messages in the frame itself, pinned in the message store until that batch
+//! is written; then the block's range grows over them (`MessageStore::extended`).
 
+use super::block::Block;
 use super::bodies::MessageStore;
 use super::keys;
 use super::segments::{Locator, Segments};
 use super::stage::{fitting, BlockInfo, Persisted};
 use crate::consensus::{MachineError, MachineTxn};
-
-/// The most messages a block may be extended to.
-pub const MAX_MESSAGES: usize = 512;
 
 /// Writes the first of `msgs` (ascending, all after the stream's last block) into the
 /// stream's last block, as many as fit; returns how many it took (0: none, the caller
@@ -46,11 +42,7 @@ pub(super) fn extend_last_block(
     if msgs.first().is_none_or(|msg| msg.seq <= before.last_seq) {
         return Ok(0);
     }
-    let Some(block) = store.block_in_memory(first) else {
-        return Ok(0);
-    };
-    let take =
-        fitting(msgs, before.len as usize).min(MAX_MESSAGES.saturating_sub(block.message_count()));
+    let take = fitting(msgs, before.len as usize);
     if take == 0 {
         return Ok(0);
     }
@@ -68,7 +60,7 @@ pub(super) fn extend_last_block(
         txn.sync_before(file);
     }
     let last_seq = taken[take - 1].seq;
-    store.extended(first, last_seq, block.extended(frame)?);
+    store.extended(first, taken[0].seq, last_seq, Block::decode(frame)?);
     txn.insert(keys::block(first), locator.encode());
     let count = take as u64;
     let after = BlockInfo {

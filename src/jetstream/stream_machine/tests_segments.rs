@@ -86,31 +86,46 @@ fn blocks_go_to_segment_files_and_sled_holds_their_locators() {
 }
 
 #[test]
-fn a_block_is_extended_only_while_it_is_in_memory_and_last_in_its_segment() {
+fn a_block_is_extended_while_it_is_last_in_the_active_segment() {
     let mut harness = Harness::new(StreamConfig::new("S", &["s.>"]));
     for n in 1..=600 {
         harness.apply(&[append_cmd("s.a", n)]);
+        if n == 300 {
+            // Frames waiting for their batch are served from memory, the rest from the block.
+            harness.check_reload("frames pinned and written");
+        }
     }
-    // One message a call: blocks of at most `extend::MAX_MESSAGES` messages.
-    let blocks = harness.keys_under(keys::BLOCK_PREFIX);
-    assert_eq!(blocks, vec![keys::block(1), keys::block(513)]);
-    harness.check_reload("blocks of one-message frames");
+    // One message a call, under 64 KiB in all: one block of 600 frames, one key.
+    assert_eq!(harness.keys_under(keys::BLOCK_PREFIX), vec![keys::block(1)]);
+    harness.db.writer().flush_all().unwrap();
+    let pinned = harness.stream.store().pinned();
+    assert_eq!(
+        pinned.blocks, 0,
+        "nothing stays pinned once written: {pinned:?}"
+    );
+    harness.check_reload("a block of one-message frames");
 
-    // After a reload the last block is in no cache: the next call starts a block.
+    // A reload starts a new segment: the next call starts a block there, which the call
+    // after it extends.
     let (machine, stream) =
         super::StreamMachine::new(StreamConfig::new("S", &["s.>"]), Default::default());
     harness.machine = machine;
     harness.stream = stream;
     harness.machine.load(&harness.view).unwrap();
     harness.apply(&[append_cmd("s.a", 601)]);
+    harness.apply(&[append_cmd("s.a", 602)]);
     assert_eq!(
         harness.keys_under(keys::BLOCK_PREFIX),
-        vec![keys::block(1), keys::block(513), keys::block(601)]
+        vec![keys::block(1), keys::block(601)]
     );
-    // The new block then takes the next calls' messages.
-    harness.apply(&[append_cmd("s.a", 602)]);
-    assert_eq!(harness.keys_under(keys::BLOCK_PREFIX).len(), 3);
     harness.check_reload("a block started after a reload");
+    // Deleting every message of the extended block removes it, frames and all.
+    let deletes: Vec<_> = (601..=602)
+        .map(|seq| encode(StreamCommand::DeleteMsg { seq }))
+        .collect();
+    harness.apply(&deletes);
+    assert_eq!(harness.keys_under(keys::BLOCK_PREFIX), vec![keys::block(1)]);
+    harness.check_reload("an extended block removed");
 }
 
 #[test]
