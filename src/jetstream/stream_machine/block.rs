@@ -1,7 +1,8 @@
 //! [`Block`]: a `b/` message block as the block cache holds it: the value itself and where
 //! each message's headers and payload sit in it (24 bytes a message), so a body is two
 //! `Bytes` slices of the value, never a copy. A block read from a segment may be several
-//! frames back to back (`extend.rs`): the places point into the one value all the same. Subjects and times are not looked up here:
+//! frames back to back (`extend.rs`): the places point into the one value all the same. A
+//! cached block that a frame joined holds the frame's value beside its own (`joined`). Subjects and times are not looked up here:
 //! the stream state has them (`jscore::stream::MsgInfo`).
 
 use bytes::Bytes;
@@ -18,9 +19,12 @@ pub struct Body {
 
 #[derive(Debug)]
 pub struct Block {
-    value: Bytes,
+    /// The value read, then the values of the frames that joined it in memory.
+    values: Vec<Bytes>,
     /// In sequence order.
     places: Vec<Place>,
+    /// Per value, the index in `places` of its first message.
+    starts: Vec<u32>,
 }
 
 /// Where one message's body sits in the value: offsets and lengths (u32: a block is small).
@@ -51,14 +55,47 @@ impl Block {
                 payload_len: msg.payload.len() as u32,
             })
             .collect();
-        Ok(Block { value, places })
+        Ok(Block {
+            values: vec![value],
+            places,
+            starts: vec![0],
+        })
+    }
+
+    /// This block with `frame`'s messages after its own, as its segment holds them once a
+    /// frame extended it (`extend.rs`); `None` if `frame` does not come after it. The values
+    /// are shared, the places copied.
+    pub fn joined(&self, frame: &Block) -> Option<Block> {
+        if frame
+            .first_seq()
+            .zip(self.last_seq())
+            .is_some_and(|(first, last)| first <= last)
+        {
+            return None;
+        }
+        let before = self.places.len() as u32;
+        Some(Block {
+            values: [&self.values[..], &frame.values[..]].concat(),
+            places: [&self.places[..], &frame.places[..]].concat(),
+            starts: self
+                .starts
+                .iter()
+                .copied()
+                .chain(frame.starts.iter().map(|start| start + before))
+                .collect(),
+        })
     }
 
     /// The body of message `seq`, if the block holds it.
     pub fn body(&self, seq: u64) -> Option<Body> {
         let index = self.places.binary_search_by_key(&seq, |p| p.seq).ok()?;
         let place = self.places[index];
-        let slice = |at: u32, len: u32| self.value.slice(at as usize..(at + len) as usize);
+        let value = self
+            .starts
+            .partition_point(|start| *start as usize <= index)
+            - 1;
+        let value = &self.values[value];
+        let slice = |at: u32, len: u32| value.slice(at as usize..(at + len) as usize);
         Some(Body {
             headers: (place.headers_at != NO_HEADERS)
                 .then(|| slice(place.headers_at, place.headers_len)),
@@ -83,7 +120,11 @@ impl Block {
 
     /// What it costs the cache's budget: the value and the places.
     pub fn cost(&self) -> u64 {
-        (self.value.len() + self.places.len() * std::mem::size_of::<Place>() + 64) as u64
+        let values: usize = self.values.iter().map(Bytes::len).sum();
+        (values
+            + self.places.len() * std::mem::size_of::<Place>()
+            + self.values.len() * (std::mem::size_of::<Bytes>() + 4)
+            + 64) as u64
     }
 }
 
@@ -143,5 +184,19 @@ mod tests {
         );
         assert_eq!(&extended.body(12).unwrap().payload[..], b"third");
         assert_eq!(extended.body(5), block.body(5));
+        // The same in memory: the frame joins the block read before it.
+        let joined = block
+            .joined(&Block::decode(frame.clone()).unwrap())
+            .unwrap();
+        assert_eq!(joined.seqs().collect::<Vec<_>>(), [5, 9, 12]);
+        for seq in [5, 9, 12] {
+            assert_eq!(joined.body(seq), extended.body(seq));
+        }
+        assert!(joined.cost() > block.cost());
+        let twice = joined.joined(&Block::decode(frame).unwrap());
+        assert!(
+            twice.is_none(),
+            "a frame never joins a block holding its messages"
+        );
     }
 }

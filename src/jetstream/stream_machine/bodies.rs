@@ -278,12 +278,16 @@ impl MessageStore {
             }
             pinned.pop_front();
             if let Some(joins) = slot.joins {
-                let last_seq = slot.last_seq;
+                // The frame joins its block: the block's range and its cached copy grow (a
+                // tailing reader then finds it there instead of reading the block again).
+                let (last_seq, frame) = (slot.last_seq, slot.pin.take());
                 blocks.remove(&first);
                 if let Some(block) = blocks.get_mut(&joins) {
                     block.last_seq = block.last_seq.max(last_seq);
                 }
-                self.cache.forget((*epoch, joins));
+                self.cache.replace_with((*epoch, joins), |cached| {
+                    frame.and_then(|frame| cached.joined(&frame.block))
+                });
             } else if let Some(pin) = slot.pin.take() {
                 self.cache.insert((*epoch, first), pin.block);
             }

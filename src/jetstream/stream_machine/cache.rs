@@ -133,6 +133,28 @@ impl BlockCache {
     }
 
     /// Drops the block under `key` (it was deleted from sled).
+    /// Replaces block `key`, if it is cached, by what `change` makes of it (`None`: it goes).
+    /// In place: the entry keeps its place in the ring.
+    pub fn replace_with(&self, key: BlockKey, change: impl FnOnce(&Block) -> Option<Block>) {
+        let mut inner = self.inner.lock();
+        let Some(entry) = inner.entries.get_mut(&key) else {
+            return;
+        };
+        let before = entry.block.cost();
+        match change(&entry.block) {
+            Some(block) => {
+                let block = Arc::new(block);
+                let after = block.cost();
+                entry.block = block;
+                inner.bytes = inner.bytes - before + after;
+            }
+            None => {
+                inner.entries.remove(&key);
+                inner.bytes -= before;
+            }
+        }
+    }
+
     pub fn forget(&self, key: BlockKey) {
         let mut inner = self.inner.lock();
         if let Some(gone) = inner.entries.remove(&key) {
@@ -174,6 +196,26 @@ mod tests {
             ts_nanos: 0,
         };
         Arc::new(Block::decode(keys::encode_block([msg])).unwrap())
+    }
+
+    #[test]
+    fn a_block_replaced_in_place_keeps_its_entry_and_counts_its_new_cost() {
+        let cache = BlockCache::new(1 << 20);
+        cache.insert((0, 1), block(1, 100));
+        cache.replace_with((0, 1), |cached| cached.joined(&block(2, 300)));
+        let joined = cache.get((0, 1)).unwrap();
+        assert_eq!(joined.seqs().collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(cache.stats().bytes, joined.cost());
+        assert_eq!(cache.stats().blocks, 1);
+        assert_eq!(
+            cache.inner.lock().ring.len(),
+            1,
+            "no second place in the ring"
+        );
+        // Not cached: nothing to change. A change to nothing removes it.
+        cache.replace_with((0, 9), |_| unreachable!("not cached"));
+        cache.replace_with((0, 1), |_| None);
+        assert_eq!((cache.stats().bytes, cache.stats().blocks), (0, 0));
     }
 
     #[test]
