@@ -107,6 +107,12 @@ impl BlockCache {
             None => inner.ring.push_back(key),
         }
         inner.bytes += size;
+        self.evict_over_budget(&mut inner, key);
+    }
+
+    /// Evicts blocks (the hand gives a referenced one a second chance; `keep` none) until
+    /// the cache is within its budget.
+    fn evict_over_budget(&self, inner: &mut Inner, keep: BlockKey) {
         while inner.bytes > self.budget {
             let Some(candidate) = inner.ring.pop_front() else {
                 break;
@@ -114,7 +120,7 @@ impl BlockCache {
             let Some(entry) = inner.entries.get_mut(&candidate) else {
                 continue;
             };
-            if entry.referenced && candidate != key {
+            if entry.referenced && candidate != keep {
                 entry.referenced = false;
                 inner.ring.push_back(candidate);
                 continue;
@@ -127,12 +133,11 @@ impl BlockCache {
         // Keys of forgotten entries stay in the ring until the hand reaches them; do not let
         // them pile up in a cache that never fills.
         if inner.ring.len() > 2 * inner.entries.len() + 1024 {
-            let Inner { entries, ring, .. } = &mut *inner;
+            let Inner { entries, ring, .. } = inner;
             ring.retain(|key| entries.contains_key(key));
         }
     }
 
-    /// Drops the block under `key` (it was deleted from sled).
     /// Replaces block `key`, if it is cached, by what `change` makes of it (`None`: it goes).
     /// In place: the entry keeps its place in the ring.
     pub fn replace_with(&self, key: BlockKey, change: impl FnOnce(&Block) -> Option<Block>) {
@@ -147,6 +152,7 @@ impl BlockCache {
                 let after = block.cost();
                 entry.block = block;
                 inner.bytes = inner.bytes - before + after;
+                self.evict_over_budget(&mut inner, key);
             }
             None => {
                 inner.entries.remove(&key);
@@ -155,6 +161,7 @@ impl BlockCache {
         }
     }
 
+    /// Drops the block under `key` (it was deleted from sled).
     pub fn forget(&self, key: BlockKey) {
         let mut inner = self.inner.lock();
         if let Some(gone) = inner.entries.remove(&key) {
