@@ -1,8 +1,8 @@
 //! [`Block`]: a `b/` message block as the block cache holds it: the value itself and where
 //! each message's headers and payload sit in it (24 bytes a message), so a body is two
 //! `Bytes` slices of the value, never a copy. A block read from a segment may be several
-//! frames back to back (`extend.rs`): the places point into the one value all the same. A
-//! cached block that a frame joined holds the frame's value beside its own (`joined`). Subjects and times are not looked up here:
+//! frames back to back (`extend.rs`): the places point into the one value all the same, as
+//! they do in a cached block that a frame joined (`joined` copies both into one value). Subjects and times are not looked up here:
 //! the stream state has them (`jscore::stream::MsgInfo`).
 
 use bytes::Bytes;
@@ -19,12 +19,9 @@ pub struct Body {
 
 #[derive(Debug)]
 pub struct Block {
-    /// The value read, then the values of the frames that joined it in memory.
-    values: Vec<Bytes>,
+    value: Bytes,
     /// In sequence order.
     places: Vec<Place>,
-    /// Per value, the index in `places` of its first message.
-    starts: Vec<u32>,
 }
 
 /// Where one message's body sits in the value: offsets and lengths (u32: a block is small).
@@ -55,16 +52,13 @@ impl Block {
                 payload_len: msg.payload.len() as u32,
             })
             .collect();
-        Ok(Block {
-            values: vec![value],
-            places,
-            starts: vec![0],
-        })
+        Ok(Block { value, places })
     }
 
-    /// This block with `frame`'s messages after its own, as its segment holds them once a
-    /// frame extended it (`extend.rs`); `None` if `frame` does not come after it. The values
-    /// are shared, the places copied.
+    /// This block with `frame`'s messages after its own, in one value as its segment holds
+    /// them once a frame extended it (`extend.rs`); `None` if `frame` does not come after it.
+    /// Both values are copied into one: a cached block stays one allocation, however many
+    /// frames joined it.
     pub fn joined(&self, frame: &Block) -> Option<Block> {
         if frame
             .first_seq()
@@ -73,16 +67,23 @@ impl Block {
         {
             return None;
         }
-        let before = self.places.len() as u32;
+        let shift = u32::try_from(self.value.len()).ok()?;
+        let mut value = Vec::with_capacity(self.value.len() + frame.value.len());
+        value.extend_from_slice(&self.value);
+        value.extend_from_slice(&frame.value);
+        let mut places = Vec::with_capacity(self.places.len() + frame.places.len());
+        places.extend_from_slice(&self.places);
+        places.extend(frame.places.iter().map(|place| Place {
+            headers_at: match place.headers_at {
+                NO_HEADERS => NO_HEADERS,
+                at => at + shift,
+            },
+            payload_at: place.payload_at + shift,
+            ..*place
+        }));
         Some(Block {
-            values: [&self.values[..], &frame.values[..]].concat(),
-            places: [&self.places[..], &frame.places[..]].concat(),
-            starts: self
-                .starts
-                .iter()
-                .copied()
-                .chain(frame.starts.iter().map(|start| start + before))
-                .collect(),
+            value: Bytes::from(value),
+            places,
         })
     }
 
@@ -90,12 +91,7 @@ impl Block {
     pub fn body(&self, seq: u64) -> Option<Body> {
         let index = self.places.binary_search_by_key(&seq, |p| p.seq).ok()?;
         let place = self.places[index];
-        let value = self
-            .starts
-            .partition_point(|start| *start as usize <= index)
-            - 1;
-        let value = &self.values[value];
-        let slice = |at: u32, len: u32| value.slice(at as usize..(at + len) as usize);
+        let slice = |at: u32, len: u32| self.value.slice(at as usize..(at + len) as usize);
         Some(Body {
             headers: (place.headers_at != NO_HEADERS)
                 .then(|| slice(place.headers_at, place.headers_len)),
@@ -120,11 +116,7 @@ impl Block {
 
     /// What it costs the cache's budget: the value and the places.
     pub fn cost(&self) -> u64 {
-        let values: usize = self.values.iter().map(Bytes::len).sum();
-        (values
-            + self.places.len() * std::mem::size_of::<Place>()
-            + self.values.len() * (std::mem::size_of::<Bytes>() + 4)
-            + 64) as u64
+        (self.value.len() + self.places.len() * std::mem::size_of::<Place>() + 64) as u64
     }
 }
 
@@ -171,7 +163,7 @@ mod tests {
         let frame = keys::encode_block([keys::BlockMsg {
             seq: 12,
             subject: "s.c",
-            headers: None,
+            headers: Some(b"NATS/1.0\r\nB: c\r\n\r\n"),
             payload: b"third",
             ts_nanos: 3,
         }]);

@@ -278,14 +278,15 @@ impl MessageStore {
             }
             pinned.pop_front();
             if let Some(joins) = slot.joins {
-                // The frame joins its block: the block's range and its cached copy grow (a
-                // tailing reader then finds it there instead of reading the block again).
+                // The frame joins its block: the block's range grows, and so does its cached
+                // copy if a reader follows it (which then finds the frame's messages there
+                // instead of reading the block again); an unread copy goes.
                 let (last_seq, frame) = (slot.last_seq, slot.pin.take());
                 blocks.remove(&first);
                 if let Some(block) = blocks.get_mut(&joins) {
                     block.last_seq = block.last_seq.max(last_seq);
                 }
-                self.cache.replace_with((*epoch, joins), |cached| {
+                self.cache.replace_if_read((*epoch, joins), |cached| {
                     frame.and_then(|frame| cached.joined(&frame.block))
                 });
             } else if let Some(pin) = slot.pin.take() {

@@ -138,19 +138,27 @@ impl BlockCache {
         }
     }
 
-    /// Replaces block `key`, if it is cached, by what `change` makes of it (`None`: it goes).
-    /// In place: the entry keeps its place in the ring.
-    pub fn replace_with(&self, key: BlockKey, change: impl FnOnce(&Block) -> Option<Block>) {
+    /// Replaces block `key`, if it is cached and was read since it was cached or last
+    /// replaced (a reader is following it), by what `change` makes of it; otherwise, or if
+    /// `change` makes nothing, it goes. In place: the entry keeps its place in the ring.
+    /// Keeping only what is read keeps the many blocks that writers alone grow (one client
+    /// publishing to 1000 streams) from filling the cache.
+    pub fn replace_if_read(&self, key: BlockKey, change: impl FnOnce(&Block) -> Option<Block>) {
         let mut inner = self.inner.lock();
         let Some(entry) = inner.entries.get_mut(&key) else {
             return;
         };
         let before = entry.block.cost();
-        match change(&entry.block) {
+        let changed = match entry.referenced {
+            true => change(&entry.block),
+            false => None,
+        };
+        match changed {
             Some(block) => {
                 let block = Arc::new(block);
                 let after = block.cost();
                 entry.block = block;
+                entry.referenced = false;
                 inner.bytes = inner.bytes - before + after;
                 self.evict_over_budget(&mut inner, key);
             }
@@ -206,22 +214,39 @@ mod tests {
     }
 
     #[test]
-    fn a_block_replaced_in_place_keeps_its_entry_and_counts_its_new_cost() {
+    fn a_block_read_since_is_replaced_in_place_and_one_not_read_goes() {
         let cache = BlockCache::new(1 << 20);
         cache.insert((0, 1), block(1, 100));
-        cache.replace_with((0, 1), |cached| cached.joined(&block(2, 300)));
+        // Not read since it was cached: it goes.
+        cache.replace_if_read((0, 1), |_| unreachable!("not read"));
+        assert_eq!((cache.stats().bytes, cache.stats().blocks), (0, 0));
+
+        cache.insert((0, 1), block(1, 100));
+        assert!(cache.get((0, 1)).is_some());
+        let ring = cache.inner.lock().ring.len();
+        cache.replace_if_read((0, 1), |cached| cached.joined(&block(2, 300)));
         let joined = cache.get((0, 1)).unwrap();
         assert_eq!(joined.seqs().collect::<Vec<_>>(), [1, 2]);
         assert_eq!(cache.stats().bytes, joined.cost());
         assert_eq!(cache.stats().blocks, 1);
         assert_eq!(
             cache.inner.lock().ring.len(),
-            1,
+            ring,
             "no second place in the ring"
         );
+        // Read again, grown past the budget: the others go first.
+        let small = BlockCache::new(block(1, 100).cost() + block(5, 100).cost());
+        small.insert((0, 5), block(5, 100));
+        small.insert((0, 1), block(1, 100));
+        assert!(small.get((0, 1)).is_some());
+        small.replace_if_read((0, 1), |cached| cached.joined(&block(2, 100)));
+        assert!(small.get((0, 5)).is_none(), "evicted");
+        assert!(small.get((0, 1)).is_some());
+        assert!(small.stats().bytes <= small.stats().max_bytes);
         // Not cached: nothing to change. A change to nothing removes it.
-        cache.replace_with((0, 9), |_| unreachable!("not cached"));
-        cache.replace_with((0, 1), |_| None);
+        cache.replace_if_read((0, 9), |_| unreachable!("not cached"));
+        assert!(cache.get((0, 1)).is_some());
+        cache.replace_if_read((0, 1), |_| None);
         assert_eq!((cache.stats().bytes, cache.stats().blocks), (0, 0));
     }
 
