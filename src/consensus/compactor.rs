@@ -288,6 +288,25 @@ impl Compactor {
         self.wake.notify_one();
     }
 
+    /// Let sled give back removed keys' space soon (a dropped group's): at the next
+    /// reclaim the node allows, at most one every [`RECLAIM_EVERY`], so that deleting many
+    /// streams one after another costs a few reclaims, not one each. Call from a tokio
+    /// runtime.
+    pub fn reclaim_soon(&self) {
+        let now = Instant::now();
+        let start = {
+            let mut state = self.shared.state.lock();
+            let earliest = state.last_reclaim.map_or(now, |at| at + RECLAIM_EVERY);
+            let due = state.reclaim_due.map_or(earliest, |due| due.min(earliest));
+            state.reclaim_due = Some(due.max(now));
+            !std::mem::replace(&mut state.task_started, true)
+        };
+        if start {
+            tokio::spawn(run(Arc::downgrade(&self.shared), self.wake.clone()));
+        }
+        self.wake.notify_one();
+    }
+
     /// Wait until no sled reclaim runs, and drop the one planned: for a shutdown, after the
     /// groups stopped, so that the database can close (a reopen finds sled's lock free).
     pub async fn settle(&self) {

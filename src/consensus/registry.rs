@@ -154,15 +154,15 @@ impl GroupRegistry {
             .map_err(|source| RegistryError::DropLog { group, source })?;
         let db = self.storage.state.clone();
         let dir = self.storage.snapshot_dir(group);
-        tokio::task::spawn_blocking(move || {
-            GroupStateMachine::destroy(&db, group, &dir)?;
-            // sled keeps the removed keys' space until its log moves on (state_db.rs).
-            db.reclaim()
-        })
-        .await
-        .map_err(std::io::Error::other)
-        .and_then(|result| result)
-        .map_err(|source| RegistryError::DropState { group, source })?;
+        tokio::task::spawn_blocking(move || GroupStateMachine::destroy(&db, group, &dir))
+            .await
+            .map_err(std::io::Error::other)
+            .and_then(|result| result)
+            .map_err(|source| RegistryError::DropState { group, source })?;
+        // sled keeps the removed keys' space until its log moves on (state_db.rs): the
+        // compactor moves it on within seconds, once for every group dropped meanwhile (a
+        // reclaim per drop took most of a stream delete's 7–23 ms).
+        self.storage.compactor.reclaim_soon();
         // Whatever damage was found in it went with it.
         self.storage.state.damage().clear(group);
         Ok(())

@@ -79,7 +79,8 @@ struct Slot {
     last_seq: u64,
     pin: Option<Pin>,
     /// A frame that extends block `b/<joins>` (`extend.rs`): a slot of its own while pinned,
-    /// then that block's (its `last_seq` grows to the frame's, its cached copy goes).
+    /// then part of that block (its `last_seq` grows to the frame's; its cached copy takes
+    /// the frame if a reader follows it, else goes).
     joins: Option<u64>,
 }
 
