@@ -22,6 +22,8 @@ on_r1_and_r3!(
 const MESSAGES: u64 = 1_500;
 const SIZE: usize = 16 << 10;
 const SEGMENT: u64 = 8 << 20;
+/// How long a replica may take to remove its compacted segments (see the test).
+const COMPACTED_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Bytes of the segment files of file streams under node `i`'s store, and how many group
 /// directories hold them.
@@ -168,12 +170,24 @@ async fn old_revisions_give_their_disk_back(fx: JsFixture) {
     let live = ROUNDS + HOT_KEYS;
     fx.wait_until_replicas_count("KVDISK", live).await;
     let live_bytes = live * SIZE as u64;
+    // A compacted segment goes at the node's next sled sync after its compaction, which the
+    // compactor paces (ADR 0014): on a loaded CI machine a replica took longer than the common
+    // 10 s wait to get from just above the bound (22.15 MB against 21.8) to below it.
     for i in 0..nodes {
-        wait_until("compacted segments go", || {
-            let (bytes, dirs) = segment_usage(&fx, i);
-            dirs == 1 && bytes >= live_bytes && bytes <= live_bytes + 2 * SEGMENT
-        })
-        .await;
+        let compacted = async {
+            while !{
+                let (bytes, dirs) = segment_usage(&fx, i);
+                dirs == 1 && bytes >= live_bytes && bytes <= live_bytes + 2 * SEGMENT
+            } {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        };
+        let waited = tokio::time::timeout(COMPACTED_WAIT, compacted).await;
+        assert!(
+            waited.is_ok(),
+            "node {i}: compacted segments did not go within {COMPACTED_WAIT:?}: {:?} (live {live_bytes})",
+            segment_usage(&fx, i)
+        );
     }
     // Every cold key's only revision is still there, and the hot key's last.
     for round in [0, ROUNDS / 2, ROUNDS - 1] {
