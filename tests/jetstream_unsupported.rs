@@ -171,15 +171,10 @@ async fn unsupported_consumer_settings_are_refused_and_not_stored(fx: JsFixture)
     let push = json!({"name":"C","deliver_subject":"dlv","ack_policy":"explicit"});
     // `pause_until`, the priority groups and `sample_freq` are implemented now
     // (tests/jetstream_pause.rs, tests/jetstream_priority.rs, tests/jetstream_advisories.rs).
+    // So are ack policy `flow_control` and `sourcing` (tests/jetstream_durable_source.rs).
     let cases = [
         ("replay_policy", &pull, json!({"replay_policy":"original"})),
-        ("sourcing", &pull, json!({"sourcing":true})),
         ("rate_limit_bps", &push, json!({"rate_limit_bps":1024})),
-        (
-            "ack_policy",
-            &push,
-            json!({"ack_policy":"flow_control","flow_control":true,"max_ack_pending":10}),
-        ),
     ];
     for (field, base, overrides) in cases {
         let mut config = base.clone();

@@ -280,6 +280,11 @@ error_table! {
     MirrorInvalidSubjectFilter = 400, 10151, "mirror transform source: {err}";
     MirrorOverlappingSubjectFilters = 400, 10152, "mirror subject filters can not overlap";
     MirrorInvalidTransformDestination = 400, 10154, "mirror transform: {err}";
+    MirrorConsumerConfigInvalid = 400, 10213, "stream mirror consumer config is invalid";
+    MirrorConsumerRequiresAckFc = 400, 10214, "stream mirror consumer requires flow control ack policy";
+    SourceConsumerConfigInvalid = 400, 10215, "stream source consumer config is invalid";
+    SourceConsumerDuplicateDetected = 400, 10216, "duplicate stream source consumer detected";
+    SourceConsumerRequiresAckFc = 400, 10217, "stream source consumer requires flow control ack policy";
 
     // ---- consumers ----
     /// Consumer create/update failure; the text says which (e.g. "deliver policy can not be updated").
@@ -354,6 +359,8 @@ error_table! {
     ConsumerAckWaitNegative = 400, 10183, "consumer ack wait needs to be positive";
     ConsumerBackOffNegative = 400, 10184, "consumer backoff needs to be positive";
     ConsumerOfflineReason = 500, 10195, "consumer is offline: {err}";
+    /// `CONSUMER.RESET` refused: "below start seq", "below start time" or "not allowed".
+    ConsumerInvalidReset = 400, 10204, "invalid reset: {err}";
     ConsumerAckFcRequiresPush = 400, 10218, "flow control ack policy requires a push based consumer";
     ConsumerAckFcRequiresFc = 400, 10219, "flow control ack policy requires flow control";
     ConsumerAckFcRequiresMaxAckPending = 400, 10220, "flow control ack policy requires max ack pending";
@@ -472,6 +479,9 @@ mod tests {
         );
         let err = ApiError::with(ErrorKind::InvalidJson, &[]);
         assert_eq!(err.description, "invalid JSON: {err}");
+        let err = ApiError::with_detail(ErrorKind::ConsumerInvalidReset, "below start seq");
+        assert_eq!((err.code, err.err_code), (400, 10204));
+        assert_eq!(err.description, "invalid reset: below start seq");
         let err = ApiError::invalid_config("max age needs to be >= 100ms");
         assert_eq!((err.code, err.err_code), (500, 10052));
         assert_eq!(err.to_string(), "max age needs to be >= 100ms (10052)");

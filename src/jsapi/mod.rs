@@ -67,9 +67,9 @@ pub use names::{is_valid_name, validate_name, NameError};
 pub use pub_ack::{PubAck, PubAckResponse};
 pub use requests::{
     parse_body, parse_optional_body, require_empty_body, ConsumerPauseRequest,
-    ConsumerUnpinRequest, ConsumersRequest, LeaderStepdownRequest, MsgDeleteRequest,
-    PeerRemoveRequest, PullRequest, PullRequestError, StreamInfoRequest, StreamNamesRequest,
-    StreamPurgeRequest, LIST_PAGE_LIMIT, NAMES_PAGE_LIMIT,
+    ConsumerResetRequest, ConsumerUnpinRequest, ConsumersRequest, LeaderStepdownRequest,
+    MsgDeleteRequest, PeerRemoveRequest, PullRequest, PullRequestError, StreamInfoRequest,
+    StreamNamesRequest, StreamPurgeRequest, LIST_PAGE_LIMIT, NAMES_PAGE_LIMIT,
 };
 pub use response::{encode_error, encode_success, ApiResponse, Paged, ResponseType};
 pub use stream_config::{

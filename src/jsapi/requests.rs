@@ -159,6 +159,15 @@ pub struct ConsumerUnpinRequest {
     pub group: String,
 }
 
+/// `$JS.API.CONSUMER.RESET.<S>.<C>` (nats-server 2.14): start the consumer over from stream
+/// sequence `seq`; absent, 0 or an empty body = from just above its ack floor.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ConsumerResetRequest {
+    #[serde(deserialize_with = "nullable", skip_serializing_if = "is_zero_u64")]
+    pub seq: u64,
+}
+
 /// A pull request sent to `$JS.API.CONSUMER.MSG.NEXT.<S>.<C>` (not a JSON API call: the
 /// reply subject receives messages and status messages). Durations in nanoseconds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -329,6 +338,20 @@ mod tests {
             PullRequest::parse(b"{bad"),
             Err(PullRequestError::Malformed(_))
         ));
+    }
+
+    #[test]
+    fn reset_request_seq_is_optional() {
+        for empty in [&b""[..], b"null", b"{}", br#"{"seq":null}"#] {
+            let req: ConsumerResetRequest = parse_optional_body(empty).unwrap();
+            assert_eq!(req.seq, 0);
+        }
+        let req: ConsumerResetRequest =
+            parse_optional_body(br#"{"seq":8,"unknown":true}"#).unwrap();
+        assert_eq!(req.seq, 8);
+        let bad = parse_optional_body::<ConsumerResetRequest>(b"{seq").unwrap_err();
+        assert_eq!(bad.err_code, 10025);
+        assert!(bad.description.starts_with("invalid JSON: "));
     }
 
     #[test]

@@ -241,6 +241,16 @@ pub struct ConsumerPauseResponse {
     pub pause_remaining: i64,
 }
 
+/// `consumer_reset_response` body (nats-server 2.14): the consumer's info after the reset,
+/// as `CONSUMER.INFO` reports it, and the stream sequence it starts from again.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsumerResetResponse {
+    #[serde(flatten)]
+    pub info: ConsumerInfo,
+    #[serde(default)]
+    pub reset_seq: u64,
+}
+
 /// Marker for replies whose success body has no fields besides `type`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Empty {}
@@ -324,6 +334,31 @@ mod tests {
             empty,
             json!({"type":"io.nats.jetstream.api.v1.consumer_unpin_response"})
         );
+    }
+
+    #[test]
+    fn reset_response_is_the_consumer_info_with_reset_seq() {
+        let reset = ConsumerResetResponse {
+            info: ConsumerInfo {
+                stream_name: "S".into(),
+                name: "C".into(),
+                ..ConsumerInfo::default()
+            },
+            reset_seq: 8,
+        };
+        let value: Value =
+            serde_json::from_slice(&encode_success(ResponseType::ConsumerReset, &reset)).unwrap();
+        assert_eq!(
+            value["type"],
+            json!("io.nats.jetstream.api.v1.consumer_reset_response")
+        );
+        assert_eq!(
+            (&value["stream_name"], &value["name"], &value["reset_seq"]),
+            (&json!("S"), &json!("C"), &json!(8))
+        );
+        assert_eq!(value["delivered"]["stream_seq"], json!(0));
+        let back: ApiResponse<ConsumerResetResponse> = serde_json::from_value(value).unwrap();
+        assert_eq!(back.body, reset);
     }
 
     #[test]

@@ -11,11 +11,11 @@ use super::names::{
     is_valid_name, validate_name, NameError, MAX_DESCRIPTION_LEN, MAX_METADATA_LEN, MAX_NAME_LEN,
 };
 use super::stream_config::{
-    DiscardPolicy, PersistMode, RetentionPolicy, StorageType, StreamConfig,
+    DiscardPolicy, PersistMode, RetentionPolicy, StorageType, StreamConfig, StreamSource,
 };
-use crate::subject::is_valid_subject;
 use crate::subject::pattern::{is_subset_match, patterns_overlap};
 use crate::subject::transform::SubjectTransform;
+use crate::subject::{is_valid_literal_subject, is_valid_subject};
 
 /// Default `duplicate_window`: two minutes, in nanoseconds.
 pub const DEFAULT_DUPLICATE_WINDOW: i64 = 120 * 1_000_000_000;
@@ -41,6 +41,25 @@ fn filters_overlap(transforms: &[super::stream_config::SubjectTransform]) -> boo
 
 /// A mirror's or source's transform: a destination, when given, must be a transform
 /// nats-server accepts (an empty one keeps the subject).
+/// A mirror's or source's durable `consumer` (2.14, ADR-60): a valid consumer name and a
+/// literal deliver subject; the start and the filter are the consumer's own, so the origin
+/// may not set them (nats-server's 10213 / 10215). Transforms stay allowed.
+fn check_origin_consumer(origin: &StreamSource, kind: ErrorKind) -> Result<(), ApiError> {
+    let Some(consumer) = &origin.consumer else {
+        return Ok(());
+    };
+    let valid = is_valid_name(&consumer.name)
+        && is_valid_literal_subject(consumer.deliver_subject.as_bytes())
+        && origin.opt_start_seq == 0
+        && origin.opt_start_time.is_none()
+        && origin.filter_subject.is_empty();
+    if valid {
+        Ok(())
+    } else {
+        Err(kind.into())
+    }
+}
+
 fn check_origin_transform(src: &str, dest: &str, kind: ErrorKind) -> Result<(), ApiError> {
     if dest.is_empty() {
         return Ok(());
@@ -276,12 +295,20 @@ impl StreamConfig {
             if filters_overlap(&mirror.subject_transforms) {
                 return Err(ErrorKind::MirrorOverlappingSubjectFilters.into());
             }
+            check_origin_consumer(mirror, ErrorKind::MirrorConsumerConfigInvalid)?;
         }
         if !self.sources.is_empty() && self.allow_msg_schedules {
             return Err(ErrorKind::SourceWithMsgSchedules.into());
         }
         let mut seen = std::collections::HashSet::new();
+        let mut consumers = std::collections::HashSet::new();
         for source in &self.sources {
+            check_origin_consumer(source, ErrorKind::SourceConsumerConfigInvalid)?;
+            if let Some(consumer) = &source.consumer {
+                if !consumers.insert((&source.name, &consumer.name)) {
+                    return Err(ErrorKind::SourceConsumerDuplicateDetected.into());
+                }
+            }
             if !is_valid_name(&source.name) {
                 return Err(ErrorKind::SourceInvalidStreamName.into());
             }

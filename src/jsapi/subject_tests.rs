@@ -155,6 +155,21 @@ fn consumer_calls() {
         }
     );
     assert_eq!(
+        parse("$JS.API.CONSUMER.RESET.ORDERS.c1"),
+        ApiRequest::ConsumerReset {
+            stream: stream.clone(),
+            consumer: consumer.clone()
+        }
+    );
+    assert_eq!(
+        parse("$JS.API.CONSUMER.RESET.ORDERS.c1").response_type(),
+        Some(ResponseType::ConsumerReset)
+    );
+    assert_eq!(
+        parse("$JS.API.CONSUMER.RESET.ORDERS.c1").stream(),
+        Some("ORDERS")
+    );
+    assert_eq!(
         parse("$JS.API.CONSUMER.PAUSE.ORDERS.c1"),
         ApiRequest::ConsumerPause { stream, consumer }
     );

@@ -32,7 +32,7 @@
 //! message schedules (`allow_msg_schedules`) until `jscore::stream::{schedule, fire}` did
 //! (their `@at` form; the others are refused per message, ADR 0023).
 
-use super::consumer_config::{AckPolicy, ConsumerConfig, ReplayPolicy};
+use super::consumer_config::{ConsumerConfig, ReplayPolicy};
 use super::error::{ApiError, ErrorKind};
 use super::stream_config::{StreamConfig, StreamSource};
 
@@ -57,18 +57,13 @@ impl StreamConfig {
     }
 
     fn check_supported(&self) -> Result<(), ApiError> {
-        let refusals: [(bool, &str, &str); 4] = [
-            // Origins in another account or domain (read through another API prefix), and
-            // 2.14's durable sourcing consumers.
+        let refusals: [(bool, &str, &str); 3] = [
+            // Origins in another account or domain (read through another API prefix): a
+            // jetraft cluster is one account and one domain, without leafnodes.
             (
                 self.origins().any(|origin| origin.external.is_some()),
                 "external stream origins are",
                 "external",
-            ),
-            (
-                self.origins().any(|origin| origin.consumer.is_some()),
-                "sourcing consumers are",
-                "consumer",
             ),
             // jetraft answers every publish that has a reply subject.
             (self.no_ack, "streams without publish acks are", "no_ack"),
@@ -89,22 +84,17 @@ impl ConsumerConfig {
     /// Refuses a (normalized, validated) config that sets a consumer feature jetraft does not
     /// implement, with 10012.
     pub fn refuse_unsupported(&self) -> Result<(), ApiError> {
-        let refusals: [(bool, &str, &str); 5] = [
-            // Flow-control replies are answered but never ack anything here.
-            (
-                self.ack_policy == AckPolicy::FlowControl,
-                "ack policy flow_control is",
-                "ack_policy",
-            ),
+        let refusals: [(bool, &str, &str); 3] = [
             (
                 self.replay_policy == ReplayPolicy::Original,
                 "replay policy original is",
                 "replay_policy",
             ),
             (self.rate_limit_bps > 0, "rate limits are", "rate_limit_bps"),
-            // Both exist for the consumers nats-server makes for mirrors and sources.
+            // For the ephemeral consumers nats-server makes for mirrors and sources: jetraft
+            // reads its origins through the API instead. (`sourcing`, which marks a durable
+            // `flow_control` consumer a stream sources through, is implemented.)
             (self.direct, "direct consumers are", "direct"),
-            (self.sourcing, "sourcing consumers are", "sourcing"),
         ];
         match refusals.iter().find(|(set, _, _)| *set) {
             Some((_, what, field)) => Err(ApiError::with_detail(

@@ -168,6 +168,16 @@ fn client_default_consumers_are_accepted() {
         body["priority_groups"] = json!(["jobs"]);
         consumer(body).unwrap();
     }
+    // A consumer a stream sources through (2.14): acknowledged by flow control.
+    let mut body = natscli_consumer();
+    let object = body.as_object_mut().unwrap();
+    object.remove("durable_name");
+    object.remove("name");
+    body["deliver_subject"] = json!("dlv");
+    body["ack_policy"] = json!("flow_control");
+    body["sourcing"] = json!(true);
+    body["ack_wait"] = json!(0);
+    consumer(body).unwrap();
     // A push consumer with a queue group, flow control and heartbeats.
     consumer(
         json!({"deliver_subject":"dlv","deliver_group":"q","ack_policy":"explicit",
@@ -179,18 +189,12 @@ fn client_default_consumers_are_accepted() {
 #[test]
 fn every_unsupported_consumer_setting_is_refused_with_10012_naming_it() {
     let cases = [
-        (
-            "ack_policy",
-            json!({"ack_policy":"flow_control","deliver_subject":"dlv","flow_control":true,
-                   "max_ack_pending":10,"ack_wait":0}),
-        ),
         ("replay_policy", json!({"replay_policy":"original"})),
         (
             "rate_limit_bps",
             json!({"deliver_subject":"dlv","rate_limit_bps":1024}),
         ),
         ("direct", json!({"deliver_subject":"dlv","direct":true})),
-        ("sourcing", json!({"sourcing":true})),
     ];
     for (field, overrides) in cases {
         let mut body = natscli_consumer();

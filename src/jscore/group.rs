@@ -436,14 +436,22 @@ impl StreamGroup {
             .get_mut(name)
             .ok_or_else(|| ApiError::new(ErrorKind::ConsumerNotFound))?;
         let takes_acks = consumer.policy().takes_acks();
+        // A reset releases what it skips over (nats-server acks it); which messages that is
+        // is known only before the reset moves the floor.
+        let released = match &command {
+            ConsumerCommand::Reset { seq } => consumer.released_by_reset(&self.stream, *seq),
+            _ => Vec::new(),
+        };
         let outcome = consumer.apply(&self.stream, command);
-        // Retention step: acknowledged messages, and messages delivered to an ack-none
-        // consumer (delivery is its acknowledgement), may now be removable.
+        // Retention step: acknowledged messages, messages delivered to an ack-none consumer
+        // (delivery is its acknowledgement), and messages a reset skipped may now be
+        // removable.
         let candidates: Vec<u64> = match &outcome {
             ConsumerOutcome::Ack(AckOutcome::Acked { stream_seqs }) => stream_seqs.clone(),
             ConsumerOutcome::Delivered(deliveries) if !takes_acks => {
                 deliveries.iter().map(|d| d.stream_seq).collect()
             }
+            ConsumerOutcome::Reset { .. } => released,
             _ => Vec::new(),
         };
         let removable = retention::removable(

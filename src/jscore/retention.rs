@@ -83,7 +83,16 @@ pub fn check_work_queue_consumer<'a>(
     others: impl Iterator<Item = &'a ConsumerConfig>,
     candidate: &ConsumerConfig,
 ) -> Result<(), ApiError> {
-    if candidate.ack_policy != AckPolicy::Explicit {
+    // A consumer a stream sources through (2.14's `sourcing`) is exempt, as on nats-server:
+    // it stands for another stream, not for one more worker.
+    if candidate.sourcing {
+        return Ok(());
+    }
+    // `flow_control` acks are explicit acks of each stored message, batched (ADR-60).
+    if !matches!(
+        candidate.ack_policy,
+        AckPolicy::Explicit | AckPolicy::FlowControl
+    ) {
         return Err(ApiError::new(ErrorKind::ConsumerWqRequiresExplicitAck));
     }
     if candidate.deliver_policy != DeliverPolicy::All {

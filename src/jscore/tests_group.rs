@@ -185,6 +185,68 @@ fn limits_retention_ignores_acks_and_removals_reach_consumers() {
     assert_eq!(group.consumer("c").unwrap().num_ack_pending(), 0);
 }
 
+fn reset(group: &mut StreamGroup, name: &str, seq: u64) -> (u64, Vec<u64>) {
+    let command = ConsumerCommand::Reset { seq };
+    match group
+        .apply(StreamCommand::Consumer {
+            name: name.into(),
+            command,
+        })
+        .unwrap()
+    {
+        StreamOutcome::Consumer {
+            outcome: ConsumerOutcome::Reset { reset_seq },
+            removed,
+        } => (reset_seq, removed),
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[test]
+fn work_queue_reset_forward_removes_the_skipped_messages() {
+    let mut group = group(RetentionPolicy::WorkQueue);
+    add_consumer(&mut group, "a", "s.a").unwrap();
+    for subject in ["s.a", "s.b", "s.a", "s.a", "s.a", "s.a"] {
+        publish(&mut group, subject);
+    }
+    assert_eq!(deliver(&mut group, "a"), vec![1, 3, 4, 5, 6]);
+    consumer(&mut group, "a", ConsumerCommand::Ack { stream_seq: 1 });
+    assert_eq!(group.stream().message_count(), 5);
+    // Forward to 5: the pending 3 and 4 are skipped and go; 2 is not this consumer's.
+    assert_eq!(reset(&mut group, "a", 5), (5, vec![3, 4]));
+    assert_eq!(group.stream().message_count(), 3);
+    assert!(group.stream().contains(2));
+    assert_eq!(deliver(&mut group, "a"), vec![5, 6]);
+    // Backwards: nothing removed comes back, and nothing else goes.
+    assert_eq!(reset(&mut group, "a", 1), (1, vec![]));
+    assert_eq!(group.stream().message_count(), 3);
+    assert_eq!(deliver(&mut group, "a"), vec![5, 6]);
+    // Back to the floor (4: below the pending 5): nothing to release either, and 5 and 6
+    // come again.
+    assert_eq!(reset(&mut group, "a", 0), (5, vec![]));
+    assert_eq!(group.stream().message_count(), 3);
+    assert_eq!(deliver(&mut group, "a"), vec![5, 6]);
+}
+
+#[test]
+fn interest_reset_forward_keeps_what_another_consumer_still_needs() {
+    let mut group = group(RetentionPolicy::Interest);
+    add_consumer(&mut group, "one", "").unwrap();
+    add_consumer(&mut group, "two", "s.a").unwrap();
+    publish(&mut group, "s.a"); // 1: both
+    publish(&mut group, "s.b"); // 2: only "one"
+    publish(&mut group, "s.a"); // 3: both
+    deliver(&mut group, "two");
+    consumer(&mut group, "two", ConsumerCommand::Ack { stream_seq: 3 });
+    // "one" skips everything: 2 was only its own; 1 still waits for "two".
+    let (start, removed) = reset(&mut group, "one", 4);
+    assert_eq!((start, removed), (4, vec![2, 3]));
+    assert_eq!(group.stream().message_count(), 1);
+    assert!(group.stream().contains(1));
+    consumer(&mut group, "two", ConsumerCommand::Ack { stream_seq: 1 });
+    assert!(group.stream().is_empty());
+}
+
 fn member(subject: &str, headers: Option<&'static str>) -> AppendRequest {
     AppendRequest {
         subject: subject.into(),

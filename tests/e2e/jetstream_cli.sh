@@ -572,6 +572,39 @@ else
 fi
 for name in MIR AGG ORIG TRS; do run stream rm "$name" -f; done
 
+# ====== a work queue drained by its source, consumer reset (issue 19, ADR 0032) ====
+run stream add WQO --subjects "wqo.*" --retention work --defaults
+for i in 1 2 3; do run pub wqo.a "w$i"; done
+run stream add WQAGG --source WQO --defaults
+if [[ $RC == 0 ]] && poll_until 10 'Messages: 3$' stream info WQAGG &&
+    poll_until 10 'Messages: 0$' stream info WQO; then
+    pass "nats stream add WQAGG --source WQO (a work queue): 3 copied, and the work queue gives them up"
+else
+    fails_with "nats stream info WQAGG / WQO (expected 3 copied and the work queue empty)"
+fi
+run stream rm WQAGG -f
+if poll_until 10 'No Consumers defined' consumer ls WQO; then
+    pass "nats stream rm WQAGG: the consumer it sourced WQO through goes with it"
+else
+    fails_with "nats consumer ls WQO (expected no consumers once WQAGG is gone)"
+fi
+run stream rm WQO -f
+run stream add FCO --subjects "fco.*" --defaults
+for i in 1 2 3 4; do run pub fco.a "f$i"; done
+run consumer add FCO FEED --target fco.feed --ack flow_control --deliver all --defaults
+if [[ $RC == 0 ]] && has "Ack Policy: Flow Control"; then
+    pass "nats consumer add --ack flow_control: 'Ack Policy: Flow Control'"
+else
+    fails_with "nats consumer add FCO FEED --ack flow_control (expected 'Ack Policy: Flow Control')"
+fi
+run consumer reset FCO FEED --sequence 3 -f
+if [[ $RC == 0 ]] && poll_until 5 'Unprocessed Messages: 2$' consumer info FCO FEED; then
+    pass "nats consumer reset FCO FEED --sequence 3: 2 messages left to deliver"
+else
+    fails_with "nats consumer reset / info FCO FEED (expected 'Unprocessed Messages: 2')"
+fi
+run stream rm FCO -f
+
 # ================= per-message TTLs and delete markers (issue 19) ============
 run stream add TTLS --subjects "ttls.*" --allow-msg-ttl --subject-del-markers-ttl 2s --defaults
 run pub ttls.a gone -H "Nats-TTL:1s"

@@ -128,13 +128,22 @@ pub async fn start_single(
     .expect("start single-voter group")
 }
 
-/// Bytes allocated to the files under `dir` (what `du` counts).
+/// Bytes allocated to the files under `dir` (what `du` counts). A file or directory that
+/// goes while it is walked (the compactor's background reclaim removes files) counts 0.
 pub fn allocated(dir: &std::path::Path) -> u64 {
     use std::os::unix::fs::MetadataExt;
+    let gone = |error: &std::io::Error| error.kind() == std::io::ErrorKind::NotFound;
+    let entries = match std::fs::read_dir(dir) {
+        Err(error) if gone(&error) => return 0,
+        entries => entries.unwrap(),
+    };
     let mut total = 0;
-    for entry in std::fs::read_dir(dir).unwrap() {
+    for entry in entries {
         let entry = entry.unwrap();
-        let meta = entry.metadata().unwrap();
+        let meta = match entry.metadata() {
+            Err(error) if gone(&error) => continue,
+            meta => meta.unwrap(),
+        };
         if meta.is_dir() {
             total += allocated(&entry.path());
         } else {

@@ -108,12 +108,24 @@ fn consumer_config(body: &[u8]) {
         created_nanos: 2,
     });
     let _ = group.apply(StreamCommand::Consumer {
-        name,
+        name: name.clone(),
         command: ConsumerCommand::DeliverNext {
             max_messages: 10,
             now_nanos: 3,
         },
     });
+    // A reset as the API checks and proposes it, to the floor and to the stream's start.
+    for seq in [0, 1] {
+        let allowed = group
+            .consumer(&name)
+            .map(|consumer| consumer.check_reset(group.stream(), seq));
+        if let Some(Ok(_)) = allowed {
+            let _ = group.apply(StreamCommand::Consumer {
+                name: name.clone(),
+                command: ConsumerCommand::Reset { seq },
+            });
+        }
+    }
 }
 
 /// Subjects: an API request's, and an ack's (with the body as the ack kind).

@@ -1,6 +1,6 @@
 //! Consumer API handlers: `CONSUMER.CREATE` (all three subject forms, actions create /
 //! update / create-or-update), `DURABLE.CREATE`, `INFO`, `DELETE`, `NAMES`, `LIST`,
-//! `LEADER.STEPDOWN`, `PAUSE`, `UNPIN`.
+//! `LEADER.STEPDOWN`, `PAUSE`, `UNPIN`, `RESET`.
 //! Consumers live in their stream's group: create and delete are `UpsertConsumer` /
 //! `DeleteConsumer` proposals; info reads the group state plus this node's delivery
 //! activity (`delivery::info`). Pull requests (`MSG.NEXT`) are `pull`'s.
@@ -17,14 +17,16 @@ use crate::jsapi::requests::{
     NAMES_PAGE_LIMIT,
 };
 use crate::jsapi::response::{
-    encode_success, ConsumerListResponse, ConsumerNamesResponse, ConsumerPauseResponse, Empty,
-    Paged, ResponseType, SuccessResponse,
+    encode_success, ConsumerListResponse, ConsumerNamesResponse, ConsumerPauseResponse,
+    ConsumerResetResponse, Empty, Paged, ResponseType, SuccessResponse,
 };
 use crate::jsapi::{
     is_valid_group_name, ApiError, ApiRequest, ConsumerAction, ConsumerCreateForm, ConsumerInfo,
-    ConsumerPauseRequest, ConsumerUnpinRequest, CreateConsumerRequest, ErrorKind, Timestamp,
+    ConsumerPauseRequest, ConsumerResetRequest, ConsumerUnpinRequest, CreateConsumerRequest,
+    ErrorKind, Timestamp,
 };
-use crate::jscore::group::StreamCommand;
+use crate::jscore::consumer::{ConsumerCommand, ConsumerOutcome};
+use crate::jscore::group::{StreamCommand, StreamOutcome};
 use crate::server::message::Message;
 
 /// Length of the names given to consumers created without one (nats-server: 8).
@@ -50,6 +52,7 @@ pub async fn handle(
         }
         ApiRequest::ConsumerPause { stream, consumer } => pause(js, stream, consumer, body).await,
         ApiRequest::ConsumerUnpin { stream, consumer } => unpin(js, stream, consumer, body),
+        ApiRequest::ConsumerReset { stream, consumer } => reset(js, stream, consumer, body).await,
         _ => Err(ApiError::new(ErrorKind::BadRequest)),
     }
 }
@@ -150,6 +153,59 @@ fn unpin(js: &JetStream, stream: &str, consumer: &str, body: &[u8]) -> Result<Ve
     let advisory = Advisory::unpinned(stream, consumer, &request.group, "admin");
     advisories::publish(js.shared(), &advisory);
     Ok(encode_success(ResponseType::ConsumerUnpin, &Empty {}))
+}
+
+/// `CONSUMER.RESET` (nats-server 2.14): the consumer starts over from the sequence the body
+/// names (`{"seq": n}`), or from just above its ack floor (empty body, or `seq` 0), with
+/// nothing pending and consumer sequence 1 (`jscore::consumer::reset`). A sequence is
+/// checked against the deliver policy first (10204). The reset is replicated like an ack;
+/// the delivery task then looks again (a push consumer resumes delivering), and the answer
+/// is the consumer's info, as `CONSUMER.INFO` gives it, with the `reset_seq` it starts from.
+/// Checks in this order: stream (10059), consumer (10014), JSON (10025), the rules (10204).
+/// nats-server does not answer a reset of an unknown consumer at all (only a consumer's
+/// leader listens for it); jetraft answers 10014, as for the other consumer calls.
+async fn reset(
+    js: &JetStream,
+    stream: &str,
+    consumer: &str,
+    body: &[u8],
+) -> Result<Vec<u8>, ApiError> {
+    let handle = stream_handle(js, stream)?;
+    let not_found = || ApiError::new(ErrorKind::ConsumerNotFound);
+    if !handle
+        .view()
+        .read(|group| group.consumer(consumer).is_some())
+    {
+        return Err(not_found());
+    }
+    let request: ConsumerResetRequest = parse_optional_body(body)?;
+    let checked = handle.view().read(|group| {
+        group
+            .consumer(consumer)
+            .map(|state| state.check_reset(group.stream(), request.seq))
+    });
+    let checked = checked.ok_or_else(not_found)??;
+    let outcome = handle
+        .propose_one(StreamCommand::Consumer {
+            name: consumer.to_owned(),
+            command: ConsumerCommand::Reset { seq: request.seq },
+        })
+        .await?;
+    // The applied start is the one that counts: for `seq` 0 the floor may have moved since
+    // the check.
+    let reset_seq = match outcome {
+        StreamOutcome::Consumer {
+            outcome: ConsumerOutcome::Reset { reset_seq },
+            ..
+        } => reset_seq,
+        _ => checked,
+    };
+    js.delivery().consumer_changed(&handle, consumer);
+    let info = info_of(js, &handle, consumer)?;
+    Ok(encode_success(
+        ResponseType::ConsumerReset,
+        &ConsumerResetResponse { info, reset_seq },
+    ))
 }
 
 fn stream_handle(js: &JetStream, stream: &str) -> Result<Arc<StreamHandle>, ApiError> {

@@ -26,6 +26,7 @@
 //!   docs/adr/0001-consumers-in-the-stream-group.md), so `CONSUMER.CREATE`, `DELETE`, `LIST`
 //!   and `STREAM.UPDATE`, which need that group, reply 10008 (nats-server's meta leader takes
 //!   them); `CONSUMER.NAMES` is answered from the member's replica, as `STREAM.INFO` is.
+//!   `CONSUMER.RESET`, a proposal to the group, replies 10008 too.
 //! - **No early answer for a new group.** nats-server lets the preferred member of a group
 //!   younger than 10 s answer `STREAM.INFO` from its replica before any leader is elected;
 //!   here a new group waits like a restarted replica (below).
@@ -164,7 +165,8 @@ pub async fn answer_for_stream(
         | R::ConsumerInfo { .. }
         | R::ConsumerDelete { .. }
         | R::ConsumerList { .. }
-        | R::ConsumerLeaderStepdown { .. } => Some(unavailable(js, request)),
+        | R::ConsumerLeaderStepdown { .. }
+        | R::ConsumerReset { .. } => Some(unavailable(js, request)),
         // Only a leader delivers: the pull request waits unanswered, as on nats-server.
         R::ConsumerMsgNext { .. } => None,
         // Answered as the leader would, from this replica: `STREAM.INFO`, `CONSUMER.NAMES`,

@@ -7,12 +7,12 @@
 //!
 //! Handlers by area: `account` (`INFO`), `streams` (stream CRUD, names/list, purge),
 //! `messages` (`STREAM.MSG.GET` / `MSG.DELETE`), `direct` (`DIRECT.GET`, whose replies are
-//! the stored messages rather than JSON), `consumers` (consumer CRUD, leader stepdown), `pull`
-//! (`CONSUMER.MSG.NEXT`, handed to `delivery`). Which node answers is `routing`'s choice;
-//! `leaderless` answers for a stream (or the meta group) that has no leader, partly by running
-//! the same handlers (`route`): the one import circle inside `api/`. The handlers propose
-//! through `JetStream` (`lifecycle`), which starts this API: the circle between the two is
-//! explained there.
+//! the stored messages rather than JSON), `consumers` (consumer CRUD, leader stepdown, pause,
+//! unpin, reset), `pull` (`CONSUMER.MSG.NEXT`, handed to `delivery`). Which node answers is
+//! `routing`'s choice; `leaderless` answers for a stream (or the meta group) that has no
+//! leader, partly by running the same handlers (`route`): the one import circle inside
+//! `api/`. The handlers propose through `JetStream` (`lifecycle`), which starts this API: the
+//! circle between the two is explained there.
 
 pub mod account;
 pub mod consumers;
@@ -177,7 +177,8 @@ async fn route(js: &Arc<JetStream>, request: &ApiRequest, msg: &Message) -> Opti
         | ApiRequest::ConsumerList { .. }
         | ApiRequest::ConsumerLeaderStepdown { .. }
         | ApiRequest::ConsumerPause { .. }
-        | ApiRequest::ConsumerUnpin { .. } => consumers::handle(js, request, msg).await,
+        | ApiRequest::ConsumerUnpin { .. }
+        | ApiRequest::ConsumerReset { .. } => consumers::handle(js, request, msg).await,
         // Snapshots, restores, peer removal are not supported.
         _ => Err(ApiError::new(ErrorKind::BadRequest)),
     };

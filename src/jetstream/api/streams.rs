@@ -100,6 +100,7 @@ pub async fn update(js: &Arc<JetStream>, stream: &str, body: &[u8]) -> Result<Ve
         config: JsonValue(config.clone()),
     })
     .await?;
+    crate::jetstream::sourcing::forget_origins(js.shared(), stream, &current.config, Some(&config));
     advise_stream(js, stream, Action::Modify);
     let mut info = js.stream_info(stream, &StreamInfoRequest::default())?;
     // This node's meta state may not have applied the update yet (it answers as the
@@ -190,10 +191,14 @@ fn page_subjects(subjects: &mut BTreeMap<String, u64>, offset: i64) -> Paged {
 /// advised too, before the stream's own (`Advisory::stream_deletion`).
 pub async fn delete(js: &Arc<JetStream>, stream: &str) -> Result<Vec<u8>, ApiError> {
     let consumers = consumers_to_advise(js, stream).await;
+    let config = js.assignment(stream).map(|assigned| assigned.config);
     js.propose_meta(MetaCommand::DeleteStream {
         name: stream.to_owned(),
     })
     .await?;
+    if let Some(config) = config {
+        crate::jetstream::sourcing::forget_origins(js.shared(), stream, &config, None);
+    }
     for advisory in Advisory::stream_deletion(stream, &consumers) {
         advisories::publish(js.shared(), &advisory);
     }

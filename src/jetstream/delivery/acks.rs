@@ -83,7 +83,8 @@ impl InternalSubscriber for AckInbox {
             return true;
         };
         if let Some((stream, consumer)) = outbox::parse_flow_control_subject(subject) {
-            registry.route_flow_control(stream, consumer, subject.to_owned());
+            let last_stream = msg.headers.as_deref().and_then(outbox::last_stream_seq);
+            registry.route_flow_control(stream, consumer, subject.to_owned(), last_stream);
             return true;
         }
         // Malformed subjects and unknown payloads are ignored, as nats-server does.

@@ -156,15 +156,10 @@ impl ConsumerTask {
             let bytes: i64 = messages.iter().map(outbox::charged_size).sum();
             self.outbox.deliver(&subject, &messages).await;
             let push = self.push.as_mut().expect("push consumer");
-            if push.record_delivery(messages.len() as u64, bytes as u64, Instant::now()) {
-                let reply = outbox::flow_control_subject(self.stream.name(), &self.name);
-                self.outbox.status_with_reply(
-                    &subject,
-                    outbox::flow_control_request(),
-                    reply.clone(),
-                );
-                push.flow_control_sent(reply);
-            }
+            let window_used =
+                push.record_delivery(messages.len() as u64, bytes as u64, Instant::now());
+            let wanted = window_used || self.at_ack_pending_limit();
+            self.request_flow_control_if(wanted);
         }
     }
 

@@ -11,6 +11,7 @@
 //! * `pause.rs` — a paused consumer's held delivery and its pause advisories.
 //! * `priority.rs` — priority groups of pull consumers (overflow, pinned client, prioritized).
 //! * `push.rs` — push consumers: deliver subject, flow control, idle heartbeats.
+//! * `flow_ack.rs` — `ack_policy: flow_control`: acknowledged by flow-control answers.
 //! * `outbox.rs` — status messages, ack subjects, routing by inbox with the stored subject.
 //! * `info.rs` — ConsumerInfo from the replicated state plus this node's activity record.
 //!
@@ -29,6 +30,7 @@
 mod ack_sample;
 mod acks;
 mod deliver;
+mod flow_ack;
 pub mod info;
 pub mod outbox;
 mod pause;
@@ -441,10 +443,21 @@ impl DeliveryRegistry {
         queue
     }
 
-    fn route_flow_control(&self, stream: &str, consumer: &str, subject: String) {
+    /// A reply to a flow-control request; `last_stream` is its `Nats-Last-Stream` header
+    /// (what an `ack_policy: flow_control` consumer's receiver has stored).
+    fn route_flow_control(
+        &self,
+        stream: &str,
+        consumer: &str,
+        subject: String,
+        last_stream: Option<u64>,
+    ) {
         let streams = self.streams.lock();
         if let Some(entry) = streams.get(stream).and_then(|s| s.consumers.get(consumer)) {
-            let _ = entry.events.send(Event::FlowControlReply(subject));
+            let _ = entry.events.send(Event::FlowControlReply {
+                subject,
+                last_stream,
+            });
         }
     }
 

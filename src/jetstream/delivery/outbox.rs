@@ -20,7 +20,7 @@ use crate::jscore::stream::StoredMsg;
 use crate::server::dispatch::{self, Dispatch};
 use crate::server::message::Message;
 use crate::server::ServerShared;
-use crate::wire::headers::status_block;
+use crate::wire::headers::{self, status_block};
 
 /// Header naming the messages a pull request still wanted when it ended.
 pub const PENDING_MESSAGES: &str = "Nats-Pending-Messages";
@@ -96,11 +96,11 @@ pub fn idle_heartbeat(
     let consumer = last_consumer_seq.to_string();
     let stream = last_stream_seq.to_string();
     let mut headers = vec![
-        ("Nats-Last-Consumer", consumer.as_str()),
-        ("Nats-Last-Stream", stream.as_str()),
+        (LAST_CONSUMER_HEADER, consumer.as_str()),
+        (LAST_STREAM_HEADER, stream.as_str()),
     ];
     if let Some(subject) = stalled {
-        headers.push(("Nats-Consumer-Stalled", subject));
+        headers.push((STALLED_HEADER, subject));
     }
     status_block(100, Some("Idle Heartbeat"), &headers)
 }
@@ -131,6 +131,29 @@ pub fn ack_subject(stream: &str, consumer: &str, delivery: &Delivery, ts_nanos: 
         ts_nanos,
         delivery.pending_count,
     )
+}
+
+/// The last consumer (delivery) sequence: in idle heartbeats, and in the flow-control
+/// replies of a receiver that stored up to it.
+pub const LAST_CONSUMER_HEADER: &str = "Nats-Last-Consumer";
+/// The last stream sequence, alongside `LAST_CONSUMER_HEADER`.
+pub const LAST_STREAM_HEADER: &str = "Nats-Last-Stream";
+/// In an idle heartbeat: the flow-control reply subject the consumer still waits on.
+pub const STALLED_HEADER: &str = "Nats-Consumer-Stalled";
+
+/// A decimal sequence header (`Nats-Last-Stream`, `Nats-Last-Consumer`) of a header block.
+pub fn sequence_header(block: &[u8], name: &str) -> Option<u64> {
+    std::str::from_utf8(headers::lookup(block, name)?)
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// `Nats-Last-Stream` of a flow-control reply: what its receiver has stored (how an
+/// `ack_policy: flow_control` consumer is acknowledged, ADR-60). 0 or absent acks nothing.
+pub fn last_stream_seq(block: &[u8]) -> Option<u64> {
+    sequence_header(block, LAST_STREAM_HEADER).filter(|seq| *seq > 0)
 }
 
 /// Prefix of flow-control reply subjects: `$JS.FC.<stream>.<consumer>.<random>`.

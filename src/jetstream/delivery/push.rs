@@ -86,6 +86,11 @@ impl PushState {
                 || self.bytes_since_answer >= FLOW_CONTROL_BYTES)
     }
 
+    /// Whether a flow-control request is waiting for its answer.
+    pub fn flow_control_outstanding(&self) -> bool {
+        self.outstanding.is_some()
+    }
+
     pub fn flow_control_sent(&mut self, reply_subject: String) {
         self.outstanding = Some(reply_subject);
     }

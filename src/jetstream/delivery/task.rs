@@ -54,7 +54,11 @@ pub(super) enum Event {
     /// The server is stopping: waiting requests get `409 Server Shutdown`; the sender
     /// learns when they were queued.
     ServerShutdown(oneshot::Sender<()>),
-    FlowControlReply(String),
+    /// A reply to a flow-control request, with its `Nats-Last-Stream` if it carried one.
+    FlowControlReply {
+        subject: String,
+        last_stream: Option<u64>,
+    },
     /// `CONSUMER.UNPIN` (the API handler checked the group and advises).
     Unpin,
     /// Answered once the task is between deliveries: every message the consumer's state
@@ -102,6 +106,9 @@ pub(super) struct ConsumerTask {
     pub(super) subscriptions_added: Option<watch::Receiver<()>>,
     /// No proposal before this, after one failed.
     pub(super) retry_at: Option<Instant>,
+    /// `ack_policy: flow_control`: the stream sequence a flow-control answer acknowledged,
+    /// not yet proposed.
+    pub(super) flow_control_ack: Option<u64>,
     /// No retiring of stale redeliveries before this.
     pub(super) stale_check_at: Option<Instant>,
     pub(super) next_sweep: Instant,
@@ -137,6 +144,7 @@ pub(super) async fn run(
         activity,
         config,
         retry_at: None,
+        flow_control_ack: None,
         stale_check_at: None,
         next_sweep: now + SWEEP_EVERY,
     };
@@ -208,6 +216,7 @@ impl ConsumerTask {
         if let Some(until) = self.pause.take_ended(wall) {
             self.advise_pause(until, false);
         }
+        self.propose_flow_control_ack().await?;
         if self.pause.is_paused(wall) {
             // Requests wait (or expire) and heartbeats go on, as on nats-server.
         } else if self.push.is_some() {
@@ -246,9 +255,20 @@ impl ConsumerTask {
                     self.config = config;
                 }
             }
-            Event::FlowControlReply(subject) => {
-                if let Some(push) = &mut self.push {
-                    push.flow_control_answered(&subject);
+            Event::FlowControlReply {
+                subject,
+                last_stream,
+            } => {
+                let answered = self
+                    .push
+                    .as_mut()
+                    .is_some_and(|push| push.flow_control_answered(&subject));
+                // An `ack_policy: flow_control` consumer is acknowledged by the answer to
+                // its latest request only (ADR-60); `step` proposes the ack.
+                if answered && self.acks_by_flow_control() {
+                    if let Some(seq) = last_stream {
+                        self.flow_control_ack = Some(self.flow_control_ack.unwrap_or(0).max(seq));
+                    }
                 }
             }
             Event::ServerShutdown(done) => {
@@ -378,6 +398,7 @@ impl ConsumerTask {
         if let (Some(stalled), Some(push)) = (push_due, &self.push) {
             self.outbox
                 .status(&push.deliver_subject, heartbeat(stalled.as_deref()));
+            self.flow_control_after_heartbeat();
         }
     }
 

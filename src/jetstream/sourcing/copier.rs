@@ -13,10 +13,11 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
+use super::durable::{self, DurableConsumer};
 use super::origin::{OriginMsg, OriginReader, ReadError};
 use crate::jetstream::republish::StreamTransforms;
 use crate::jetstream::stream::StreamHandle;
-use crate::jsapi::stream_config::StreamSource;
+use crate::jsapi::stream_config::{RetentionPolicy, StreamConsumerSource, StreamSource};
 use crate::jsapi::stream_source::{source_header_value, sourced_headers};
 use crate::jsapi::time::Timestamp;
 use crate::jsapi::ApiError;
@@ -35,19 +36,24 @@ const IDLE_POLL_MIN: Duration = Duration::from_millis(5);
 /// Longest pause between polls of an idle origin.
 const IDLE_POLL_MAX: Duration = Duration::from_millis(250);
 /// Pause after an error (origin unreachable, copy refused).
-const RETRY_PAUSE: Duration = Duration::from_secs(1);
+pub(super) const RETRY_PAUSE: Duration = Duration::from_secs(1);
 
 /// What to copy from one origin and how.
 #[derive(Debug, Clone)]
 pub struct OriginPlan {
     /// The key of the replicated position and of the progress (`STREAM.INFO`).
-    key: String,
-    origin: String,
-    kind: SourceKind,
-    start_seq: u64,
-    start_time: Option<Timestamp>,
+    pub(super) key: String,
+    pub(super) origin: String,
+    pub(super) kind: SourceKind,
+    pub(super) start_seq: u64,
+    pub(super) start_time: Option<Timestamp>,
     /// The subject the origin reads filter on.
     request_filter: String,
+    /// The subjects a consumer on the origin filters on (empty: all).
+    pub(super) consumer_filters: Vec<String>,
+    /// The durable consumer the config names (2.14); `None`: read through the API, or
+    /// through a consumer of our own if the origin's retention needs one (`durable.rs`).
+    pub(super) consumer: Option<StreamConsumerSource>,
     /// Transforms in order (a source pattern and its transform, `None` keeps the subject);
     /// empty: every message read, subject kept.
     transforms: Vec<(String, Option<SubjectTransform>)>,
@@ -79,6 +85,16 @@ impl OriginPlan {
             [] if !config.filter_subject.is_empty() => config.filter_subject.clone(),
             _ => ">".to_owned(),
         };
+        let consumer_filters = if config.subject_transforms.is_empty() {
+            Some(config.filter_subject.clone())
+                .filter(|f| !f.is_empty() && f != ">")
+                .into_iter()
+                .collect()
+        } else if transforms.iter().any(|(src, _)| src == ">") {
+            Vec::new()
+        } else {
+            transforms.iter().map(|(src, _)| src.clone()).collect()
+        };
         Self {
             key,
             origin: config.name.clone(),
@@ -86,12 +102,14 @@ impl OriginPlan {
             start_seq: config.opt_start_seq,
             start_time: config.opt_start_time,
             request_filter,
+            consumer_filters,
+            consumer: config.consumer.clone(),
             transforms,
         }
     }
 
     /// The subject an origin message is stored under, `None` if it is not copied.
-    fn stored_subject(&self, subject: &str) -> Option<String> {
+    pub(super) fn stored_subject(&self, subject: &str) -> Option<String> {
         if self.transforms.is_empty() {
             return Some(subject.to_owned());
         }
@@ -104,7 +122,12 @@ impl OriginPlan {
             })
     }
 
-    fn command(&self, msg: OriginMsg, subject: String, expected_position: u64) -> SourcedMessage {
+    pub(super) fn command(
+        &self,
+        msg: OriginMsg,
+        subject: String,
+        expected_position: u64,
+    ) -> SourcedMessage {
         let (headers, ts_nanos) = match self.kind {
             SourceKind::Mirror => (msg.headers, msg.ts_nanos),
             SourceKind::Source => {
@@ -143,6 +166,41 @@ pub async fn run(
     stop: CancellationToken,
 ) {
     let mut reader = OriginReader::new(shared.clone(), &plan.origin);
+    // How to read: through a durable consumer when the config names one, or when the
+    // origin's retention would lose what an API read leaves on it (nats-server 2.14 sources
+    // a work-queue or interest origin through a durable consumer of its own).
+    let consumer = loop {
+        if let Some(consumer) = &plan.consumer {
+            break Some(DurableConsumer::named(consumer));
+        }
+        match reader.retention().await {
+            Ok(RetentionPolicy::Limits) => break None,
+            Ok(_) => break Some(DurableConsumer::managed(stream.name(), &plan)),
+            Err(error) => {
+                stream.sources().update(&plan.key, |progress| {
+                    progress.error = Some(error.to_api_error());
+                });
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(RETRY_PAUSE) => {}
+                }
+            }
+        }
+    };
+    match consumer {
+        Some(consumer) => durable::run(shared, stream, plan, consumer, reader, stop).await,
+        None => read_loop(shared, stream, plan, reader, stop).await,
+    }
+}
+
+/// Copies by reading the origin through the API, from the replicated position on.
+async fn read_loop(
+    shared: Arc<ServerShared>,
+    stream: Arc<StreamHandle>,
+    plan: OriginPlan,
+    mut reader: OriginReader,
+    stop: CancellationToken,
+) {
     // Where the last round stopped reading: past origin messages that were not copied
     // (filtered out) but moved no position. Forgotten when a copy fails.
     let mut cursor: Option<u64> = None;
@@ -293,14 +351,14 @@ async fn start_of(
 }
 
 /// Whether every copy of a batch continued the chain.
-enum Chain {
+pub(super) enum Chain {
     Intact,
     Broken,
 }
 
 /// Proposes the copies as one entry and republishes what was stored; an error when a copy
 /// was refused or the proposal failed (the chain is then read again from the position).
-async fn propose(
+pub(super) async fn propose(
     shared: &ServerShared,
     stream: &StreamHandle,
     commands: Vec<SourcedMessage>,

@@ -16,6 +16,7 @@
 //! config update restarts serving, so changed origins take effect), stopped with leadership.
 
 mod copier;
+mod durable;
 mod origin;
 
 use std::future::Future;
@@ -28,6 +29,46 @@ use super::stream::StreamHandle;
 use crate::server::ServerShared;
 
 pub use copier::OriginPlan;
+
+use crate::jsapi::stream_config::{StreamConfig, StreamSource};
+use crate::jscore::sourcing::SourceKind;
+
+/// After a config update (`new`) or the stream's deletion (`None`): deletes, in the
+/// background, the consumers this stream made on work-queue and interest origins it no
+/// longer copies (`durable.rs`). An origin with a consumer of the user's is left alone.
+pub(super) fn forget_origins(
+    shared: &Arc<ServerShared>,
+    stream: &str,
+    old: &StreamConfig,
+    new: Option<&StreamConfig>,
+) {
+    let keyed = |config: &StreamConfig| -> Vec<(String, String, SourceKind)> {
+        let key = |origin: &StreamSource, kind| match kind {
+            SourceKind::Mirror => origin.name.clone(),
+            SourceKind::Source => origin.internal_name(),
+        };
+        let mirror = config.mirror.iter().map(|m| (m, SourceKind::Mirror));
+        let sources = config.sources.iter().map(|s| (s, SourceKind::Source));
+        mirror
+            .chain(sources)
+            .filter(|(origin, _)| origin.consumer.is_none() && origin.external.is_none())
+            .map(|(origin, kind)| (origin.name.clone(), key(origin, kind), kind))
+            .collect()
+    };
+    let kept = new.map(keyed).unwrap_or_default();
+    for (origin, key, kind) in keyed(old) {
+        if kept.iter().any(|(_, k, other)| *k == key && *other == kind) {
+            continue;
+        }
+        let (shared2, stream) = (shared.clone(), stream.to_owned());
+        shared.tasks.spawn(async move {
+            if let Err(error) = durable::delete_managed(shared2, &stream, &origin, &key, kind).await
+            {
+                tracing::info!(stream, origin, "sourcing consumer not deleted: {error:?}");
+            }
+        });
+    }
+}
 
 /// The copy tasks of a stream's origins, as one future (`None` without origins).
 pub(super) fn run(

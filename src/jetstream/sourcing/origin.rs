@@ -19,8 +19,9 @@ use tokio::sync::mpsc;
 
 use crate::jetstream::token::random_token;
 use crate::jsapi::msg_get::{MsgGetRequest, StoredMsg};
+use crate::jsapi::stream_config::RetentionPolicy;
 use crate::jsapi::time::Timestamp;
-use crate::jsapi::{ApiError, ErrorKind};
+use crate::jsapi::{ApiError, ConsumerConfig, ErrorKind};
 use crate::server::dispatch;
 use crate::server::message::Message;
 use crate::server::subscription::{InternalSubscriber, Subscription};
@@ -81,7 +82,24 @@ struct MsgGetReply {
 #[derive(Deserialize)]
 struct InfoReply {
     #[serde(default)]
+    config: Option<InfoConfig>,
+    #[serde(default)]
     state: Option<InfoState>,
+    #[serde(default)]
+    error: Option<ApiError>,
+}
+
+#[derive(Deserialize)]
+struct InfoConfig {
+    #[serde(default)]
+    retention: RetentionPolicy,
+}
+
+/// What a consumer request (create, reset) answered.
+#[derive(Deserialize)]
+struct ConsumerReply {
+    #[serde(default)]
+    config: Option<ConsumerConfig>,
     #[serde(default)]
     error: Option<ApiError>,
 }
@@ -151,14 +169,71 @@ impl OriginReader {
 
     /// The origin's last sequence.
     pub async fn last_seq(&mut self) -> Result<u64, ReadError> {
+        let info = self.info().await?;
+        info.state.map(|s| s.last_seq).ok_or(ReadError::NoAnswer)
+    }
+
+    /// The origin's retention policy.
+    pub async fn retention(&mut self) -> Result<RetentionPolicy, ReadError> {
+        let info = self.info().await?;
+        info.config.map(|c| c.retention).ok_or(ReadError::NoAnswer)
+    }
+
+    async fn info(&mut self) -> Result<InfoReply, ReadError> {
         let subject = format!("$JS.API.STREAM.INFO.{}", self.origin);
         let reply = self.request(subject, Bytes::new()).await?;
         let info: InfoReply =
             serde_json::from_slice(&reply.payload).map_err(|_| ReadError::NoAnswer)?;
-        match (info.state, info.error) {
+        match info.error {
+            Some(error) => Err(ReadError::Api(error)),
+            None => Ok(info),
+        }
+    }
+
+    /// Creates (or updates) a durable consumer on the origin; its config as stored.
+    pub async fn create_consumer(
+        &mut self,
+        config: &ConsumerConfig,
+    ) -> Result<ConsumerConfig, ReadError> {
+        let subject = format!(
+            "$JS.API.CONSUMER.CREATE.{}.{}",
+            self.origin, config.durable_name
+        );
+        let body = serde_json::json!({ "stream_name": self.origin, "config": config });
+        self.consumer_request(subject, Bytes::from(body.to_string()))
+            .await
+    }
+
+    /// `CONSUMER.RESET` of an origin consumer back to its ack floor (empty body): delivery
+    /// starts again at consumer sequence 1 with what was not acknowledged. Its config.
+    pub async fn reset_consumer(&mut self, name: &str) -> Result<ConsumerConfig, ReadError> {
+        let subject = format!("$JS.API.CONSUMER.RESET.{}.{name}", self.origin);
+        self.consumer_request(subject, Bytes::new()).await
+    }
+
+    /// Deletes an origin consumer; a consumer already gone is not an error.
+    pub async fn delete_consumer(&mut self, name: &str) -> Result<(), ReadError> {
+        let subject = format!("$JS.API.CONSUMER.DELETE.{}.{name}", self.origin);
+        match self.consumer_request(subject, Bytes::new()).await {
+            Err(ReadError::NoAnswer) => Ok(()),
+            Err(ReadError::Api(error)) if error.is(ErrorKind::ConsumerNotFound) => Ok(()),
+            Err(error) => Err(error),
+            Ok(_) => Ok(()),
+        }
+    }
+
+    async fn consumer_request(
+        &mut self,
+        subject: String,
+        body: Bytes,
+    ) -> Result<ConsumerConfig, ReadError> {
+        let reply = self.request(subject, body).await?;
+        let reply: ConsumerReply =
+            serde_json::from_slice(&reply.payload).map_err(|_| ReadError::NoAnswer)?;
+        match (reply.config, reply.error) {
             (_, Some(error)) => Err(ReadError::Api(error)),
-            (Some(state), None) => Ok(state.last_seq),
-            (None, None) => Err(ReadError::NoAnswer),
+            (Some(config), None) => Ok(config),
+            (None, None) => Ok(ConsumerConfig::default()),
         }
     }
 

@@ -105,10 +105,18 @@ impl Before {
     pub fn capture(group: &StreamGroup, command: &StreamCommand) -> Before {
         let stream = group.stream();
         // Commands whose outcome lists every removed message: no capture needed for them.
-        let lists_removals = matches!(
-            command,
-            StreamCommand::Append(_) | StreamCommand::Consumer { .. } | StreamCommand::Sourced(_)
-        );
+        // A consumer reset lists its removals but drops every pending entry of its consumer
+        // unlisted (rare: the pending sets are captured).
+        let lists_removals = match command {
+            StreamCommand::Consumer {
+                command: ConsumerCommand::Reset { .. },
+                ..
+            } => false,
+            StreamCommand::Append(_)
+            | StreamCommand::Consumer { .. }
+            | StreamCommand::Sourced(_) => true,
+            _ => false,
+        };
         let unlisted_removals = matches!(
             command,
             StreamCommand::Purge(_) | StreamCommand::DeleteConsumer { .. }

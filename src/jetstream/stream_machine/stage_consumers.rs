@@ -180,7 +180,8 @@ fn touched_pending(
 ) -> BTreeSet<u64> {
     let mut touched: BTreeSet<u64> = due.iter().copied().collect();
     match command {
-        ConsumerCommand::DeliverNext { .. } => {}
+        // A reset's dropped entries: `Before::capture` took the pending sets for it.
+        ConsumerCommand::DeliverNext { .. } | ConsumerCommand::Reset { .. } => {}
         ConsumerCommand::Ack { stream_seq }
         | ConsumerCommand::AckAll { stream_seq }
         | ConsumerCommand::Nak { stream_seq, .. }
@@ -196,7 +197,7 @@ fn touched_pending(
         ConsumerOutcome::Ack(AckOutcome::Acked { stream_seqs }) => {
             touched.extend(stream_seqs.iter().copied());
         }
-        ConsumerOutcome::Ack(_) => {}
+        ConsumerOutcome::Ack(_) | ConsumerOutcome::Reset { .. } => {}
     }
     touched
 }

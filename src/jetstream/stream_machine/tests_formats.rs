@@ -142,6 +142,11 @@ fn command_samples() -> Vec<(StreamCommand, u16, &'static str)> {
             "070164050710",
         ),
         (
+            consumer(ConsumerCommand::Reset { seq: 8 }),
+            STREAM_COMMAND_V1,
+            "0701640608",
+        ),
+        (
             StreamCommand::Sourced(SourcedMessage {
                 source: "o".into(),
                 kind: SourceKind::Source,
@@ -305,6 +310,13 @@ fn response_samples() -> Vec<(Result<StreamOutcome, ApiError>, &'static str)> {
                 removed: vec![],
             }),
             "0005010400",
+        ),
+        (
+            Ok(StreamOutcome::Consumer {
+                outcome: ConsumerOutcome::Reset { reset_seq: 8 },
+                removed: vec![1],
+            }),
+            "000502080101",
         ),
         (
             Err(ApiError::new(ErrorKind::StreamNotFound)),

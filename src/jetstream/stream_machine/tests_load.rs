@@ -164,7 +164,7 @@ fn random_command(random: &mut XorShift, group: &StreamGroup, now: i64) -> Strea
         name: name.clone(),
         command,
     };
-    match random.below(40) {
+    match random.below(41) {
         0..=13 => StreamCommand::Append(AppendRequest {
             subject: format!("s.{}", ["a", "b", "c", "d"][random.below(4) as usize]),
             headers: headers(random, stream.last_seq()),
@@ -210,6 +210,9 @@ fn random_command(random: &mut XorShift, group: &StreamGroup, now: i64) -> Strea
             now_nanos: now,
         }),
         37 => consumer(ConsumerCommand::Term { stream_seq: seq }),
+        40 => consumer(ConsumerCommand::Reset {
+            seq: [0, seq][random.below(2) as usize],
+        }),
         _ => consumer(ConsumerCommand::InProgress {
             stream_seq: seq,
             now_nanos: now,

@@ -2,6 +2,11 @@
 //! sequence, `-NAK` (now or after a delay), `+TERM`, and `+WPI` (in progress: push the due
 //! time out by another wait).
 //!
+//! A consumer with ack policy `flow_control` takes only `AckAll` (what the delivery layer
+//! proposes for a flow-control answer's `Nats-Last-Stream`); the four client acks are
+//! ignored with `NoAckPolicy`, as nats-server, which does not subscribe such a consumer's
+//! ack subject, never sees them.
+//!
 //! Replicated: each ack is a command; the ack floor and pending set move identically on
 //! every replica. The returned outcome tells the front whether to send the double-ack reply
 //! and which sequences retention may now reconsider.
@@ -21,7 +26,8 @@ pub enum AckOutcome {
     BeyondDelivered,
     /// NAK or +WPI moved the message's redelivery time.
     Rescheduled { redeliver_at_nanos: i64 },
-    /// The consumer takes no acks (ack policy none).
+    /// The consumer takes no acks (ack policy none), or not this kind (a client ack of an
+    /// ack policy `flow_control` consumer).
     NoAckPolicy,
 }
 
@@ -29,6 +35,9 @@ impl ConsumerState {
     /// `+ACK` for one stream sequence. Under ack policy `all` this acknowledges everything
     /// delivered up to it.
     pub fn ack(&mut self, stream_seq: u64) -> AckOutcome {
+        if let Some(outcome) = self.refuse_client_ack() {
+            return outcome;
+        }
         if self.policy.acks_cumulatively() {
             return self.ack_all(stream_seq);
         }
@@ -38,7 +47,8 @@ impl ConsumerState {
         self.acknowledge_one(stream_seq)
     }
 
-    /// Acknowledges every pending message up to and including `stream_seq`.
+    /// Acknowledges every pending message up to and including `stream_seq` (also the ack of
+    /// an ack policy `flow_control` consumer).
     pub fn ack_all(&mut self, stream_seq: u64) -> AckOutcome {
         if let Some(outcome) = self.refuse_ack(stream_seq) {
             return outcome;
@@ -58,6 +68,9 @@ impl ConsumerState {
 
     /// `+TERM`: stop redelivering this message; it counts as acknowledged.
     pub fn term(&mut self, stream_seq: u64) -> AckOutcome {
+        if let Some(outcome) = self.refuse_client_ack() {
+            return outcome;
+        }
         if let Some(outcome) = self.refuse_ack(stream_seq) {
             return outcome;
         }
@@ -80,15 +93,21 @@ impl ConsumerState {
 
     /// `-NAK`: redeliver now, or no earlier than `delay` from now.
     pub fn nak(&mut self, stream_seq: u64, delay_nanos: Option<i64>, now_nanos: i64) -> AckOutcome {
+        if let Some(outcome) = self.refuse_client_ack() {
+            return outcome;
+        }
         if let Some(outcome) = self.refuse_ack(stream_seq) {
             return outcome;
         }
-        let redeliver_at_nanos = now_nanos + delay_nanos.unwrap_or(0).max(0);
+        let redeliver_at_nanos = now_nanos.saturating_add(delay_nanos.unwrap_or(0).max(0));
         self.reschedule(stream_seq, redeliver_at_nanos)
     }
 
     /// `+WPI`: the client is still working; restart the wait for this message.
     pub fn in_progress(&mut self, stream_seq: u64, now_nanos: i64) -> AckOutcome {
+        if let Some(outcome) = self.refuse_client_ack() {
+            return outcome;
+        }
         if let Some(outcome) = self.refuse_ack(stream_seq) {
             return outcome;
         }
@@ -96,7 +115,7 @@ impl ConsumerState {
             return AckOutcome::NotPending;
         };
         let wait = self.policy.wait_after_delivery(entry.deliveries);
-        self.reschedule(stream_seq, now_nanos + wait)
+        self.reschedule(stream_seq, now_nanos.saturating_add(wait))
     }
 
     fn reschedule(&mut self, stream_seq: u64, redeliver_at_nanos: i64) -> AckOutcome {
@@ -105,6 +124,11 @@ impl ConsumerState {
         } else {
             AckOutcome::NotPending
         }
+    }
+
+    /// A client ack (`+ACK`, `-NAK`, `+TERM`, `+WPI`) on a consumer that takes none.
+    fn refuse_client_ack(&self) -> Option<AckOutcome> {
+        (!self.policy.takes_client_acks()).then_some(AckOutcome::NoAckPolicy)
     }
 
     fn refuse_ack(&self, stream_seq: u64) -> Option<AckOutcome> {

@@ -36,6 +36,11 @@ pub enum ConsumerCommand {
         stream_seq: u64,
         now_nanos: i64,
     },
+    /// `CONSUMER.RESET` (nats-server 2.14, `reset.rs`): start over from stream sequence
+    /// `seq`, or from just above the ack floor when `seq` is 0. The API layer has checked it.
+    Reset {
+        seq: u64,
+    },
 }
 
 /// What a consumer command did.
@@ -44,6 +49,10 @@ pub enum ConsumerCommand {
 pub enum ConsumerOutcome {
     Delivered(Vec<Delivery>),
     Ack(AckOutcome),
+    /// A reset: the stream sequence the consumer starts from again.
+    Reset {
+        reset_seq: u64,
+    },
 }
 
 impl ConsumerState {
@@ -67,6 +76,9 @@ impl ConsumerState {
                 stream_seq,
                 now_nanos,
             } => ConsumerOutcome::Ack(self.in_progress(stream_seq, now_nanos)),
+            ConsumerCommand::Reset { seq } => ConsumerOutcome::Reset {
+                reset_seq: self.reset(seq),
+            },
         }
     }
 }

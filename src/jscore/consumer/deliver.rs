@@ -198,7 +198,8 @@ impl ConsumerState {
             PendingEntry {
                 deliveries,
                 last_delivered_nanos: now_nanos,
-                redeliver_at_nanos: now_nanos + self.policy.wait_after_delivery(deliveries),
+                redeliver_at_nanos: now_nanos
+                    .saturating_add(self.policy.wait_after_delivery(deliveries)),
                 ..entry
             },
         );
@@ -239,7 +240,8 @@ impl ConsumerState {
                     consumer_seq,
                     deliveries: 1,
                     last_delivered_nanos: now_nanos,
-                    redeliver_at_nanos: now_nanos + self.policy.wait_after_delivery(1),
+                    redeliver_at_nanos: now_nanos
+                        .saturating_add(self.policy.wait_after_delivery(1)),
                 },
             );
         } else {

@@ -3,8 +3,9 @@
 //! (choosing and recording deliveries), `ack.rs` (ack, ack-all, nak, term, in-progress),
 //! `command.rs` (the replicated command enum and `apply`), `pending.rs` (pending set and
 //! redelivery queue), `start.rs` (deliver policies), `policy.rs` (ack wait, backoff,
-//! max_deliver, max_ack_pending from the config), `pause.rs` (`pause_until`), `persist.rs` (export and import, for the
-//! state machine that keeps consumers in sled).
+//! max_deliver, max_ack_pending from the config), `pause.rs` (`pause_until`), `reset.rs`
+//! (`CONSUMER.RESET`: start over from a sequence or the ack floor), `persist.rs` (export and
+//! import, for the state machine that keeps consumers in sled).
 //!
 //! # What the stream's Raft group replicates, and what a leader keeps to itself
 //!
@@ -33,6 +34,7 @@ mod pause;
 mod pending;
 mod persist;
 mod policy;
+mod reset;
 mod start;
 mod state;
 
@@ -40,6 +42,8 @@ mod state;
 mod tests_ack;
 #[cfg(test)]
 mod tests_deliver;
+#[cfg(test)]
+mod tests_reset;
 
 pub use ack::AckOutcome;
 pub use command::{ConsumerCommand, ConsumerOutcome};
@@ -47,6 +51,6 @@ pub use deliver::Delivery;
 pub use pause::pause_until_nanos;
 pub use pending::{PendingEntry, PendingSet};
 pub use persist::ConsumerExport;
-pub use policy::{DeliveryPolicy, DEFAULT_ACK_WAIT_NANOS, DEFAULT_MAX_ACK_PENDING};
+pub use policy::{DeliveryPolicy, DEFAULT_ACK_WAIT_NANOS, DEFAULT_MAX_ACK_PENDING, NEVER_DUE};
 pub use start::{LastPerSubjectPlan, StartPosition};
 pub use state::{ConsumerProgress, ConsumerState, SequencePair};

@@ -2,6 +2,10 @@
 //! ack policy, how long to wait before redelivering (ack_wait or the backoff schedule),
 //! max_deliver, max_ack_pending and the subject filter.
 //!
+//! Ack policy `flow_control` (nats-server 2.14): the consumer is acknowledged only by the
+//! answers to its flow-control requests (the delivery layer proposes them as `AckAll`), never
+//! by `$JS.ACK` replies, and nothing is redelivered by timer: its wait is [`NEVER_DUE`].
+//!
 //! Replicated: derived from the replicated config.
 
 use crate::jsapi::consumer_config::{AckPolicy, ConsumerConfig};
@@ -11,6 +15,10 @@ use crate::jscore::subject_filter::SubjectFilter;
 pub const DEFAULT_ACK_WAIT_NANOS: i64 = 30 * 1_000_000_000;
 /// nats-server's default `max_ack_pending` for consumers that take acks.
 pub const DEFAULT_MAX_ACK_PENDING: u64 = 1000;
+/// The wait of a consumer that never redelivers by timer (ack policy `flow_control`): due
+/// times are computed with a saturating add, so its pending messages are due at `i64::MAX`,
+/// a `now` no command carries.
+pub const NEVER_DUE: i64 = i64::MAX;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeliveryPolicy {
@@ -58,15 +66,34 @@ impl DeliveryPolicy {
         self.ack_policy != AckPolicy::None
     }
 
-    /// Ack policy `all` (and `flow_control`, which acks the same way): acking one sequence
-    /// acknowledges everything delivered before it.
+    /// Whether `+ACK`, `-NAK`, `+TERM` and `+WPI` from `$JS.ACK` replies count: not for ack
+    /// policy `none`, nor for `flow_control`, which is acknowledged by its flow-control
+    /// answers alone (as `AckAll`; nats-server does not even subscribe its ack subject).
+    pub fn takes_client_acks(&self) -> bool {
+        self.takes_acks() && self.ack_policy != AckPolicy::FlowControl
+    }
+
+    /// Whether an unacknowledged message falls due again after its wait: not for ack policy
+    /// `flow_control`, whose receiver resets the consumer to get back what it lost.
+    pub fn redelivers_on_timeout(&self) -> bool {
+        self.ack_policy != AckPolicy::FlowControl
+    }
+
+    /// Ack policy `all` (and `flow_control`, whose `AckAll` acks the same way; its client acks
+    /// are refused before this is asked): acking one sequence acknowledges everything
+    /// delivered before it.
     pub fn acks_cumulatively(&self) -> bool {
         matches!(self.ack_policy, AckPolicy::All | AckPolicy::FlowControl)
     }
 
     /// How long after its `deliveries`-th delivery an unacknowledged message becomes due
-    /// again: `backoff[deliveries - 1]` (the last value repeating), else `ack_wait`.
+    /// again: `backoff[deliveries - 1]` (the last value repeating), else `ack_wait`;
+    /// [`NEVER_DUE`] for a consumer that does not redeliver on timeout. Add it to a time
+    /// with `saturating_add`.
     pub fn wait_after_delivery(&self, deliveries: u64) -> i64 {
+        if !self.redelivers_on_timeout() {
+            return NEVER_DUE;
+        }
         if self.backoff_nanos.is_empty() {
             return self.ack_wait_nanos;
         }
@@ -106,6 +133,26 @@ mod tests {
         assert_eq!(policy.max_ack_pending, None);
         assert!(policy.is_exhausted(5));
         assert!(!policy.is_exhausted(4));
+    }
+
+    #[test]
+    fn flow_control_takes_no_client_acks_and_never_falls_due() {
+        let config = ConsumerConfig {
+            ack_policy: AckPolicy::FlowControl,
+            ack_wait: 5,
+            ..Default::default()
+        };
+        let policy = DeliveryPolicy::from_config(&config);
+        assert!(policy.takes_acks());
+        assert!(!policy.takes_client_acks());
+        assert!(!policy.redelivers_on_timeout());
+        assert_eq!(policy.wait_after_delivery(1), NEVER_DUE);
+        let explicit = DeliveryPolicy::from_config(&ConsumerConfig {
+            ack_policy: AckPolicy::Explicit,
+            ..config
+        });
+        assert!(explicit.takes_client_acks() && explicit.redelivers_on_timeout());
+        assert_eq!(explicit.wait_after_delivery(1), 5);
     }
 
     #[test]

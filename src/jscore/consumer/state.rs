@@ -160,8 +160,12 @@ impl ConsumerState {
     }
 
     /// When the next pending message falls due: the leader arms its redelivery timer with
-    /// this (and re-arms it from here after a leader change).
+    /// this (and re-arms it from here after a leader change). `None` for a consumer that
+    /// never redelivers on timeout (ack policy `flow_control`).
     pub fn next_redelivery_at(&self) -> Option<i64> {
+        if !self.policy.redelivers_on_timeout() {
+            return None;
+        }
         self.pending.next_due_at()
     }
 

@@ -1,5 +1,5 @@
 //! Acknowledgements: ack floor movement with out-of-order acks, ack all, nak (with delay),
-//! term, in-progress.
+//! term, in-progress, and ack policy `flow_control` (only `AckAll`, no redelivery timer).
 
 use crate::jsapi::consumer_config::{AckPolicy, ConsumerConfig};
 
@@ -202,4 +202,85 @@ fn late_ack_of_exhausted_message_releases_it() {
         }
     );
     assert!(!consumer.still_needs(1, "s.a"));
+}
+
+fn flow_control() -> ConsumerConfig {
+    ConsumerConfig {
+        ack_policy: AckPolicy::FlowControl,
+        flow_control: true,
+        max_ack_pending: 100,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn flow_control_ignores_client_acks_and_honours_ack_all() {
+    let stream = stream_with(&["s.a", "s.b", "s.c", "s.d"]);
+    let mut consumer = ConsumerState::new(flow_control(), &stream);
+    assert_eq!(
+        seqs(&consumer.deliver_next(&stream, 4, 0)),
+        vec![1, 2, 3, 4]
+    );
+    assert_eq!(consumer.num_ack_pending(), 4);
+    let client_acks = [
+        ConsumerCommand::Ack { stream_seq: 2 },
+        ConsumerCommand::Nak {
+            stream_seq: 1,
+            delay_nanos: None,
+            now_nanos: SEC,
+        },
+        ConsumerCommand::Term { stream_seq: 1 },
+        ConsumerCommand::InProgress {
+            stream_seq: 1,
+            now_nanos: SEC,
+        },
+    ];
+    for command in client_acks {
+        assert_eq!(
+            consumer.apply(&stream, command.clone()),
+            ConsumerOutcome::Ack(AckOutcome::NoAckPolicy),
+            "{command:?}"
+        );
+    }
+    assert_eq!(consumer.num_ack_pending(), 4);
+    assert_eq!(consumer.ack_floor().stream_seq, 0);
+    // A flow-control answer's `Nats-Last-Stream`, proposed as `AckAll`.
+    assert_eq!(
+        consumer.apply(&stream, ConsumerCommand::AckAll { stream_seq: 3 }),
+        ConsumerOutcome::Ack(AckOutcome::Acked {
+            stream_seqs: vec![1, 2, 3]
+        })
+    );
+    assert_eq!(
+        consumer.ack_floor(),
+        SequencePair {
+            consumer_seq: 3,
+            stream_seq: 3
+        }
+    );
+    assert!(!consumer.still_needs(3, "s.c"));
+    assert!(consumer.still_needs(4, "s.d"));
+}
+
+#[test]
+fn flow_control_never_falls_due_for_redelivery() {
+    let stream = stream_with(&["s.a", "s.b"]);
+    let mut consumer = ConsumerState::new(flow_control(), &stream);
+    consumer.deliver_next(&stream, 2, 0);
+    assert_eq!(consumer.next_redelivery_at(), None);
+    assert_eq!(
+        consumer.pending_entry(1).unwrap().redeliver_at_nanos,
+        NEVER_DUE
+    );
+    // Far past any ack wait: nothing is redelivered, nothing runs out of deliveries.
+    let later = 1_000_000 * SEC;
+    assert!(consumer.due_exhausted(later).is_empty());
+    assert!(consumer.deliver_next(&stream, 10, later).is_empty());
+    assert_eq!(consumer.pending_entry(2).unwrap().deliveries, 1);
+    assert_eq!(consumer.num_ack_pending(), 2);
+    // An explicit consumer with the same wait would have redelivered.
+    let mut explicit = ConsumerState::new(explicit(SEC), &stream);
+    explicit.deliver_next(&stream, 2, 0);
+    assert_eq!(explicit.next_redelivery_at(), Some(SEC));
+    assert_eq!(seqs(&explicit.deliver_next(&stream, 10, later)), vec![1, 2]);
 }
