@@ -10,7 +10,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use async_nats::jetstream::{self, stream};
+use async_nats::jetstream::{self, context::Publish, stream};
 use common::fixture::{on_r1_and_r3, JsFixture, Topology};
 use common::jetstream::{api, publish_acked, RETRY_PACE};
 use common::within;
@@ -91,10 +91,34 @@ async fn consumer_names(client: &async_nats::Client, stream: &str) -> Vec<String
         .unwrap_or_default()
 }
 
+/// Publishes `job <id>` for each id until acknowledged (a leader change answers 503 or
+/// nothing meanwhile); the message id keeps a retried publish from being stored twice.
 async fn publish_jobs(js: &jetstream::Context, ids: std::ops::RangeInclusive<u64>) {
     for id in ids {
-        publish_acked(js, "jobs.new", format!("job {id}")).await;
+        publish_job(js, id).await;
     }
+}
+
+async fn publish_job(js: &jetstream::Context, id: u64) {
+    for _attempt in 0..100 {
+        let publish = Publish::build()
+            .message_id(format!("j{id}"))
+            .payload(format!("job {id}").into());
+        let acked = match js.send_publish("jobs.new", publish).await {
+            Ok(ack) => tokio::time::timeout(
+                Duration::from_secs(3),
+                std::future::IntoFuture::into_future(ack),
+            )
+            .await
+            .is_ok_and(|acked| acked.is_ok()),
+            Err(_) => false,
+        };
+        if acked {
+            return;
+        }
+        tokio::time::sleep(RETRY_PACE).await;
+    }
+    panic!("job {id} never acknowledged");
 }
 
 /// The payloads of stream `name`'s messages 1..=count, each once.

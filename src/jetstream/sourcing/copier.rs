@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
-use super::durable::{self, DurableConsumer};
+use super::durable;
+use super::durable_consumer::DurableConsumer;
 use super::origin::{OriginMsg, OriginReader, ReadError};
 use crate::jetstream::republish::StreamTransforms;
 use crate::jetstream::stream::StreamHandle;

@@ -17,6 +17,7 @@
 
 mod copier;
 mod durable;
+mod durable_consumer;
 mod origin;
 
 use std::future::Future;
@@ -62,7 +63,8 @@ pub(super) fn forget_origins(
         }
         let (shared2, stream) = (shared.clone(), stream.to_owned());
         shared.tasks.spawn(async move {
-            if let Err(error) = durable::delete_managed(shared2, &stream, &origin, &key, kind).await
+            if let Err(error) =
+                durable_consumer::delete_managed(shared2, &stream, &origin, &key, kind).await
             {
                 tracing::info!(stream, origin, "sourcing consumer not deleted: {error:?}");
             }
