@@ -591,7 +591,7 @@ fi
 run stream rm WQO -f
 run stream add FCO --subjects "fco.*" --defaults
 for i in 1 2 3 4; do run pub fco.a "f$i"; done
-run consumer add FCO FEED --target fco.feed --ack flow_control --deliver all --defaults
+run consumer add FCO FEED --target feed.fco --ack flow_control --deliver all --defaults
 if [[ $RC == 0 ]] && has "Ack Policy: Flow Control"; then
     pass "nats consumer add --ack flow_control: 'Ack Policy: Flow Control'"
 else
