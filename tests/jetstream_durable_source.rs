@@ -10,9 +10,9 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use async_nats::jetstream::{self, context::Publish, stream};
+use async_nats::jetstream::{self, stream};
 use common::fixture::{on_r1_and_r3, JsFixture, Topology};
-use common::jetstream::{api, publish_acked, RETRY_PACE};
+use common::jetstream::{api, publish_acked, publish_deduplicated, step_down_stream};
 use common::within;
 use serde_json::{json, Value};
 
@@ -28,13 +28,17 @@ on_r1_and_r3!(
 /// How long a copy may take to catch up (an election per group after a restart first).
 const CATCH_UP: Duration = Duration::from_secs(30);
 
-fn work_queue(name: &str, subjects: &str) -> stream::Config {
+fn origin(name: &str, subjects: &str, retention: stream::RetentionPolicy) -> stream::Config {
     stream::Config {
         name: name.into(),
         subjects: vec![subjects.into()],
-        retention: stream::RetentionPolicy::WorkQueue,
+        retention,
         ..Default::default()
     }
+}
+
+fn work_queue(name: &str, subjects: &str) -> stream::Config {
+    origin(name, subjects, stream::RetentionPolicy::WorkQueue)
 }
 
 async fn info_json(client: &async_nats::Client, name: &str) -> Option<Value> {
@@ -95,30 +99,8 @@ async fn consumer_names(client: &async_nats::Client, stream: &str) -> Vec<String
 /// nothing meanwhile); the message id keeps a retried publish from being stored twice.
 async fn publish_jobs(js: &jetstream::Context, ids: std::ops::RangeInclusive<u64>) {
     for id in ids {
-        publish_job(js, id).await;
+        publish_deduplicated(js, "jobs.new", format!("j{id}"), format!("job {id}")).await;
     }
-}
-
-async fn publish_job(js: &jetstream::Context, id: u64) {
-    for _attempt in 0..100 {
-        let publish = Publish::build()
-            .message_id(format!("j{id}"))
-            .payload(format!("job {id}").into());
-        let acked = match js.send_publish("jobs.new", publish).await {
-            Ok(ack) => tokio::time::timeout(
-                Duration::from_secs(3),
-                std::future::IntoFuture::into_future(ack),
-            )
-            .await
-            .is_ok_and(|acked| acked.is_ok()),
-            Err(_) => false,
-        };
-        if acked {
-            return;
-        }
-        tokio::time::sleep(RETRY_PACE).await;
-    }
-    panic!("job {id} never acknowledged");
 }
 
 /// The payloads of stream `name`'s messages 1..=count, each once.
@@ -196,12 +178,7 @@ async fn a_mirror_follows_a_users_consumer_on_an_interest_origin(fx: JsFixture) 
     let js = jetstream::new(client.clone());
     fx.create_stream(
         &js,
-        stream::Config {
-            name: "ORDERS".into(),
-            subjects: vec!["orders.*".into()],
-            retention: stream::RetentionPolicy::Interest,
-            ..Default::default()
-        },
+        origin("ORDERS", "orders.*", stream::RetentionPolicy::Interest),
     )
     .await;
     let created = api(
@@ -256,20 +233,6 @@ async fn a_mirror_follows_a_users_consumer_on_an_interest_origin(fx: JsFixture) 
     fx.shutdown().await;
 }
 
-async fn step_down(client: &async_nats::Client, name: &str) -> bool {
-    let subject = format!("$JS.API.STREAM.LEADER.STEPDOWN.{name}");
-    for _attempt in 0..50 {
-        if let Ok(reply) = client.request(subject.clone(), "".into()).await {
-            let reply: Value = serde_json::from_slice(&reply.payload).unwrap_or_default();
-            if reply["success"] == true {
-                return true;
-            }
-        }
-        tokio::time::sleep(RETRY_PACE).await;
-    }
-    false
-}
-
 async fn a_drained_source_loses_and_duplicates_nothing_across_leader_changes_and_restarts(
     mut fx: JsFixture,
 ) {
@@ -286,8 +249,8 @@ async fn a_drained_source_loses_and_duplicates_nothing_across_leader_changes_and
         // Both leaders change while the copy runs and the origin takes more.
         let publishing = publish_jobs(&js, 41..=80);
         let (agg, jobs, ()) = tokio::join!(
-            step_down(&client, "AGG"),
-            step_down(&client, "JOBS"),
+            step_down_stream(&client, "AGG"),
+            step_down_stream(&client, "JOBS"),
             publishing
         );
         assert!(agg && jobs, "a leader never stepped down");
@@ -361,11 +324,7 @@ async fn bad_consumer_sources_are_refused_or_reported(fx: JsFixture) {
     let js = jetstream::new(client.clone());
     fx.create_stream(
         &js,
-        stream::Config {
-            name: "ORDERS".into(),
-            subjects: vec!["orders.*".into()],
-            ..Default::default()
-        },
+        origin("ORDERS", "orders.*", stream::RetentionPolicy::Limits),
     )
     .await;
     let consumer = json!({"name": "C", "deliver_subject": "c.feed"});
@@ -438,11 +397,7 @@ async fn a_reset_by_hand_neither_duplicates_nor_stops_the_copy(fx: JsFixture) {
     let js = jetstream::new(client.clone());
     fx.create_stream(
         &js,
-        stream::Config {
-            name: "ORDERS".into(),
-            subjects: vec!["orders.*".into()],
-            ..Default::default()
-        },
+        origin("ORDERS", "orders.*", stream::RetentionPolicy::Limits),
     )
     .await;
     let created = api(

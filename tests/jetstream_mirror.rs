@@ -11,9 +11,9 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use async_nats::jetstream::message::StreamMessage;
-use async_nats::jetstream::{self, context::Publish, stream};
+use async_nats::jetstream::{self, stream};
 use common::fixture::{on_r1_and_r3, JsFixture, Topology};
-use common::jetstream::{publish_acked, RETRY_PACE};
+use common::jetstream::{publish_acked, publish_deduplicated, step_down_stream};
 use common::within;
 use serde_json::Value;
 
@@ -206,42 +206,7 @@ async fn a_mirror_from_a_start_sequence_filtered(fx: JsFixture) {
 
 /// Publishes message `id` to `orders.new` until acknowledged (dedup by id on retries).
 async fn publish_order(js: &jetstream::Context, id: u64) {
-    for _attempt in 0..100 {
-        let publish = Publish::build()
-            .message_id(format!("m{id}"))
-            .payload(format!("order {id}").into());
-        let acked = match js.send_publish("orders.new", publish).await {
-            Ok(ack) => tokio::time::timeout(
-                Duration::from_secs(3),
-                std::future::IntoFuture::into_future(ack),
-            )
-            .await
-            .map(|acked| acked.is_ok())
-            .unwrap_or(false),
-            Err(_) => false,
-        };
-        if acked {
-            return;
-        }
-        tokio::time::sleep(RETRY_PACE).await;
-    }
-    panic!("order {id} never acknowledged");
-}
-
-/// Asks stream `name`'s leader to step down until it does (a stepdown waits for a caught-up
-/// follower; bounded attempts).
-async fn step_down(client: &async_nats::Client, name: &str) -> bool {
-    let subject = format!("$JS.API.STREAM.LEADER.STEPDOWN.{name}");
-    for _attempt in 0..50 {
-        if let Ok(reply) = client.request(subject.clone(), "".into()).await {
-            let reply: Value = serde_json::from_slice(&reply.payload).unwrap_or_default();
-            if reply["success"] == true {
-                return true;
-            }
-        }
-        tokio::time::sleep(RETRY_PACE).await;
-    }
-    false
+    publish_deduplicated(js, "orders.new", format!("m{id}"), format!("order {id}")).await;
 }
 
 async fn a_mirror_loses_and_duplicates_nothing_across_leader_changes_and_restarts(
@@ -262,7 +227,7 @@ async fn a_mirror_loses_and_duplicates_nothing_across_leader_changes_and_restart
                 publish_order(&js, id).await;
             }
         };
-        let (stepped_down, ()) = tokio::join!(step_down(&client, "MIR"), publishing);
+        let (stepped_down, ()) = tokio::join!(step_down_stream(&client, "MIR"), publishing);
         assert!(stepped_down, "the mirror's leader never stepped down");
     } else {
         for id in 41..=80 {

@@ -201,3 +201,50 @@ pub async fn read_all(js: &jetstream::Context, expected: usize) -> Vec<u64> {
     }
     ids
 }
+
+/// Publishes `payload` to `subject` with message id `id` until it is acknowledged (a leader
+/// change answers 503 or nothing meanwhile), paced by [`RETRY_PACE`], at most 100 times; the
+/// message id keeps a retried publish from being stored twice.
+pub async fn publish_deduplicated(
+    js: &jetstream::Context,
+    subject: &str,
+    id: String,
+    payload: String,
+) {
+    for _attempt in 0..100 {
+        let publish = Publish::build()
+            .message_id(id.clone())
+            .payload(payload.clone().into());
+        let acked = match js.send_publish(subject.to_owned(), publish).await {
+            Ok(ack) => tokio::time::timeout(
+                Duration::from_secs(3),
+                std::future::IntoFuture::into_future(ack),
+            )
+            .await
+            .is_ok_and(|acked| acked.is_ok()),
+            Err(_) => false,
+        };
+        if acked {
+            return;
+        }
+        tokio::time::sleep(RETRY_PACE).await;
+    }
+    panic!("{payload} never acknowledged");
+}
+
+/// Asks stream `name`'s leader to step down until one does (paced, at most 50 times); false
+/// if none did.
+pub async fn step_down_stream(client: &async_nats::Client, name: &str) -> bool {
+    let subject = format!("$JS.API.STREAM.LEADER.STEPDOWN.{name}");
+    for _attempt in 0..50 {
+        if let Ok(reply) = client.request(subject.clone(), "".into()).await {
+            let reply: serde_json::Value =
+                serde_json::from_slice(&reply.payload).unwrap_or_default();
+            if reply["success"] == true {
+                return true;
+            }
+        }
+        tokio::time::sleep(RETRY_PACE).await;
+    }
+    false
+}
