@@ -41,6 +41,7 @@ mod publish_headers;
 mod remove;
 mod schedule;
 mod schedule_index;
+mod seq_chunk;
 mod seq_set;
 mod sourced;
 mod state;
