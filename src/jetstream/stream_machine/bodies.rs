@@ -179,23 +179,7 @@ impl MessageStore {
 
     /// A block the machine is writing now (`b/<first>`), pinned until its batch is written.
     pub fn stored(&self, first: u64, last_seq: u64, block: Block) {
-        let mut inner = self.inner.lock();
-        let pin = Pin {
-            block: Arc::new(block),
-            ticket: None,
-        };
-        inner.blocks.insert(
-            first,
-            Slot {
-                last_seq,
-                pin: Some(pin),
-                joins: None,
-            },
-        );
-        // A memory stream's blocks are never released: no need to queue them.
-        if self.storage == StorageType::File {
-            inner.pinned.push_back(first);
-        }
+        self.pin(first, last_seq, block, None);
     }
 
     /// The machine is writing `frame` (messages `frame_first..=last_seq`) right after block
@@ -203,21 +187,26 @@ impl MessageStore {
     /// locator is written, readers find the frame's messages in this pinned frame; then the
     /// block's range grows over them and they are read with it.
     pub fn extended(&self, block: u64, frame_first: u64, last_seq: u64, frame: Block) {
+        self.pin(frame_first, last_seq, frame, Some(block));
+    }
+
+    /// Pins `block` (messages `first..=last_seq`; a frame joining block `joins`) as a slot
+    /// of its own until its batch is written.
+    fn pin(&self, first: u64, last_seq: u64, block: Block, joins: Option<u64>) {
         let mut inner = self.inner.lock();
         let pin = Pin {
-            block: Arc::new(frame),
+            block: Arc::new(block),
             ticket: None,
         };
-        inner.blocks.insert(
-            frame_first,
-            Slot {
-                last_seq,
-                pin: Some(pin),
-                joins: Some(block),
-            },
-        );
+        let slot = Slot {
+            last_seq,
+            pin: Some(pin),
+            joins,
+        };
+        inner.blocks.insert(first, slot);
+        // A memory stream's blocks are never released: no need to queue them.
         if self.storage == StorageType::File {
-            inner.pinned.push_back(frame_first);
+            inner.pinned.push_back(first);
         }
     }
 
