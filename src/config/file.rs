@@ -36,9 +36,11 @@
 //! `authorization { user/username, password/pass, token, timeout }`,
 //! `cluster { name, listen, routes }` (see [`super::cluster`]).
 //!
-//! Other keys (nats-server configs carry many) are logged as warnings and ignored, except
-//! those whose silent loss would weaken security — `tls`, `accounts`, `operator`,
-//! `resolver`, unknown keys inside `authorization` — which are rejected. Not supported:
+//! Other keys (nats-server configs carry many tuning knobs) are logged as warnings and
+//! ignored, except those whose silent loss would weaken security — `tls`, `accounts`,
+//! `operator`, `resolver`, unknown keys inside `authorization` — or leave out something the
+//! config asks the server to serve — `leafnodes`, `gateway`, `websocket`, `mqtt`, a
+//! JetStream `domain` — which are rejected. Not supported:
 //! `include`, `$VARIABLE` references, and unquoted durations with a unit: as in
 //! nats-server, a bare `2m` is the size 2,000,000, so durations must be quoted.
 
@@ -210,6 +212,11 @@ fn apply(fc: &mut FileConfig, e: &Entry, path: &Path) -> Result<(), Bad> {
         "authorization.timeout" => fc.auth_timeout = Some(e.duration()?),
         // Dropping these would run the server more open than its config says.
         "tls" | "accounts" | "operator" | "resolver" => return Err(e.bad(REFUSED)),
+        // Dropping these would serve less than the config says: listeners and links nobody
+        // would open, a JetStream domain no API prefix would answer for.
+        "leafnodes" | "gateway" | "websocket" | "mqtt" | "jetstream.domain" => {
+            return Err(e.bad(REFUSED))
+        }
         key if key.starts_with("authorization.") => return Err(e.bad(REFUSED)),
         key => {
             tracing::warn!(file = %path.display(), line = e.line, key, "ignoring unsupported config key")

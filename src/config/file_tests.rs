@@ -112,7 +112,7 @@ fn blocks() {
 #[test]
 fn unknown_keys_are_ignored_even_when_nested() {
     let fc = ok(
-        "gateway {\n  name: c1\n  gateways: [\n    nats://a:6222 // first\n    \
+        "write_deadline: \"2s\"\nlimits {\n  routes: [\n    nats://a:6222 // first\n    \
                  \"nats://b:6222\"\n  ]\n}\nlame_duck_duration: \"30s\"\nport: 4999",
     );
     assert_eq!(
@@ -139,6 +139,12 @@ fn bad_values_are_invalid_with_their_key() {
         ("ping_interval: \"soon\"", "ping_interval"),
         // Security settings jetraft cannot honour are refused, not ignored.
         ("tls { cert_file: x }", "tls"),
+        // So is what it would not serve.
+        ("leafnodes { port: 7422 }", "leafnodes"),
+        ("gateway { name: c1 }", "gateway"),
+        ("websocket { port: 8080 }", "websocket"),
+        ("mqtt { port: 1883 }", "mqtt"),
+        ("jetstream { domain: LEAF }", "jetstream.domain"),
         (
             "authorization {\n users: [ {user: a, password: b} ]\n}",
             "authorization.users",
