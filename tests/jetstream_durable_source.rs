@@ -82,6 +82,16 @@ async fn wait_for_messages(client: &async_nats::Client, name: &str, messages: u6
     .await
 }
 
+/// Creates durable consumer `name` on ORDERS with `config`'s settings; its create reply.
+async fn create_consumer(client: &async_nats::Client, name: &str, mut config: Value) -> Value {
+    config["durable_name"] = json!(name);
+    let subject = format!("$JS.API.CONSUMER.CREATE.ORDERS.{name}");
+    let body = json!({"stream_name": "ORDERS", "config": config});
+    let created = api(client, subject, body).await;
+    assert!(created["error"].is_null(), "{created}");
+    created
+}
+
 async fn consumer_names(client: &async_nats::Client, stream: &str) -> Vec<String> {
     let reply = api(client, format!("$JS.API.CONSUMER.NAMES.{stream}"), "").await;
     reply["consumers"]
@@ -181,16 +191,12 @@ async fn a_mirror_follows_a_users_consumer_on_an_interest_origin(fx: JsFixture) 
         origin("ORDERS", "orders.*", stream::RetentionPolicy::Interest),
     )
     .await;
-    let created = api(
+    let created = create_consumer(
         &client,
-        "$JS.API.CONSUMER.CREATE.ORDERS.TOMIR",
-        json!({"stream_name": "ORDERS", "config": {
-            "durable_name": "TOMIR", "deliver_subject": "mir.feed",
-            "ack_policy": "flow_control", "max_deliver": -1,
-        }}),
+        "TOMIR",
+        json!({"deliver_subject": "mir.feed", "ack_policy": "flow_control", "max_deliver": -1}),
     )
     .await;
-    assert!(created["error"].is_null(), "{created}");
     assert_eq!(created["config"]["flow_control"], true, "{created}");
     assert_eq!(
         created["config"]["idle_heartbeat"], 1_000_000_000,
@@ -364,15 +370,12 @@ async fn bad_consumer_sources_are_refused_or_reported(fx: JsFixture) {
     }
     // A consumer acknowledged some other way would let the origin drop or keep messages
     // whatever is stored here: the source reports 10217 and copies nothing.
-    let created = api(
+    create_consumer(
         &client,
-        "$JS.API.CONSUMER.CREATE.ORDERS.PLAIN",
-        json!({"stream_name": "ORDERS", "config": {
-            "durable_name": "PLAIN", "deliver_subject": "plain.feed", "ack_policy": "explicit",
-        }}),
+        "PLAIN",
+        json!({"deliver_subject": "plain.feed", "ack_policy": "explicit"}),
     )
     .await;
-    assert!(created["error"].is_null(), "{created}");
     publish_acked(&js, "orders.new", "order 1").await;
     fx.create_stream_raw(
         &client,
@@ -400,15 +403,12 @@ async fn a_reset_by_hand_neither_duplicates_nor_stops_the_copy(fx: JsFixture) {
         origin("ORDERS", "orders.*", stream::RetentionPolicy::Limits),
     )
     .await;
-    let created = api(
+    create_consumer(
         &client,
-        "$JS.API.CONSUMER.CREATE.ORDERS.FEED",
-        json!({"stream_name": "ORDERS", "config": {
-            "durable_name": "FEED", "deliver_subject": "feed", "ack_policy": "flow_control",
-        }}),
+        "FEED",
+        json!({"deliver_subject": "feed", "ack_policy": "flow_control"}),
     )
     .await;
-    assert!(created["error"].is_null(), "{created}");
     for id in 1..=10 {
         publish_acked(&js, "orders.new", format!("order {id}")).await;
     }

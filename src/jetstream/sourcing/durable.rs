@@ -33,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::copier::{propose, Chain, OriginPlan, RETRY_PAUSE};
 use super::durable_consumer::DurableConsumer;
-use super::origin::{OriginMsg, OriginReader};
+use super::origin::{Forward, OriginMsg, OriginReader};
 use crate::jetstream::delivery::outbox::{
     sequence_header, LAST_CONSUMER_HEADER, LAST_STREAM_HEADER, STALLED_HEADER,
 };
@@ -43,7 +43,6 @@ use crate::jsapi::{AckReply, ApiError, ErrorKind};
 use crate::jscore::sourcing::{SourceKind, SourcedMessage};
 use crate::server::dispatch;
 use crate::server::message::Message;
-use crate::server::subscription::InternalSubscriber;
 use crate::server::ServerShared;
 use crate::wire::headers;
 
@@ -51,18 +50,6 @@ use crate::wire::headers;
 const SILENCE: Duration = Duration::from_secs(3);
 /// Most delivered messages proposed as one entry.
 const MAX_BATCH: usize = 256;
-
-#[derive(Debug)]
-struct Deliveries {
-    queue: mpsc::UnboundedSender<Message>,
-}
-
-impl InternalSubscriber for Deliveries {
-    fn receive(&self, msg: &Message) -> bool {
-        let _ = self.queue.send(msg.clone());
-        true
-    }
-}
 
 /// Why a session with the consumer ended.
 enum End {
@@ -117,7 +104,7 @@ async fn attach(
     let subscription = shared.router.subscribe_internal(
         &consumer.deliver_subject,
         None,
-        Arc::new(Deliveries { queue }),
+        Arc::new(Forward { queue }),
     );
     let mut session = Session {
         shared,

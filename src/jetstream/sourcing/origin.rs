@@ -59,12 +59,14 @@ impl ReadError {
     }
 }
 
+/// Forwards what an internal subscription receives to a channel (API replies here, a
+/// consumer's deliveries in `durable.rs`).
 #[derive(Debug)]
-struct Replies {
-    queue: mpsc::UnboundedSender<Message>,
+pub(super) struct Forward {
+    pub(super) queue: mpsc::UnboundedSender<Message>,
 }
 
-impl InternalSubscriber for Replies {
+impl InternalSubscriber for Forward {
     fn receive(&self, msg: &Message) -> bool {
         let _ = self.queue.send(msg.clone());
         true
@@ -126,7 +128,7 @@ impl OriginReader {
         let subscription = shared.router.subscribe_internal(
             &format!("{inbox}.*"),
             None,
-            Arc::new(Replies { queue }),
+            Arc::new(Forward { queue }),
         );
         Self {
             shared,
