@@ -37,6 +37,12 @@ fn origin(name: &str, subjects: &str, retention: stream::RetentionPolicy) -> str
     }
 }
 
+/// The origin ORDERS on `orders.*`.
+async fn orders(fx: &JsFixture, js: &jetstream::Context, retention: stream::RetentionPolicy) {
+    fx.create_stream(js, origin("ORDERS", "orders.*", retention))
+        .await;
+}
+
 fn work_queue(name: &str, subjects: &str) -> stream::Config {
     origin(name, subjects, stream::RetentionPolicy::WorkQueue)
 }
@@ -186,11 +192,7 @@ async fn a_work_queue_origin_is_drained_into_its_source(fx: JsFixture) {
 async fn a_mirror_follows_a_users_consumer_on_an_interest_origin(fx: JsFixture) {
     let client = fx.client().await;
     let js = jetstream::new(client.clone());
-    fx.create_stream(
-        &js,
-        origin("ORDERS", "orders.*", stream::RetentionPolicy::Interest),
-    )
-    .await;
+    orders(&fx, &js, stream::RetentionPolicy::Interest).await;
     let created = create_consumer(
         &client,
         "TOMIR",
@@ -328,11 +330,7 @@ async fn removing_the_source_deletes_its_consumer(fx: JsFixture) {
 async fn bad_consumer_sources_are_refused_or_reported(fx: JsFixture) {
     let client = fx.client().await;
     let js = jetstream::new(client.clone());
-    fx.create_stream(
-        &js,
-        origin("ORDERS", "orders.*", stream::RetentionPolicy::Limits),
-    )
-    .await;
+    orders(&fx, &js, stream::RetentionPolicy::Limits).await;
     let consumer = json!({"name": "C", "deliver_subject": "c.feed"});
     let refused = [
         (
@@ -398,11 +396,7 @@ async fn bad_consumer_sources_are_refused_or_reported(fx: JsFixture) {
 async fn a_reset_by_hand_neither_duplicates_nor_stops_the_copy(fx: JsFixture) {
     let client = fx.client().await;
     let js = jetstream::new(client.clone());
-    fx.create_stream(
-        &js,
-        origin("ORDERS", "orders.*", stream::RetentionPolicy::Limits),
-    )
-    .await;
+    orders(&fx, &js, stream::RetentionPolicy::Limits).await;
     create_consumer(
         &client,
         "FEED",

@@ -118,6 +118,8 @@ async fn attach(
         stored: Stored::default(),
         batch: Vec::new(),
         answers: Vec::new(),
+        heard: false,
+        lag: None,
     };
     let end = match session.reset().await {
         Ok(()) => session.copy(stop).await,
@@ -155,6 +157,10 @@ struct Session<'a> {
     batch: Vec<Received>,
     /// Flow-control subjects to answer once the batch before them is stored.
     answers: Vec<Bytes>,
+    /// Something came from the consumer since the last report, and the origin's pending
+    /// count the last message gave.
+    heard: bool,
+    lag: Option<u64>,
 }
 
 impl Session<'_> {
@@ -224,9 +230,7 @@ impl Session<'_> {
         if !msg.payload.is_empty() || !block.starts_with(b"NATS/1.0 100") {
             return self.take_delivery(msg);
         }
-        self.stream.sources().update(&self.plan.key, |progress| {
-            progress.last_contact = Some(std::time::Instant::now());
-        });
+        self.heard = true;
         if block.starts_with(b"NATS/1.0 100 FlowControl Request") {
             if let Some(reply) = msg.reply {
                 self.answers.push(reply);
@@ -272,11 +276,8 @@ impl Session<'_> {
             return true;
         }
         self.received = ack.consumer_seq;
-        let lag = ack.num_pending;
-        self.stream.sources().update(&self.plan.key, |progress| {
-            progress.last_contact = Some(std::time::Instant::now());
-            progress.lag = lag;
-        });
+        self.heard = true;
+        self.lag = Some(ack.num_pending);
         self.batch.push(Received { ack, msg });
         false
     }
@@ -284,6 +285,7 @@ impl Session<'_> {
     /// Proposes the batch, then answers the flow-control requests that came after it with
     /// what is stored. False when the copies were not all stored (the caller resets).
     async fn flush(&mut self) -> bool {
+        self.report_contact();
         let batch = std::mem::take(&mut self.batch);
         let mut stored = true;
         if let Some(last) = batch.last() {
@@ -311,6 +313,21 @@ impl Session<'_> {
             self.answer(reply);
         }
         stored
+    }
+
+    /// Reports what was heard since the last flush (`STREAM.INFO`'s `active` and `lag`):
+    /// once per batch, not per message.
+    fn report_contact(&mut self) {
+        if !std::mem::take(&mut self.heard) {
+            return;
+        }
+        let lag = self.lag.take();
+        self.stream.sources().update(&self.plan.key, |progress| {
+            progress.last_contact = Some(std::time::Instant::now());
+            if let Some(lag) = lag {
+                progress.lag = lag;
+            }
+        });
     }
 
     /// The `Sourced` commands of a batch, chained from the replicated position; what that
