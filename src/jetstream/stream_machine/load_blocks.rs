@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::consensus::{MachineError, MachineView};
 use crate::jsapi::stream_config::StorageType;
-use crate::jscore::stream::{stored_size, MsgInfo, Restoring};
+use crate::jscore::stream::{stored_size, MsgInfo, Restoring, SubjectId};
 
 use super::compact::SegmentUse;
 use super::keys;
@@ -40,6 +40,7 @@ pub fn load_blocks(
         blocks: BTreeMap::new(),
         segments: BTreeMap::new(),
     };
+    let mut ids: Vec<Option<SubjectId>> = Vec::new();
     for item in view.scan_prefix(keys::BLOCK_PREFIX) {
         let (key, value) = item?;
         let first = keys::parse_u64_key(keys::BLOCK_PREFIX, &key)?;
@@ -50,7 +51,10 @@ pub fn load_blocks(
             live: 0,
             written: 0,
         };
-        let mut take = |msg: MsgMetaRef<'_>| {
+        // The subject ids of the block's subjects (by their index in its summary), each
+        // resolved by the first of its messages that `restoring` takes.
+        ids.clear();
+        let mut take = |msg: MsgMetaRef<'_>, slot: Option<usize>| {
             block.first.get_or_insert(msg.seq);
             block.last_seq = msg.seq;
             block.written += 1;
@@ -63,13 +67,25 @@ pub fn load_blocks(
                 ts_nanos: msg.ts_nanos,
                 stored_size: stored_size(storage, msg.subject.len(), headers_len, msg.payload_len),
             };
-            restoring.push(msg.seq, info, msg.headers);
+            match slot.map(|slot| (slot, ids.get(slot).copied().flatten())) {
+                Some((_, Some(id))) => restoring.push_as(msg.seq, id, info, msg.headers),
+                Some((slot, None)) => {
+                    let id = restoring.push(msg.seq, info, msg.headers);
+                    if ids.len() <= slot {
+                        ids.resize(slot + 1, None);
+                    }
+                    ids[slot] = Some(id);
+                }
+                None => {
+                    restoring.push(msg.seq, info, msg.headers);
+                }
+            }
             block.live += 1;
         };
         let summarized = locator.is_some_and(|locator| {
             summaries
                 .of(locator.segment)
-                .is_some_and(|summary| summary.for_each(locator, &mut take))
+                .is_some_and(|summary| summary.for_each(locator, |msg, slot| take(msg, Some(slot))))
         });
         if !summarized {
             let value = match locator {
@@ -77,7 +93,7 @@ pub fn load_blocks(
                 None => value,
             };
             let msgs = keys::parse_block(&value)?;
-            msgs.iter().for_each(|msg| take(msg.into()));
+            msgs.iter().for_each(|msg| take(msg.into(), None));
             if let Some(locator) = locator {
                 summaries.record(locator, &msgs);
             }

@@ -105,6 +105,7 @@ mod sources;
 mod stage;
 mod stage_consumers;
 mod summary;
+mod summary_decode;
 mod view;
 
 #[cfg(test)]

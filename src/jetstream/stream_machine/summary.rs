@@ -23,10 +23,11 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::keys::{parse_block, BlockMsg};
 use super::segments::Locator;
+use super::summary_decode::Record;
 
 /// The version byte of a summary file.
 pub const SUMMARY_V1: u8 = 1;
@@ -55,24 +56,6 @@ impl Serialize for RawBytes<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_bytes(self.0)
     }
-}
-
-#[derive(Deserialize)]
-struct BlockSummaryIn<'a> {
-    #[serde(borrow)]
-    subjects: Vec<&'a str>,
-    #[serde(borrow)]
-    msgs: Vec<MsgSummaryIn<'a>>,
-}
-
-#[derive(Deserialize)]
-struct MsgSummaryIn<'a> {
-    seq_step: u64,
-    ts_step: i64,
-    subject: u32,
-    payload_len: u32,
-    #[serde(borrow)]
-    headers: Option<&'a [u8]>,
 }
 
 /// What `load` needs of a message: everything but its payload, whose length stands in.
@@ -209,38 +192,32 @@ impl SegmentSummary {
         Some(SegmentSummary { bytes, blocks })
     }
 
-    /// Calls `each` with the messages of the block at `locator`, in sequence order, and
-    /// returns true; false (calling nothing) when the summary does not describe that block
-    /// as sled locates it.
-    pub fn for_each(&self, locator: Locator, mut each: impl FnMut(MsgMetaRef<'_>)) -> bool {
+    /// Calls `each` with the messages of the block at `locator`, in sequence order, each with
+    /// its subject's index among the block's subjects, and returns true; false (calling
+    /// nothing) when the summary does not describe that block as sled locates it.
+    pub fn for_each(&self, locator: Locator, mut each: impl FnMut(MsgMetaRef<'_>, usize)) -> bool {
         let Some((len, range)) = self.blocks.get(&locator.offset) else {
             return false;
         };
         if *len != locator.len {
             return false;
         }
-        let Ok(block) = postcard::from_bytes::<BlockSummaryIn<'_>>(&self.bytes[range.clone()])
-        else {
+        let Some(mut record) = Record::parse(&self.bytes[range.clone()]) else {
             return false;
         };
-        if block
-            .msgs
-            .iter()
-            .any(|msg| msg.subject as usize >= block.subjects.len())
-        {
-            return false;
-        }
+        let subjects = std::mem::take(&mut record.subjects);
         let (mut seq, mut ts) = (0u64, 0i64);
-        for msg in &block.msgs {
+        for msg in record {
             seq = seq.wrapping_add(msg.seq_step);
             ts = ts.wrapping_add(msg.ts_step);
-            each(MsgMetaRef {
+            let meta = MsgMetaRef {
                 seq,
-                subject: block.subjects[msg.subject as usize],
+                subject: subjects[msg.subject],
                 headers: msg.headers,
                 payload_len: msg.payload_len as usize,
                 ts_nanos: ts,
-            });
+            };
+            each(meta, msg.subject);
         }
         true
     }
@@ -376,7 +353,7 @@ mod tests {
             len: extent.1,
         };
         let mut seqs = Vec::new();
-        assert!(read.for_each(locator, |msg| seqs.push(msg.seq)));
+        assert!(read.for_each(locator, |msg, _| seqs.push(msg.seq)));
         assert_eq!(seqs, [1]);
 
         // Retired before the worker gets to it, or while it reads the blocks: nothing stays,

@@ -81,6 +81,7 @@ pub use publish_headers::{PublishHeaders, Rollup};
 pub use remove::{PurgeRequest, Purged};
 pub use schedule::{stored_schedule_headers, ScheduleRules};
 pub use state::{StreamState, StreamSummary};
+pub use subject_index::SubjectId;
 pub use ttl::{msg_ttl, parse_ttl, InvalidTtl, MsgTtl};
 pub use unsupported_headers::{
     header_rules, refuse_unsupported_headers, refuse_unsupported_member_headers, HeaderRules,

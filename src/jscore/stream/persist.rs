@@ -147,27 +147,61 @@ impl Restoring {
     }
 
     /// Adds stored message `seq` (in any order) with its header block, which the TTL and
-    /// schedule indexes read as the apply did.
-    pub fn push(&mut self, seq: u64, msg: MsgInfo<'_>, headers: Option<&[u8]>) {
+    /// schedule indexes read as the apply did. Returns its subject's id, which
+    /// [`push_as`](Self::push_as) takes for the next messages of the same subject.
+    pub fn push(&mut self, seq: u64, msg: MsgInfo<'_>, headers: Option<&[u8]>) -> SubjectId {
+        let subject = match self.last_subject {
+            Some(id) if self.subjects.name(id) == msg.subject => id,
+            _ => {
+                self.flush_run();
+                let id = self.subjects.insert(msg.subject, seq);
+                self.last_subject = Some(id);
+                self.add(seq, id, msg, headers, false);
+                return id;
+            }
+        };
+        self.push_as(seq, subject, msg, headers);
+        subject
+    }
+
+    /// [`push`](Self::push) of a message whose subject `push` already returned the id of
+    /// (a restore resolves a block's few subjects once, not each message's).
+    pub fn push_as(
+        &mut self,
+        seq: u64,
+        subject: SubjectId,
+        msg: MsgInfo<'_>,
+        headers: Option<&[u8]>,
+    ) {
+        debug_assert_eq!(self.subjects.name(subject), msg.subject);
+        if self.last_subject != Some(subject) {
+            self.flush_run();
+            self.last_subject = Some(subject);
+        }
+        self.add(seq, subject, msg, headers, true);
+    }
+
+    /// The message's metadata, its TTL and schedule; its sequence to the subject's run when
+    /// `run` (else the subject index has it already).
+    fn add(
+        &mut self,
+        seq: u64,
+        subject: SubjectId,
+        msg: MsgInfo<'_>,
+        headers: Option<&[u8]>,
+        run: bool,
+    ) {
         if let Some(headers) = headers {
             self.ttls.insert(seq, msg.ts_nanos, headers);
             // The clock is applied once all are in (`restore_from`).
             self.schedules.insert(seq, msg.ts_nanos, headers, i64::MIN);
         }
-        let subject = match self.last_subject {
-            Some(id) if self.subjects.name(id) == msg.subject => {
-                if self.run.len() == RUN_MAX {
-                    self.flush_run();
-                }
-                self.run.push(seq);
-                id
-            }
-            _ => {
+        if run {
+            if self.run.len() == RUN_MAX {
                 self.flush_run();
-                self.subjects.insert(msg.subject, seq)
             }
-        };
-        self.last_subject = Some(subject);
+            self.run.push(seq);
+        }
         let meta = MsgMeta {
             ts_nanos: msg.ts_nanos,
             size: u32::try_from(msg.stored_size).unwrap_or(u32::MAX),
