@@ -125,7 +125,8 @@ impl RunningNode {
     }
 
     /// Stops accepting, flushes and closes every client, stops the Raft groups, and waits
-    /// for every task to end.
+    /// for every task to end. Once it returns nothing of the node holds its store (a node
+    /// can start on the same directory at once).
     pub async fn shutdown(self) {
         tracing::info!("shutting down: draining client connections");
         if let Some(jetstream) = &self.jetstream {
@@ -138,6 +139,10 @@ impl RunningNode {
         }
         self.shared.tasks.close();
         self.shared.tasks.wait().await;
+        if let Some(jetstream) = self.jetstream {
+            // The last handle: once it goes, nothing of the node holds the store.
+            jetstream.close().await;
+        }
         tracing::info!("server exited cleanly");
     }
 }

@@ -32,6 +32,12 @@ async fn start(dir: &std::path::Path, options: LogOptions) -> RunningNode {
     common::start_with_log_options(config(dir), options).await
 }
 
+/// Nothing of a stopped node holds its store: its sled database opens at once, without
+/// yielding to the runtime (a new node on the directory would otherwise find sled's lock taken).
+fn assert_store_free(dir: &std::path::Path) {
+    jetraft::consensus::StateDb::open(dir.join("state")).expect("the stopped node let go of sled");
+}
+
 /// A server whose WAL writes go through a fault injector the test controls.
 async fn start_with_faults(dir: &std::path::Path) -> (RunningNode, Arc<FaultInjector>) {
     let fault = Arc::new(FaultInjector::new());
@@ -284,7 +290,10 @@ async fn failed_meta_write_recovers_without_a_restart() {
     assert_eq!(deleted["success"], true, "{deleted}");
     let names = api(&client, "$JS.API.STREAM.NAMES", "").await;
     assert_eq!(names["streams"], serde_json::json!(["ORDERS"]), "{names}");
+    // The delete has sled reclaim space in the background, and the first meta group's
+    // instances are gone: once shutdown returns nothing of the node holds the store.
     server.shutdown().await;
+    assert_store_free(dir.path());
 
     // And the meta state survives a restart.
     let server = start(dir.path(), LogOptions::default()).await;

@@ -20,6 +20,7 @@
 //! [`Reason::Idle`] compaction.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -126,8 +127,6 @@ impl std::fmt::Debug for Compactor {
 struct Shared {
     state: Mutex<State>,
     db: StateDb,
-    /// Held while sled reclaims, so that a shutdown can wait for it ([`Compactor::settle`]).
-    reclaiming: Arc<tokio::sync::Mutex<()>>,
 }
 
 #[derive(Default)]
@@ -139,7 +138,18 @@ struct State {
     /// When sled should reclaim, if a removal asked for it.
     reclaim_due: Option<Instant>,
     last_reclaim: Option<Instant>,
-    task_started: bool,
+    /// The task while it runs: started by the first group or reclaim, ended by
+    /// [`Compactor::stop`].
+    task: Option<Task>,
+}
+
+/// The compactor's running task. While it steps it holds the database (`Shared`), and a
+/// reclaim it started runs on a blocking thread it waits for: a shutdown waits for the task
+/// itself to end, not for a reclaim alone, so that nothing of it holds sled afterwards.
+struct Task {
+    handle: tokio::task::JoinHandle<()>,
+    /// Set by [`Compactor::stop`]: the task ends at its next turn.
+    stop: Arc<AtomicBool>,
 }
 
 struct Tracked {
@@ -216,9 +226,21 @@ impl Compactor {
             shared: Arc::new(Shared {
                 state: Mutex::new(State::default()),
                 db,
-                reclaiming: Arc::default(),
             }),
             wake: Arc::new(Notify::new()),
+        }
+    }
+
+    /// Starts the task unless it runs. Call from a tokio runtime.
+    fn run_task(&self, state: &mut State) {
+        if state.task.is_none() {
+            let stop = Arc::new(AtomicBool::new(false));
+            let handle = tokio::spawn(run(
+                Arc::downgrade(&self.shared),
+                self.wake.clone(),
+                stop.clone(),
+            ));
+            state.task = Some(Task { handle, stop });
         }
     }
 
@@ -233,7 +255,7 @@ impl Compactor {
         keep_for_lagging: u64,
         unpurged_bytes: u64,
     ) {
-        let start = {
+        {
             let mut state = self.shared.state.lock();
             state.groups.insert(
                 group,
@@ -245,10 +267,7 @@ impl Compactor {
                     held_back_since: None,
                 },
             );
-            !std::mem::replace(&mut state.task_started, true)
-        };
-        if start {
-            tokio::spawn(run(Arc::downgrade(&self.shared), self.wake.clone()));
+            self.run_task(&mut state);
         }
         if unpurged_bytes >= IDLE_MIN_BYTES {
             self.request(group, Reason::Idle);
@@ -298,24 +317,34 @@ impl Compactor {
     /// runtime.
     pub fn reclaim_soon(&self) {
         let now = Instant::now();
-        let start = {
+        {
             let mut state = self.shared.state.lock();
             let earliest = state.last_reclaim.map_or(now, |at| at + RECLAIM_EVERY);
             let due = state.reclaim_due.map_or(earliest, |due| due.min(earliest));
             state.reclaim_due = Some(due.max(now));
-            !std::mem::replace(&mut state.task_started, true)
-        };
-        if start {
-            tokio::spawn(run(Arc::downgrade(&self.shared), self.wake.clone()));
+            self.run_task(&mut state);
         }
         self.wake.notify_one();
     }
 
-    /// Wait until no sled reclaim runs, and drop the one planned: for a shutdown, after the
-    /// groups stopped, so that the database can close (a reopen finds sled's lock free).
-    pub async fn settle(&self) {
-        self.shared.state.lock().reclaim_due = None;
-        let _idle = self.shared.reclaiming.lock().await;
+    /// Ends the task and waits until it has ended, dropping the planned reclaim (one under
+    /// way finishes first): for a shutdown, after the groups stopped, so that nothing of the
+    /// compactor holds the database once the node's handles are dropped (a reopen finds
+    /// sled's lock free). A group tracked later starts the task again.
+    pub async fn stop(&self) {
+        let task = {
+            let mut state = self.shared.state.lock();
+            state.reclaim_due = None;
+            state.task.take()
+        };
+        let Some(task) = task else {
+            return;
+        };
+        task.stop.store(true, Ordering::Release);
+        self.wake.notify_one();
+        if let Err(e) = task.handle.await {
+            tracing::warn!(error = %e, "compaction task failed");
+        }
     }
 }
 
@@ -330,9 +359,13 @@ fn due_after(now: Instant, last_snapshot: Option<Instant>, reason: Reason) -> In
     earliest.map_or(now + delay, |earliest| earliest.max(now + delay))
 }
 
-/// The compactor's task: ends once every [`Compactor`] handle is gone.
-async fn run(shared: Weak<Shared>, wake: Arc<Notify>) {
+/// The compactor's task: ends once every [`Compactor`] handle is gone, or when stopped
+/// ([`Compactor::stop`]).
+async fn run(shared: Weak<Shared>, wake: Arc<Notify>, stop: Arc<AtomicBool>) {
     loop {
+        if stop.load(Ordering::Acquire) {
+            return;
+        }
         let next = {
             let Some(strong) = shared.upgrade() else {
                 return;
@@ -490,15 +523,8 @@ async fn reclaim_if_due(shared: &Arc<Shared>) {
         state.reclaim_due = None;
         state.last_reclaim = Some(now);
     }
-    let running = shared.reclaiming.clone().lock_owned().await;
     let db = shared.db.clone();
-    let reclaimed = tokio::task::spawn_blocking(move || {
-        let reclaimed = db.reclaim();
-        drop(db);
-        drop(running);
-        reclaimed
-    })
-    .await;
+    let reclaimed = tokio::task::spawn_blocking(move || db.reclaim()).await;
     match reclaimed {
         Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::warn!(error = %e, "compaction: sled reclaim failed"),

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use openraft::error::{InitializeError, RaftError};
 use openraft::{Config, SnapshotPolicy};
+use tokio_util::task::TaskTracker;
 
 use super::amnesia::{self, Amnesia, AmnesiacPeers};
 use super::batcher::ProposalBatcher;
@@ -149,6 +150,10 @@ pub struct RaftGroup {
     /// Peers that refused this replica's vote requests as amnesiac (ADR 0018).
     amnesiac_peers: Arc<AmnesiacPeers>,
     compactor: Compactor,
+    /// Tracks the state machine and its snapshot builders, which openraft drops on tasks of
+    /// its own after its core ended: [`shutdown`](Self::shutdown) waits for them, so a stopped
+    /// group holds nothing of the database (`GroupStateMachine::hold`).
+    machine_held: TaskTracker,
 }
 
 /// [`Bootstrap::First`] on a voter that is not first: initializes the membership after
@@ -247,6 +252,8 @@ impl RaftGroup {
         )
         .await?;
         state_machine.compact_with(storage.compactor.clone());
+        let machine_held = TaskTracker::new();
+        state_machine.hold(machine_held.token());
         let view = state_machine.view();
         let amnesiac_peers = Arc::new(AmnesiacPeers::default());
         let network = GroupNetworkFactory::new(group, transport.clone(), amnesiac_peers.clone());
@@ -276,6 +283,7 @@ impl RaftGroup {
             signals,
             amnesiac_peers,
             compactor: storage.compactor.clone(),
+            machine_held,
         };
         let single_voter = voters.len() == 1 && voters.contains_key(&node);
         if storage.amnesia.is_amnesiac(group) {
@@ -295,22 +303,34 @@ impl RaftGroup {
             );
             return Ok(started);
         }
-        let initialized = started.raft.is_initialized().await?;
-        if !initialized && bootstrap.initializes_at_once(node, &voters) {
-            match started.raft.initialize(voters).await {
-                Ok(()) => {}
-                // Another voter initialized first: fine.
-                Err(RaftError::APIError(InitializeError::NotAllowed(_))) => {}
-                Err(e) => return Err(e.into()),
+        let began = async {
+            let initialized = started.raft.is_initialized().await?;
+            if !initialized && bootstrap.initializes_at_once(node, &voters) {
+                match started.raft.initialize(voters).await {
+                    Ok(()) => {}
+                    // Another voter initialized first: fine.
+                    Err(RaftError::APIError(InitializeError::NotAllowed(_))) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            } else if !initialized {
+                initialize_unless_joined(started.raft.clone(), group, voters);
+            } else if single_voter {
+                // A restarted single voter would wait an election timeout before leading again.
+                started.raft.trigger().elect().await?;
             }
-        } else if !initialized {
-            initialize_unless_joined(started.raft.clone(), group, voters);
-        } else if single_voter {
-            // A restarted single voter would wait an election timeout before leading again.
-            started.raft.trigger().elect().await?;
+            if single_voter {
+                started.wait_for_leader(options.leader_wait).await?;
+            }
+            Ok::<(), StartError>(())
         }
-        if single_voter {
-            started.wait_for_leader(options.leader_wait).await?;
+        .await;
+        if let Err(e) = began {
+            // Nothing of a failed start runs on: not its core, nor its machine holding the
+            // database, nor the group's pacing and compaction.
+            if let Err(stop) = started.shutdown().await {
+                tracing::debug!(group, error = %stop, "failed start did not stop cleanly");
+            }
+            return Err(e);
         }
         Ok(started)
     }
@@ -481,6 +501,8 @@ impl RaftGroup {
     }
 
     /// Stop the group (its data stays). Persists the committed index for a quick restart.
+    /// Returns once the state machine and any snapshot build of it are gone too, so nothing of
+    /// the group holds the database any more.
     pub async fn shutdown(&self) -> Result<(), StartError> {
         self.pacer.untrack(self.group);
         self.compactor.untrack(self.group);
@@ -488,6 +510,10 @@ impl RaftGroup {
         if let Err(e) = self.log.flush_committed().await {
             tracing::warn!(group = self.group, error = %e, "committed index not persisted at shutdown");
         }
+        // openraft's state-machine task ends after the core (its queue closed), a snapshot
+        // build once its sync is done: neither is joined by `Raft::shutdown`.
+        self.machine_held.close();
+        self.machine_held.wait().await;
         Ok(())
     }
 

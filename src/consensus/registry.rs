@@ -176,8 +176,8 @@ impl GroupRegistry {
                 tracing::warn!(group, error = %e, "group did not stop cleanly");
             }
         }
-        // A sled reclaim under way holds the database open.
-        self.storage.compactor.settle().await;
+        // The compactor's task (and a sled reclaim under way) holds the database open.
+        self.storage.compactor.stop().await;
     }
 
     fn map_read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<GroupId, Arc<RaftGroup>>> {

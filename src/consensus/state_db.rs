@@ -41,6 +41,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use tokio_util::task::task_tracker::TaskTrackerToken;
+use tokio_util::task::TaskTracker;
+
 use super::damage::Damage;
 use super::state_writer::StateWriter;
 use super::types::GroupId;
@@ -90,6 +93,9 @@ pub struct StateDb {
     writer: Arc<StateWriter>,
     /// Groups whose state was found damaged while running (`damage.rs`).
     damage: Arc<Damage>,
+    /// Counts this handle until it has let go of sled (the last field, so it is dropped after
+    /// the sled handles and the writer): see [`Closing`].
+    open: TaskTrackerToken,
 }
 
 impl std::fmt::Debug for StateDb {
@@ -119,6 +125,8 @@ impl StateDb {
         };
         let groups = db.open_tree(GROUPS_TREE)?;
         let writer = StateWriter::start(groups.clone())?;
+        let handles = TaskTracker::new();
+        handles.close();
         Ok(StateDb {
             db,
             groups,
@@ -126,7 +134,16 @@ impl StateDb {
             syncs: Arc::new(AtomicU64::new(0)),
             writer: Arc::new(writer),
             damage: Arc::new(Damage::default()),
+            open: handles.token(),
         })
+    }
+
+    /// What waits until this database is closed (see [`Closing`]); holds no handle on it.
+    pub fn closing(&self) -> Closing {
+        Closing {
+            handles: self.open.task_tracker().clone(),
+            db_file: self.path.join("db"),
+        }
     }
 
     /// The groups whose state was found damaged since open.
@@ -317,6 +334,33 @@ impl StateDb {
         }
         self.db.flush().map_err(io::Error::other)?;
         Ok(())
+    }
+}
+
+/// Waits until a [`StateDb`] is closed: every handle dropped, then sled's file closed, so the
+/// database opens again at once (a node restarted in the same process finds sled's lock
+/// free). sled 0.34 closes its file on its own IO threads, just after the last handle went
+/// (a buffer write or a file truncation still queued there holds it), and offers no way to
+/// join them; its lock on the file goes exactly then, so the wait ends by taking that lock
+/// (blocking, not polling). Holds no handle itself: awaited while one is kept, it waits for
+/// that one.
+pub struct Closing {
+    handles: TaskTracker,
+    db_file: PathBuf,
+}
+
+impl Closing {
+    /// Whether no handle is left (sled may still be closing its file).
+    pub fn unheld(&self) -> bool {
+        self.handles.is_empty()
+    }
+
+    pub async fn wait(self) -> io::Result<()> {
+        self.handles.wait().await;
+        let db_file = self.db_file;
+        tokio::task::spawn_blocking(move || File::open(&db_file)?.lock())
+            .await
+            .map_err(io::Error::other)?
     }
 }
 

@@ -38,6 +38,7 @@ use std::sync::{Arc, Mutex};
 use openraft::storage::RaftStateMachine;
 use openraft::{AnyError, EntryPayload, RaftSnapshotBuilder, StorageIOError};
 use tokio::io::AsyncSeekExt;
+use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use super::compactor::{Compactor, LogGrowth};
 use super::machine::{ApplyPosition, GroupMachine, MachineError, MachineTxn, MachineView};
@@ -122,6 +123,9 @@ pub struct GroupStateMachine {
     /// What was applied since the last snapshot, and what was asked of the compactor.
     growth: LogGrowth,
     compactor: Option<Compactor>,
+    /// Held as long as this instance or a snapshot builder of it lives, for the group that
+    /// waits until they are gone ([`GroupStateMachine::hold`]).
+    held: Option<TaskTrackerToken>,
 }
 
 impl Drop for GroupStateMachine {
@@ -208,12 +212,21 @@ impl GroupStateMachine {
             dumps: DumpGate::default(),
             growth: LogGrowth::default(),
             compactor: None,
+            held: None,
         })
     }
 
     /// Ask `compactor` to keep the group's log small as entries are applied.
     pub fn compact_with(&mut self, compactor: Compactor) {
         self.compactor = Some(compactor);
+    }
+
+    /// Hold `token` while this instance, or a snapshot builder it made, lives: they hold the
+    /// database, and openraft drops them on tasks of its own (the state-machine task ends
+    /// after the Raft core, a snapshot build runs detached), so a stopping group waits for
+    /// the token's tracker (`RaftGroup::shutdown`).
+    pub fn hold(&mut self, token: TaskTrackerToken) {
+        self.held = Some(token);
     }
 
     /// The gate of snapshot dumps (see [`DumpGate`]).
@@ -392,6 +405,8 @@ pub struct GroupSnapshotBuilder {
     prepared: Result<SnapshotMeta, StorageError>,
     snapshots: Arc<Mutex<SnapshotDir>>,
     db: StateDb,
+    /// See [`GroupStateMachine::hold`].
+    _held: Option<TaskTrackerToken>,
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for GroupSnapshotBuilder {
@@ -458,6 +473,7 @@ impl RaftStateMachine<TypeConfig> for GroupStateMachine {
             prepared,
             snapshots: self.snapshots.clone(),
             db: self.db.clone(),
+            _held: self.held.clone(),
         }
     }
 

@@ -51,6 +51,10 @@ use crate::store::log::LogOptions;
 /// Where memory streams keep their (unsynced, wiped at start) storage, under the store dir.
 const MEMORY_DIR: &str = "memory";
 
+/// How long [`JetStream::close`] waits for the state databases to be let go of before it
+/// reports what still holds one (a bug) and returns.
+const STORE_CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// See the module docs.
 pub struct JetStream {
     catalog: Arc<Catalog>,
@@ -353,6 +357,29 @@ impl JetStream {
             store.close();
         }
         tracing::info!("JetStream stopped");
+    }
+
+    /// After [`shutdown`](Self::shutdown), once the node's tasks ended, on the node's last
+    /// handle: drops it and waits until nothing holds the state databases (file and memory
+    /// streams') any more, sled's own file included (`consensus::state_db::Closing`), so a
+    /// node started at once on the same directory finds them free. A handle kept elsewhere
+    /// is reported after [`STORE_CLOSE_WAIT`] rather than waited for forever.
+    pub async fn close(self: Arc<Self>) {
+        let closing: Vec<_> = [StorageType::File, StorageType::Memory]
+            .into_iter()
+            .map(|storage| self.registry_for(storage).storage().state.closing())
+            .collect();
+        drop(self);
+        for store in closing {
+            match tokio::time::timeout(STORE_CLOSE_WAIT, store.wait()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::warn!(error = %e, "waiting for a state db to close"),
+                Err(_) => tracing::error!(
+                    waited = ?STORE_CLOSE_WAIT,
+                    "a state db is still held after shutdown (a restart here would find it locked)"
+                ),
+            }
+        }
     }
 }
 

@@ -9,5 +9,6 @@ mod drop;
 mod group;
 mod many_groups;
 mod recovery;
+mod shutdown;
 mod suite;
 mod support;
