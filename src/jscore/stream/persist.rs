@@ -97,7 +97,7 @@ impl StreamState {
         let limits = StreamLimits::from_config(&config);
         restoring.flush_run();
         let mut messages = restoring.messages;
-        messages.seal();
+        messages.seal_all();
         let mut schedules = restoring.schedules;
         schedules.catch_up(restoring.schedule_clock);
         let mut window = DedupWindow::default();

@@ -103,7 +103,7 @@ fn answers_as_a_btreemap_whatever_the_layouts() {
                 assert_eq!(map.insert(next, m), model.insert(next, m));
                 next += 1 + u64::from(rng.below(10) == 0) * rng.below(50);
             }
-            match rng.below(7) {
+            match rng.below(8) {
                 // A work queue: the oldest go.
                 0 | 1 => {
                     let doomed: Vec<u64> = model
@@ -136,8 +136,9 @@ fn answers_as_a_btreemap_whatever_the_layouts() {
                 }
                 // Skipping ahead over whole chunks.
                 4 => next += rng.below(100_000),
-                // A restore's seal.
+                // A seal, and a restore's, which seals the tail too.
                 5 => map.seal(),
+                6 => map.seal_all(),
                 _ => {
                     let seq = 1 + rng.below(next);
                     assert_eq!(map.remove(seq), model.remove(&seq));
@@ -186,6 +187,18 @@ fn chunks_seal_as_appends_move_on_and_empty_ones_go() {
         map.layouts(),
         vec![(0, "packed"), (2, "packed"), (3, "open")]
     );
+    // A restore's seal packs the tail as well (a few messages: a list), which takes the next
+    // appends.
+    let mut restored = map.clone();
+    restored.seal_all();
+    assert_eq!(
+        restored.layouts(),
+        vec![(0, "packed"), (2, "packed"), (3, "few")]
+    );
+    let last = restored.last().unwrap().0;
+    restored.insert(last + 1, meta(7, 7, 1));
+    assert_eq!(restored.get(last + 1), Some(meta(7, 7, 1)));
+    assert_eq!(restored.len(), map.len() + 1);
     // A chunk of a few live messages seals into a list.
     let mut sparse = MetaMap::new();
     for seq in (0..4096).step_by(512) {
