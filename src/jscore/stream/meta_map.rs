@@ -7,8 +7,8 @@
 //! skipped ahead). The chunk being appended to is open (16 bytes a slot); when an append
 //! moves on to the next chunk, the one before is sealed into columns as narrow as its values
 //! allow: a busy stream of one subject keeps about 4 bytes a message, where a 16-byte slot
-//! per message and a doubling deque (before) kept 16 to 34. A restore seals every chunk
-//! but the last once it has them all ([`seal`](MetaMap::seal)).
+//! per message and a doubling deque (before) kept 16 to 34. A restore seals every chunk,
+//! the last too, once it has them all ([`seal_all`](MetaMap::seal_all)).
 //!
 //! Lookups are by value ([`MsgMeta`] is `Copy`): a packed chunk has no `MsgMeta` to lend.
 //!
