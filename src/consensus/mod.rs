@@ -82,6 +82,7 @@ mod snapshot_dir;
 pub mod state_db;
 pub mod state_machine;
 pub mod state_writer;
+mod sync_gate;
 pub mod types;
 
 #[cfg(test)]

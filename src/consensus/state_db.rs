@@ -46,6 +46,7 @@ use tokio_util::task::TaskTracker;
 
 use super::damage::Damage;
 use super::state_writer::StateWriter;
+use super::sync_gate::SyncGate;
 use super::types::GroupId;
 
 /// Name of the sled tree holding every group's state.
@@ -89,6 +90,7 @@ pub struct StateDb {
     groups: sled::Tree,
     path: Arc<PathBuf>,
     syncs: Arc<AtomicU64>,
+    gate: Arc<SyncGate>,
     /// The state machines' batches, written behind their apply (see `state_writer.rs`).
     writer: Arc<StateWriter>,
     /// Groups whose state was found damaged while running (`damage.rs`).
@@ -132,6 +134,7 @@ impl StateDb {
             groups,
             path: Arc::new(path),
             syncs: Arc::new(AtomicU64::new(0)),
+            gate: Arc::default(),
             writer: Arc::new(writer),
             damage: Arc::new(Damage::default()),
             open: handles.token(),
@@ -180,7 +183,14 @@ impl StateDb {
     /// Then it removes the files written batches no longer point into (`FileEffects`): only
     /// now is sled's forgetting them durable, so a crash cannot leave a key pointing into a
     /// removed file.
+    ///
+    /// Calls at the same time share syncs ([`SyncGate`]): one that started after a call began
+    /// covers it.
     pub fn sync(&self) -> io::Result<()> {
+        self.gate.run(|| self.sync_now())
+    }
+
+    fn sync_now(&self) -> io::Result<()> {
         self.writer.flush_all().map_err(io::Error::other)?;
         let unlinks = self.writer.take_unlinks();
         self.db.flush().map_err(io::Error::other)?;
