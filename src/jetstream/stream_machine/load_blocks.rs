@@ -67,17 +67,16 @@ pub fn load_blocks(
                 ts_nanos: msg.ts_nanos,
                 stored_size: stored_size(storage, msg.subject.len(), headers_len, msg.payload_len),
             };
-            match slot.map(|slot| (slot, ids.get(slot).copied().flatten())) {
-                Some((_, Some(id))) => restoring.push_as(msg.seq, id, info, msg.headers),
-                Some((slot, None)) => {
-                    let id = restoring.push(msg.seq, info, msg.headers);
-                    if ids.len() <= slot {
-                        ids.resize(slot + 1, None);
-                    }
-                    ids[slot] = Some(id);
-                }
+            match slot.and_then(|slot| ids.get(slot).copied().flatten()) {
+                Some(id) => restoring.push_as(msg.seq, id, info, msg.headers),
                 None => {
-                    restoring.push(msg.seq, info, msg.headers);
+                    let id = restoring.push(msg.seq, info, msg.headers);
+                    if let Some(slot) = slot {
+                        if ids.len() <= slot {
+                            ids.resize(slot + 1, None);
+                        }
+                        ids[slot] = Some(id);
+                    }
                 }
             }
             block.live += 1;
