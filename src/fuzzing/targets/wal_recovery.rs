@@ -1,8 +1,8 @@
 //! WAL recovery (`crate::store::log::LogEngine::open`) over arbitrary segment files: never
 //! a panic; whatever opened reopens to the same groups, corruption marks and entries (the
 //! sealed, checkpointed result of a recovery is itself a clean log); and a bit flipped in
-//! fsynced data (data followed by the start of a later batch) is always reported, never
-//! silently taken or dropped.
+//! fsynced data (data followed by the start of a later batch, one that is not bytes inside
+//! another record's payload) is always reported, never silently taken or dropped.
 //!
 //! Input: frames (`crate::fuzzing::seeds::frames`): the first is the control bytes, the
 //! others the segment files `0000000000000001.wal`, `...2.wal`, ... (at most 4). Control byte
@@ -21,6 +21,10 @@ use bytes::Bytes;
 const SEGMENT_HEADER_LEN: usize = 24;
 const RECORD_HEADER_LEN: usize = 32;
 const START_OF_BATCH: u8 = 0x02;
+const KNOWN_FLAGS: u8 = 0x03;
+/// The highest record tag the format defines (tags run from 1).
+const MAX_TAG: u8 = 8;
+const MAX_PAYLOAD: usize = 256 << 20;
 const MAX_SEGMENTS: usize = 4;
 
 fn scratch_dir() -> &'static Path {
@@ -70,17 +74,39 @@ fn fix_crcs(segment: &mut [u8]) {
     }
 }
 
-/// Is there an intact record starting a batch anywhere after `offset`?
+/// Where the record at `pos` ends, if an intact record starts there: its header is valid by
+/// the format's rules (CRC, a known tag, known flags, zero reserved bytes, a payload length in
+/// bounds) and its payload's CRC matches.
+fn intact_record_end(segment: &[u8], pos: usize) -> Option<usize> {
+    let header = segment.get(pos..pos + RECORD_HEADER_LEN)?;
+    let len = u32_at(header, 4) as usize;
+    let end = pos + RECORD_HEADER_LEN + len;
+    let valid = crc32c::crc32c(&header[4..]) == u32_at(header, 0)
+        && (1..=MAX_TAG).contains(&header[8])
+        && header[9] & !KNOWN_FLAGS == 0
+        && header[10..12] == [0, 0]
+        && len <= MAX_PAYLOAD
+        && end <= segment.len()
+        && crc32c::crc32c(&segment[pos + RECORD_HEADER_LEN..end]) == u32_at(header, 28);
+    valid.then_some(end)
+}
+
+/// Does an intact record that starts a batch begin after `offset`, and is it unmistakably a
+/// record, not bytes inside another record's payload? Recovery walks over the intact records
+/// it meets (a message payload may itself hold WAL bytes), so a batch start counts only when
+/// no intact record starting after `offset` and before it reaches past its first byte.
 fn batch_starts_after(segment: &[u8], offset: usize) -> bool {
-    (offset + 1..segment.len().saturating_sub(RECORD_HEADER_LEN - 1)).any(|pos| {
-        let header = &segment[pos..pos + RECORD_HEADER_LEN];
-        let len = u32_at(header, 4) as usize;
-        let end = pos + RECORD_HEADER_LEN + len;
-        header[9] & START_OF_BATCH != 0
-            && crc32c::crc32c(&header[4..]) == u32_at(header, 0)
-            && end <= segment.len()
-            && crc32c::crc32c(&segment[pos + RECORD_HEADER_LEN..end]) == u32_at(header, 28)
-    })
+    let mut covered_to = 0;
+    for pos in offset + 1..segment.len() {
+        let Some(end) = intact_record_end(segment, pos) else {
+            continue;
+        };
+        if pos >= covered_to && segment[pos + 9] & START_OF_BATCH != 0 {
+            return true;
+        }
+        covered_to = covered_to.max(end);
+    }
+    false
 }
 
 /// What a recovered log holds, to compare two recoveries.

@@ -256,6 +256,9 @@ fn parse_header(buf: &[u8], pos: usize) -> Option<RecordHeader> {
 
 /// Does a batch start anywhere in `buf[from..]` (an intact record with START_OF_BATCH)? If so,
 /// damage before `from` is in a batch that was fsynced; if not, it is in the final batch.
+/// The scan steps over each intact record it meets whole: a message payload may itself hold
+/// WAL bytes (a segment file published to a stream or an object store), and those are data,
+/// not a batch start.
 pub(crate) fn batch_starts_after(buf: &[u8], from: usize) -> bool {
     let mut pos = from;
     while pos + RECORD_HEADER_LEN <= buf.len() {
