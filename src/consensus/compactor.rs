@@ -5,7 +5,7 @@
 //! A group's state machine tells it, without blocking, how its log grew since the last
 //! snapshot ([`LogGrowth`]); the compactor then, debounced per group:
 //!
-//! 1. triggers a snapshot (cheap: snapshots stay in sled, `state_machine.rs`), unless nothing
+//! 1. triggers a snapshot (cheap: snapshots stay in sled, `state_machine/`), unless nothing
 //!    was applied since the last one;
 //! 2. once openraft reports it built, purges the log up to it (`Raft::trigger().purge_log`),
 //!    except the entries a follower still needs while it lags by at most `keep_for_lagging`

@@ -6,7 +6,7 @@
 //!
 //! A snapshot file is a consistent dump of the group's machine keys in sled at one applied log
 //! id, plus the openraft [`SnapshotMeta`]. Since ADR 0014 one is written only to be sent to a
-//! follower (the snapshots the log is purged by stay in sled, `state_machine.rs`), and deleted
+//! follower (the snapshots the log is purged by stay in sled, `state_machine/snapshots.rs`), and deleted
 //! by the next in-place snapshot. It is fsynced before openraft hears of it, so it is a durable
 //! checkpoint on its own: if sled lost writes in a crash and is behind the snapshot, the group's
 //! state is restored from the file on open (see [`state_machine`](super::state_machine)).

@@ -113,7 +113,7 @@ impl SnapshotDir {
     }
 
     /// Delete the current snapshot file if it is older than `meta`, an in-place snapshot
-    /// that supersedes it (`state_machine.rs`). Blocking.
+    /// that supersedes it (`state_machine/snapshots.rs`). Blocking.
     pub fn discard_older_than(&mut self, meta: &SnapshotMeta) -> io::Result<()> {
         if self
             .current

@@ -13,7 +13,7 @@
 //! | `0x00` raft | `applied` | last applied log id ([`raft_codec`](super::raft_codec)) |
 //! | `0x00` raft | `membership` | last applied membership |
 //! | `0x00` raft | `installing` | name of the snapshot file being installed (crash marker) |
-//! | `0x00` raft | `snapshot` | metadata of the newest in-place snapshot (`state_machine.rs`) |
+//! | `0x00` raft | `snapshot` | metadata of the newest in-place snapshot (`state_machine/`) |
 //! | `0x01` data | anything | the group's [`GroupMachine`](super::GroupMachine) keys |
 //!
 //! A group's keys are contiguous, so its state can be dumped, replaced or dropped as a range,
