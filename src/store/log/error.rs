@@ -54,6 +54,10 @@ pub enum LogError {
     #[error("raft group {group}: truncate from {index} but entries up to {purged} are purged")]
     TruncatePurged { group: u64, index: u64, purged: u64 },
 
+    /// An `Append` or `PurgeUpTo` index above `memtable::MAX_INDEX` (2^63 - 1).
+    #[error("log index {index} of group {group} is above the highest index a log may hold")]
+    IndexTooLarge { group: u64, index: u64 },
+
     /// An entry or meta value too large for the record format.
     #[error("payload of {len} bytes exceeds the record limit of {max} bytes")]
     PayloadTooLarge { len: usize, max: usize },

@@ -21,6 +21,11 @@ use super::error::LogError;
 use super::record::{MAX_PAYLOAD, RECORD_HEADER_LEN};
 use super::types::{LogOp, MetaKey};
 
+/// The highest index an entry or a purge mark may have: far beyond any real log (2^63 - 1
+/// entries), and low enough that the index after it never overflows, even in a record that
+/// recovery reads from a damaged or forged segment.
+pub(crate) const MAX_INDEX: u64 = u64::MAX >> 1;
+
 /// The log of one Raft group, in memory.
 #[derive(Debug, Default)]
 pub(crate) struct GroupLog {
@@ -140,6 +145,12 @@ impl Tables {
             return Err(LogError::GroupCorrupt { group });
         }
         match op {
+            LogOp::Append { index, .. } | LogOp::PurgeUpTo { index, .. } if *index > MAX_INDEX => {
+                Err(LogError::IndexTooLarge {
+                    group,
+                    index: *index,
+                })
+            }
             LogOp::Append { index, payload, .. } => {
                 check_payload(payload)?;
                 match log.and_then(GroupLog::next_index) {
@@ -558,6 +569,30 @@ mod tests {
         assert_eq!(indices(&tables, 3), vec![1]);
         assert_eq!(tables.meta(3, MetaKey::VOTE), None);
         assert_eq!(tables.groups(), vec![3]);
+    }
+
+    #[test]
+    fn an_index_above_the_bound_is_refused() {
+        let mut tables = Tables::default();
+        let too_large = [
+            append(3, MAX_INDEX + 1),
+            LogOp::PurgeUpTo {
+                group: 3,
+                index: u64::MAX,
+            },
+        ];
+        for op in too_large {
+            assert!(matches!(
+                tables.apply_submitted(std::slice::from_ref(&op)),
+                Err(LogError::IndexTooLarge { group: 3, .. })
+            ));
+        }
+        assert_eq!(tables.groups(), Vec::<u64>::new());
+        // The bound itself is an index; the next one is refused as not contiguous, without
+        // overflowing.
+        tables.apply_submitted(&[append(3, MAX_INDEX)]).unwrap();
+        assert_eq!(indices(&tables, 3), vec![MAX_INDEX]);
+        assert!(tables.apply_submitted(&[append(3, 1)]).is_err());
     }
 
     #[test]

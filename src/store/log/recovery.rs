@@ -10,7 +10,7 @@ use bytes::Bytes;
 
 use super::durable::DurableIndex;
 use super::error::LogError;
-use super::memtable::Tables;
+use super::memtable::{Tables, MAX_INDEX};
 use super::record::{
     self, batch_starts_after, BadSegmentHeader, Decoded, Parsed, RecordHeader, Tag,
     RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
@@ -124,6 +124,23 @@ enum Pending {
     Intact(Decoded),
     /// Header intact, payload damaged.
     Damaged(RecordHeader),
+}
+
+impl Pending {
+    /// The group of an entry or purge record whose index is above [`MAX_INDEX`].
+    fn index_out_of_range(&self) -> Option<u64> {
+        let (group, index) = match self {
+            Pending::Intact(Decoded::Op(
+                LogOp::Append { group, index, .. } | LogOp::PurgeUpTo { group, index },
+            ))
+            | Pending::Intact(Decoded::Rewrite { group, index, .. }) => (*group, *index),
+            Pending::Damaged(header) if matches!(header.tag, Tag::Append | Tag::Rewrite) => {
+                (header.group, header.index)
+            }
+            _ => return None,
+        };
+        (index > MAX_INDEX).then_some(group)
+    }
 }
 
 /// Damaged, still-live data of one group.
@@ -276,6 +293,12 @@ impl Replay {
     /// Apply the records of one complete write.
     fn apply(&mut self, records: impl Iterator<Item = Pending>, segment: u64) {
         for record in records {
+            if let Some(group) = record.index_out_of_range() {
+                // No writer wrote it (every write is validated): the group cannot be trusted.
+                self.tables.mark_corrupt(group);
+                self.durable.mark_corrupt(group);
+                continue;
+            }
             match record {
                 Pending::Intact(Decoded::Op(op)) => {
                     self.forget_lost(&op);

@@ -199,3 +199,34 @@ fn missing_segment_refuses_to_open() {
         other => panic!("expected Corrupt, got {other:?}"),
     }
 }
+
+#[test]
+fn an_entry_index_no_writer_writes_marks_the_group_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, _) = open(dir.path());
+    engine.write_blocking(appends(1, 1..=2)).unwrap();
+    let segment = newest_segment(dir.path());
+    let first_of_2 = file_len(&segment) as usize;
+    engine.write_blocking(appends(2, 1..=1)).unwrap();
+    engine.write_blocking(appends(1, 3..=3)).unwrap();
+    drop(engine);
+    // Group 2's only entry renumbered u64::MAX with its header CRC made right again: a record
+    // with intact CRCs that no validated write produces (the index after it would overflow).
+    let mut bytes = std::fs::read(&segment).unwrap();
+    let header = &mut bytes[first_of_2..first_of_2 + RECORD_HEADER_LEN as usize];
+    header[20..28].copy_from_slice(&u64::MAX.to_le_bytes());
+    let crc = crc32c::crc32c(&header[4..]);
+    header[..4].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&segment, bytes).unwrap();
+
+    let (engine, report) = open(dir.path());
+    assert_eq!(report.corrupt_groups, vec![2]);
+    assert!(matches!(
+        engine.entries(2, ..),
+        Err(LogError::GroupCorrupt { group: 2 })
+    ));
+    assert_eq!(indices(&engine, 1), vec![1, 2, 3]);
+    drop(engine);
+    let (_, report) = open(dir.path());
+    assert_eq!(report.corrupt_groups, vec![2]);
+}
