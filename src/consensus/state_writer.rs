@@ -24,7 +24,7 @@
 //!
 //! A batch may come with [`FileEffects`]: files a machine wrote beside its keys (a stream's
 //! message segments) that must be on disk before sled can hold keys pointing into them, so
-//! the writer `fdatasync`s them before it writes the batch; and files the batch's keys no
+//! the writer syncs them (`file_sync.rs`) before it writes the batch; and files the batch's keys no
 //! longer point into, which may go only once sled holds that durably, so the writer hands
 //! them to the next [`StateDb::sync`](super::StateDb::sync) ([`StateWriter::take_unlinks`]).
 //!
@@ -66,7 +66,7 @@ pub type WriteTicket = u64;
 /// written.
 #[derive(Debug, Default)]
 pub struct FileEffects {
-    /// Synced (`fdatasync`) before the batch is written.
+    /// Synced (`file_sync::sync_data_all`) before the batch is written.
     pub sync_first: Vec<Arc<File>>,
     /// Removed by the first [`StateDb::sync`](super::StateDb::sync) after the batch is written.
     pub unlink_after_sync: Vec<PathBuf>,
@@ -468,7 +468,8 @@ mod tests {
         let shared_file = Arc::new(File::create(dir.path().join("shared")).unwrap());
         for (i, owner) in owners.iter().enumerate() {
             let file = if i == 5 {
-                // A pipe's write end: fdatasync on it fails (EINVAL).
+                // A pipe's write end: syncing it fails (fdatasync: EINVAL; with the
+                // round's other files committed together, sync_file_range: ESPIPE).
                 let (_reader, pipe) = std::io::pipe().unwrap();
                 Arc::new(File::from(std::os::fd::OwnedFd::from(pipe)))
             } else {
