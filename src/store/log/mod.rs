@@ -8,7 +8,8 @@
 //! - `error.rs`: [`LogError`].
 //! - `record.rs`: the on-disk format (below), encoding and parsing.
 //! - `segment.rs`: segment file names and file operations.
-//! - `memtable.rs`: every group's log in memory; validation and undo.
+//! - `memtable.rs`: every group's log in memory; validation and undo (unit tests in
+//!   `tests_memtable.rs`).
 //! - `durable.rs`: what is durable where: segment liveness and checkpoints.
 //! - `writer.rs`: the writer thread: group commit, rotation, deletion, compaction, failure
 //!   handling; `writer/reclaim.rs`: freeing segments as soon as a drop or purge leaves them
@@ -145,6 +146,8 @@ mod memtable;
 mod record;
 mod recovery;
 mod segment;
+#[cfg(test)]
+mod tests_memtable;
 mod types;
 mod writer;
 
