@@ -31,7 +31,7 @@ use std::sync::Arc;
 /// Most syncs in flight at once. Beyond 16 the measurement above gained nothing.
 const MAX_THREADS: usize = 16;
 
-/// From this many files on, their pages are written one by one and committed together (see
+/// From this many files on, one `syncfs` per file system makes them durable together (see
 /// the module docs); fewer are each `fdatasync`ed.
 pub const SHARED_COMMIT_FROM: usize = 4;
 
@@ -41,7 +41,7 @@ pub fn sync_data_all(files: &[Arc<File>]) -> Vec<io::Result<()>> {
     if files.len() >= SHARED_COMMIT_FROM {
         return commit_together(files);
     }
-    in_parallel(files, |file| file.sync_data())
+    fdatasync_in_parallel(files)
 }
 
 /// A failed commit, kept to fail each file of its file system (`io::Error` is not `Clone`).
@@ -105,16 +105,16 @@ mod linux {
     }
 }
 
-/// `op` on every file of `files`; the results in the same order. One file on the calling
-/// thread; several, on up to [`MAX_THREADS`] scoped threads (the caller's among them), each
-/// taking a share of the files.
-fn in_parallel(files: &[Arc<File>], op: fn(&File) -> io::Result<()>) -> Vec<io::Result<()>> {
+/// `fdatasync`s every file of `files`; the results in the same order. One file is synced on
+/// the calling thread; several, on up to [`MAX_THREADS`] scoped threads (the caller's among
+/// them), each taking a share of the files.
+fn fdatasync_in_parallel(files: &[Arc<File>]) -> Vec<io::Result<()>> {
     if files.len() <= 1 {
-        return files.iter().map(|file| op(file)).collect();
+        return files.iter().map(|file| file.sync_data()).collect();
     }
     let share = files.len().div_ceil(MAX_THREADS.min(files.len()));
     let sync_share = |share: &[Arc<File>]| -> Vec<io::Result<()>> {
-        share.iter().map(|file| op(file)).collect()
+        share.iter().map(|file| file.sync_data()).collect()
     };
     let mut shares = files.chunks(share);
     let own = shares.next().unwrap_or_default();
