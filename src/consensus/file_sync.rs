@@ -33,7 +33,7 @@ const MAX_THREADS: usize = 16;
 
 /// From this many files on, one `syncfs` per file system makes them durable together (see
 /// the module docs); fewer are each `fdatasync`ed.
-pub const SHARED_COMMIT_FROM: usize = 4;
+const SHARED_COMMIT_FROM: usize = 4;
 
 /// Makes the data of every file of `files` durable; the results in the same order.
 pub fn sync_data_all(files: &[Arc<File>]) -> Vec<io::Result<()>> {
