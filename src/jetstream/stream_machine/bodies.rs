@@ -23,7 +23,7 @@
 //! view, then this store's lock, then the cache's; a reader holds no view lock when it
 //! reads sled on the delivery path (`StreamView::message`).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -32,6 +32,7 @@ use parking_lot::Mutex;
 
 use super::block::{Block, Body};
 use super::cache::{BlockCache, BlockKey};
+use super::chunked::ChunkedMap;
 use super::keys;
 use super::segments::{Locator, Segments};
 use crate::consensus::{MachineError, MachineView, WriteTicket};
@@ -53,7 +54,7 @@ struct Inner {
     view: Option<MachineView>,
     epoch: u64,
     /// Every `b/` block by first sequence.
-    blocks: BTreeMap<u64, Slot>,
+    blocks: ChunkedMap<Slot>,
     /// First sequences of pinned blocks, in the order they were written.
     pinned: VecDeque<u64>,
     /// The group's segment files, where `b/` locators point (set by `reset`).
@@ -77,7 +78,8 @@ impl std::fmt::Debug for Inner {
 #[derive(Debug)]
 struct Slot {
     last_seq: u64,
-    pin: Option<Pin>,
+    /// Boxed: most slots are not pinned, and an entry of every block of the stream is kept.
+    pin: Option<Box<Pin>>,
     /// A frame that extends block `b/<joins>` (`extend.rs`): a slot of its own while pinned,
     /// then part of that block (its `last_seq` grows to the frame's; its cached copy takes
     /// the frame if a reader follows it, else goes).
@@ -194,10 +196,10 @@ impl MessageStore {
     /// of its own until its batch is written.
     fn pin(&self, first: u64, last_seq: u64, block: Block, joins: Option<u64>) {
         let mut inner = self.inner.lock();
-        let pin = Pin {
+        let pin = Box::new(Pin {
             block: Arc::new(block),
             ticket: None,
-        };
+        });
         let slot = Slot {
             last_seq,
             pin: Some(pin),
@@ -217,7 +219,7 @@ impl MessageStore {
         let mut inner = self.inner.lock();
         let Inner { blocks, pinned, .. } = &mut *inner;
         for first in pinned.iter().rev() {
-            match blocks.get_mut(first).and_then(|slot| slot.pin.as_mut()) {
+            match blocks.get_mut(*first).and_then(|slot| slot.pin.as_mut()) {
                 Some(pin) if pin.ticket.is_none() => pin.ticket = Some(ticket),
                 Some(_) => break,
                 None => {}
@@ -251,11 +253,11 @@ impl MessageStore {
             ..
         } = &mut *inner;
         while let Some(&first) = pinned.front() {
-            let Some(slot) = blocks.get_mut(&first) else {
+            let Some(slot) = blocks.get_mut(first) else {
                 pinned.pop_front();
                 continue;
             };
-            match &slot.pin {
+            match slot.pin.as_deref() {
                 Some(Pin {
                     ticket: Some(ticket),
                     ..
@@ -272,8 +274,8 @@ impl MessageStore {
                 // copy if a reader follows it (which then finds the frame's messages there
                 // instead of reading the block again); an unread copy goes.
                 let (last_seq, frame) = (slot.last_seq, slot.pin.take());
-                blocks.remove(&first);
-                if let Some(block) = blocks.get_mut(&joins) {
+                blocks.remove(first);
+                if let Some(block) = blocks.get_mut(joins) {
                     block.last_seq = block.last_seq.max(last_seq);
                 }
                 self.cache.replace_if_read((*epoch, joins), |cached| {
@@ -288,17 +290,17 @@ impl MessageStore {
     /// Block `b/<first>` is deleted (its last message went), with the frames extending it.
     pub fn removed(&self, first: u64) {
         let mut inner = self.inner.lock();
-        if inner.blocks.remove(&first).is_some() {
+        if inner.blocks.remove(first).is_some() {
             self.cache.forget((inner.epoch, first));
         }
         let frames: Vec<u64> = inner
             .blocks
-            .range(first..)
+            .iter_from(first)
             .take_while(|(_, slot)| slot.joins == Some(first))
-            .map(|(frame, _)| *frame)
+            .map(|(frame, _)| frame)
             .collect();
         for frame in frames {
-            inner.blocks.remove(&frame);
+            inner.blocks.remove(frame);
         }
     }
 
@@ -371,8 +373,8 @@ impl MessageStore {
             let (Some(view), Some(segments)) = (inner.view.clone(), inner.segments.clone()) else {
                 return Located::Absent;
             };
-            match inner.blocks.range(..=seq).next_back() {
-                Some((&first, slot)) if seq <= slot.last_seq => {
+            match inner.blocks.at_or_below(seq) {
+                Some((first, slot)) if seq <= slot.last_seq => {
                     if let Some(pin) = &slot.pin {
                         return Located::Found(Found::Block {
                             first,
@@ -421,7 +423,7 @@ impl MessageStore {
         let current = inner.epoch == epoch
             && inner
                 .blocks
-                .get(&first)
+                .get(first)
                 .is_some_and(|slot| slot.pin.is_none() && Some(slot.last_seq) == block.last_seq());
         if current {
             self.cache.insert((epoch, first), block.clone());
@@ -435,7 +437,7 @@ impl MessageStore {
         inner.epoch != epoch
             || inner
                 .blocks
-                .get(&first)
+                .get(first)
                 .is_none_or(|slot| slot.pin.is_some())
     }
 

@@ -125,7 +125,7 @@ fn compact_one(
         .blocks
         .iter()
         .filter(|(_, block)| block.segment == Some(segment))
-        .map(|(first, _)| *first)
+        .map(|(first, _)| first)
         .collect();
     // Every block first: a segment is compacted whole or not at all.
     let mut blocks = Vec::with_capacity(firsts.len());

@@ -33,7 +33,7 @@ pub(super) fn extend_last_block(
     msgs: &[keys::BlockMsg<'_>],
     txn: &mut MachineTxn<'_>,
 ) -> Result<usize, MachineError> {
-    let Some((&first, &before)) = persisted.blocks.last_key_value() else {
+    let Some((first, &before)) = persisted.blocks.last() else {
         return Ok(0);
     };
     let Some(segment) = before.segment else {

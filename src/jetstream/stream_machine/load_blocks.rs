@@ -9,6 +9,7 @@ use crate::consensus::{MachineError, MachineView};
 use crate::jsapi::stream_config::StorageType;
 use crate::jscore::stream::{stored_size, MsgInfo, Restoring, SubjectId};
 
+use super::chunked::ChunkedMap;
 use super::compact::SegmentUse;
 use super::keys;
 use super::segments::{Locator, Segments};
@@ -17,7 +18,7 @@ use super::summary::{self, MsgMetaRef, SegmentSummary};
 
 /// The blocks found, by first sequence, and how many of them each segment holds.
 pub struct LoadedBlocks {
-    pub blocks: BTreeMap<u64, BlockInfo>,
+    pub blocks: ChunkedMap<BlockInfo>,
     pub segments: BTreeMap<u32, SegmentUse>,
 }
 
@@ -37,7 +38,7 @@ pub fn load_blocks(
 ) -> Result<LoadedBlocks, MachineError> {
     let mut summaries = Summaries::new(segments);
     let mut loaded = LoadedBlocks {
-        blocks: BTreeMap::new(),
+        blocks: ChunkedMap::new(),
         segments: BTreeMap::new(),
     };
     let mut ids: Vec<Option<SubjectId>> = Vec::new();

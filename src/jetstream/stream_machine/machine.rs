@@ -153,7 +153,7 @@ impl GroupMachine for StreamMachine {
             persisted
                 .blocks
                 .iter()
-                .map(|(first, block)| (*first, block.last_seq)),
+                .map(|(first, block)| (first, block.last_seq)),
             segments,
         );
         self.writer.replace(group);

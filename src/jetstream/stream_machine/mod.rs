@@ -93,6 +93,7 @@ mod block;
 mod block_format;
 mod bodies;
 pub mod cache;
+mod chunked;
 mod compact;
 pub mod entry;
 mod extend;

@@ -22,6 +22,7 @@ use crate::jscore::stream::StreamState;
 
 use super::block::{Block, Body};
 use super::bodies::MessageStore;
+use super::chunked::ChunkedMap;
 use super::compact::SegmentUse;
 use super::keys::{self, DedupEntryV1};
 use super::segments::Segments;
@@ -44,7 +45,7 @@ pub struct Persisted {
     /// The layout version written to `v` (`None` while the stream has no keys).
     pub layout: Option<u8>,
     /// The `b/` blocks by first sequence.
-    pub blocks: BTreeMap<u64, BlockInfo>,
+    pub blocks: ChunkedMap<BlockInfo>,
     /// Per segment file, its share of `blocks` (`segments.rs`, `compact.rs`).
     pub segments: BTreeMap<u32, SegmentUse>,
     /// Sequences with an `x/` key.
@@ -292,7 +293,7 @@ fn settle_removed(
     let mut emptied = Vec::new();
     let mut touched = BTreeSet::new();
     for seq in std::mem::take(&mut persisted.removed) {
-        let Some((&first, block)) = persisted.blocks.range_mut(..=seq).next_back() else {
+        let Some((first, block)) = persisted.blocks.at_or_below_mut(seq) else {
             continue;
         };
         if seq > block.last_seq {
@@ -332,7 +333,7 @@ pub(super) fn forget_block(
     first: u64,
     txn: &mut MachineTxn<'_>,
 ) -> Option<BlockInfo> {
-    let block = persisted.blocks.remove(&first)?;
+    let block = persisted.blocks.remove(first)?;
     txn.remove(keys::block(first));
     if let Some(used) = block
         .segment
