@@ -261,13 +261,8 @@ mod tests {
     /// Random inserts and removals, mostly ascending as blocks are, against a `BTreeMap`.
     #[test]
     fn behaves_as_an_ordered_map() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut rng = crate::jscore::xorshift::XorShift(0x9e37_79b9_7f4a_7c15);
+        let mut next = move || rng.next();
         let mut map = ChunkedMap::new();
         let mut model = BTreeMap::new();
         let mut top = 0u64;
