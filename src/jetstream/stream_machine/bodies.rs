@@ -304,6 +304,30 @@ impl MessageStore {
         }
     }
 
+    /// Block `b/<first>` (messages up to `last`) was rewritten by compaction into blocks
+    /// `stored` just before (one of them at `first` itself if `replaced`): the old block goes,
+    /// with the frames extending it, in one step, so a reader finds each message in the old
+    /// blocks or the new ones.
+    pub fn rewritten(&self, first: u64, last: u64, replaced: bool) {
+        let mut inner = self.inner.lock();
+        let epoch = inner.epoch;
+        if !replaced {
+            inner.blocks.remove(first);
+        }
+        self.cache.forget((epoch, first));
+        // The new blocks (no `joins`) may sit between the frames.
+        let frames: Vec<u64> = inner
+            .blocks
+            .iter_from(first.saturating_add(1))
+            .take_while(|(frame, _)| *frame <= last)
+            .filter(|(_, slot)| slot.joins == Some(first))
+            .map(|(frame, _)| frame)
+            .collect();
+        for frame in frames {
+            inner.blocks.remove(frame);
+        }
+    }
+
     /// The body of message `seq`, or `None` if no block holds it (removed meanwhile). A
     /// failed read is logged, reported as damage if it is (`failed_read`), and answers
     /// `None`: a body failing its check is never served.

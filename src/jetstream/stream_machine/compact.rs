@@ -14,7 +14,6 @@ use std::collections::BTreeSet;
 use crate::consensus::MachineTxn;
 use crate::jscore::stream::StreamState;
 
-use super::block::Body;
 use super::bodies::MessageStore;
 use super::segments::Segments;
 use super::stage::{self, BlockInfo, Persisted};
@@ -121,33 +120,36 @@ fn compact_one(
     segment: u32,
     txn: &mut MachineTxn<'_>,
 ) -> Result<(), crate::consensus::MachineError> {
-    let firsts: Vec<u64> = persisted
+    let ranges: Vec<(u64, u64)> = persisted
         .blocks
         .iter()
         .filter(|(_, block)| block.segment == Some(segment))
-        .map(|(first, _)| first)
+        .map(|(first, block)| (first, block.last_seq))
         .collect();
-    // Every block first: a segment is compacted whole or not at all.
-    let mut blocks = Vec::with_capacity(firsts.len());
-    for &first in &firsts {
-        let Some(block) = store.block(first) else {
-            return Ok(());
-        };
-        blocks.push((first, block));
-    }
-    for (first, block) in blocks {
-        let bodies: Vec<(u64, Body)> = block
-            .seqs()
-            .filter(|seq| stream.contains(*seq))
-            .filter_map(|seq| Some((seq, block.body(seq)?)))
-            .collect();
-        let msgs = stage::block_msgs(stream, &bodies);
-        stage::forget_block(persisted, first, txn);
-        stage::write_blocks(persisted, store, segments, &msgs, txn)?;
-        // The new block may start at the old one's key: then it replaced it.
-        if msgs.first().is_none_or(|msg| msg.seq != first) {
-            store.removed(first);
+    // Every live body first, read by sequence over the block's whole range: a frame that
+    // extends the block (`extend.rs`) is held apart from it in the store until its batch is
+    // written, so the block as read may not hold all of it yet. A segment is compacted whole
+    // or not at all: a body that cannot be read (damage, which the read reported) leaves it.
+    let mut moved = Vec::with_capacity(ranges.len());
+    for &(first, last) in &ranges {
+        let seqs: Vec<u64> = (first..=last).filter(|seq| stream.contains(*seq)).collect();
+        let mut bodies = Vec::with_capacity(seqs.len());
+        for (seq, body) in seqs.iter().zip(store.bodies(seqs.iter().copied())) {
+            let Some(body) = body else {
+                return Ok(());
+            };
+            bodies.push((*seq, body));
         }
+        moved.push((first, bodies));
+    }
+    for (first, bodies) in moved {
+        let msgs = stage::block_msgs(stream, &bodies);
+        let Some(old) = stage::forget_block(persisted, first, txn) else {
+            continue;
+        };
+        stage::write_blocks(persisted, store, segments, &msgs, txn)?;
+        let replaced = msgs.first().is_some_and(|msg| msg.seq == first);
+        store.rewritten(first, old.last_seq, replaced);
     }
     stage::retire_if_empty(persisted, segments, segment, txn);
     Ok(())

@@ -21,6 +21,9 @@ use super::{BlockCache, StreamMachine, StreamView};
 use crate::jscore::xorshift::XorShift;
 use std::sync::Arc;
 
+/// The write-behind queue held by [`Harness::stall_writer`] until this is dropped.
+pub(super) struct WriterStall(#[allow(dead_code)] std::sync::mpsc::Sender<()>);
+
 /// A machine over a temporary state db, applying and committing like the state machine
 /// (batches through the write-behind queue).
 pub(super) struct Harness {
@@ -80,6 +83,30 @@ impl Harness {
         let ticket = writer.submit_with(owner, writes, files).unwrap();
         self.machine.submitted(ticket);
         responses
+    }
+
+    /// Holds the write-behind queue: batches submitted from now on are not written (so what
+    /// their apply calls wrote stays pinned) until the returned guard is dropped. At most
+    /// `state_writer::MAX_QUEUED` batches may be submitted meanwhile.
+    pub fn stall_writer(&self) -> WriterStall {
+        let (release, wait) = std::sync::mpsc::channel::<()>();
+        let (stalled, started) = std::sync::mpsc::channel::<()>();
+        let mut files = crate::consensus::state_writer::FileEffects::default();
+        files
+            .after_written
+            .push(crate::consensus::state_writer::AfterWritten(Box::new(
+                move || {
+                    let _ = stalled.send(());
+                    // Returns once the guard drops its sender.
+                    let _ = wait.recv();
+                },
+            )));
+        let writer = self.db.writer();
+        writer
+            .submit_with(writer.new_owner(), Vec::new(), files)
+            .unwrap();
+        started.recv().unwrap();
+        WriterStall(release)
     }
 
     /// The sled tree, once every applied batch is written (for tests that edit keys directly).
