@@ -11,7 +11,9 @@
 //!    except the entries a follower still needs while it lags by at most `keep_for_lagging`
 //!    entries (one lagging further gets a snapshot anyway); the leader itself also never
 //!    purges entries a replication is sending;
-//! 3. after a removal (purge, limits, acked work-queue messages), lets sled give the removed
+//! 3. when every group's unpurged entries together pass the node's budget (`log_budget.rs`),
+//!    compacts the biggest logs soon, ahead of their own requests;
+//! 4. after a removal (purge, limits, acked work-queue messages), lets sled give the removed
 //!    keys' space back ([`StateDb::reclaim`]), node-wide and at most once per
 //!    [`RECLAIM_EVERY`].
 //!
@@ -27,6 +29,9 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
+use crate::store::log::LogEngine;
+
+use super::log_budget::{relief, LOG_BUDGET_BYTES};
 use super::state_db::StateDb;
 use super::types::{GroupId, NodeId, Raft};
 
@@ -69,6 +74,10 @@ const POLL: Duration = Duration::from_millis(50);
 /// How long a purge held back by a lagging follower is retried (a round every
 /// [`IDLE_DELAY`]).
 const LAGGING_RETRY: Duration = Duration::from_secs(30);
+/// How often the task looks at the node's unpurged log while it is past the budget.
+const BUDGET_CHECK: Duration = Duration::from_millis(50);
+/// How many of the biggest logs one budget check looks at.
+const BUDGET_GROUPS: usize = 4096;
 /// The least time between two sled reclaims of the node.
 pub const RECLAIM_EVERY: Duration = Duration::from_secs(5);
 
@@ -127,6 +136,8 @@ impl std::fmt::Debug for Compactor {
 struct Shared {
     state: Mutex<State>,
     db: StateDb,
+    /// Whose unpurged entries are held against [`LOG_BUDGET_BYTES`].
+    log: LogEngine,
 }
 
 #[derive(Default)]
@@ -138,6 +149,8 @@ struct State {
     /// When sled should reclaim, if a removal asked for it.
     reclaim_due: Option<Instant>,
     last_reclaim: Option<Instant>,
+    /// When the biggest logs were last looked at for the budget.
+    budget_checked: Option<Instant>,
     /// The task while it runs: started by the first group or reclaim, ended by
     /// [`Compactor::stop`].
     task: Option<Task>,
@@ -220,12 +233,14 @@ fn purge_target(position: &LogPosition, keep: u64) -> Option<u64> {
 }
 
 impl Compactor {
-    /// A compactor reclaiming sled space in `db`. Its task starts with the first group.
-    pub fn new(db: StateDb) -> Compactor {
+    /// A compactor of the groups whose logs are in `log`, reclaiming sled space in `db`. Its
+    /// task starts with the first group.
+    pub fn new(db: StateDb, log: LogEngine) -> Compactor {
         Compactor {
             shared: Arc::new(Shared {
                 state: Mutex::new(State::default()),
                 db,
+                log,
             }),
             wake: Arc::new(Notify::new()),
         }
@@ -283,31 +298,7 @@ impl Compactor {
 
     /// `group` asks to be compacted for `reason`. Never blocks.
     pub fn request(&self, group: GroupId, reason: Reason) {
-        let now = Instant::now();
-        let mut state = self.shared.state.lock();
-        let Some(tracked) = state.groups.get(&group) else {
-            return;
-        };
-        let due = due_after(now, tracked.last_snapshot, reason);
-        match state.pending.get_mut(&group) {
-            Some(pending) if matches!(pending.step, Step::Snapshot) => {
-                pending.reason = pending.reason.max(reason);
-                pending.due = pending.due.min(due);
-            }
-            Some(pending) => pending.again = pending.again.max(Some(reason)),
-            None => {
-                state.pending.insert(
-                    group,
-                    Pending {
-                        due,
-                        reason,
-                        step: Step::Snapshot,
-                        again: None,
-                    },
-                );
-            }
-        }
-        drop(state);
+        request(&self.shared, group, reason);
         self.wake.notify_one();
     }
 
@@ -348,6 +339,76 @@ impl Compactor {
     }
 }
 
+/// Record that `group` asks to be compacted for `reason` (see [`Compactor::request`]).
+fn request(shared: &Shared, group: GroupId, reason: Reason) {
+    let now = Instant::now();
+    let mut state = shared.state.lock();
+    let Some(tracked) = state.groups.get(&group) else {
+        return;
+    };
+    let due = due_after(now, tracked.last_snapshot, reason);
+    match state.pending.get_mut(&group) {
+        Some(pending) if matches!(pending.step, Step::Snapshot) => {
+            pending.reason = pending.reason.max(reason);
+            pending.due = pending.due.min(due);
+        }
+        Some(pending) => pending.again = pending.again.max(Some(reason)),
+        None => {
+            state.pending.insert(
+                group,
+                Pending {
+                    due,
+                    reason,
+                    step: Step::Snapshot,
+                    again: None,
+                },
+            );
+        }
+    }
+}
+
+/// Past the node's log budget, ask the biggest logs to compact soon ([`relief`]), at most
+/// once every [`BUDGET_CHECK`]; returns whether the logs are past it (the task then looks
+/// again after [`BUDGET_CHECK`]; below it, the groups' own requests wake the task).
+fn check_budget(shared: &Shared) -> bool {
+    let resident = shared.log.resident().bytes();
+    let now = Instant::now();
+    let due = {
+        let mut state = shared.state.lock();
+        let due = state
+            .budget_checked
+            .is_none_or(|at| now.duration_since(at) >= BUDGET_CHECK);
+        if due && resident > LOG_BUDGET_BYTES {
+            state.budget_checked = Some(now);
+        }
+        due
+    };
+    if due && resident > LOG_BUDGET_BYTES {
+        let largest = shared.log.largest_groups(BUDGET_GROUPS);
+        let chosen = relief(resident, LOG_BUDGET_BYTES, &largest);
+        if !chosen.is_empty() {
+            tracing::debug!(
+                resident,
+                groups = chosen.len(),
+                "compaction: log budget exceeded"
+            );
+        }
+        for group in chosen {
+            // A round past its snapshot already frees what this one would.
+            let busy = shared
+                .state
+                .lock()
+                .pending
+                .get(&group)
+                .is_some_and(|pending| !matches!(pending.step, Step::Snapshot));
+            if !busy {
+                request(shared, group, Reason::Grew);
+            }
+        }
+    }
+    resident > LOG_BUDGET_BYTES
+}
+
 /// When a round asked for `reason` at `now` may snapshot: after its delay, and no sooner than
 /// [`MIN_INTERVAL`] after the group's last round.
 fn due_after(now: Instant, last_snapshot: Option<Instant>, reason: Reason) -> Instant {
@@ -370,9 +431,15 @@ async fn run(shared: Weak<Shared>, wake: Arc<Notify>, stop: Arc<AtomicBool>) {
             let Some(strong) = shared.upgrade() else {
                 return;
             };
+            let pressed = check_budget(&strong);
             let state = strong.state.lock();
             let next_group = state.pending.values().map(|p| p.due).min();
-            match (next_group, state.reclaim_due) {
+            let next = match (next_group, state.reclaim_due) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let recheck = pressed.then(|| Instant::now() + BUDGET_CHECK);
+            match (next, recheck) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             }

@@ -68,6 +68,7 @@ mod file_sync;
 pub mod gather;
 pub mod group;
 pub mod leadership;
+pub mod log_budget;
 pub mod log_store;
 pub mod machine;
 pub mod network;

@@ -113,8 +113,8 @@ impl NodeStorage {
             })?;
         Ok((
             NodeStorage {
+                compactor: Compactor::new(state.clone(), log.clone()),
                 log,
-                compactor: Compactor::new(state.clone()),
                 state,
                 amnesia: Arc::new(Amnesia::load(data_dir)),
                 snapshot_root,

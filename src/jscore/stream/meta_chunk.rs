@@ -74,21 +74,17 @@ impl Span {
     }
 }
 
-/// One field of a packed chunk, per offset: `base` plus the stored value.
+/// One field of a packed chunk, per offset: `base` plus the stored value, in `width` bytes
+/// (little-endian) an offset, as few as the chunk's spread needs: any count from 1 to 8, not
+/// only a power of two. A chunk of a stream taking a few messages a second spans minutes,
+/// whose nanosecond times need 5 bytes where a `u64` took 8 (1000 streams filled at once:
+/// heaptrack counted 82 MB of sealed chunks at 10 M messages, most of it times).
 #[derive(Clone)]
 struct Column {
     base: u64,
-    values: Values,
-}
-
-#[derive(Clone)]
-enum Values {
-    /// Every message of the chunk has `base`.
-    Same,
-    U8(Box<[u8]>),
-    U16(Box<[u16]>),
-    U32(Box<[u32]>),
-    U64(Box<[u64]>),
+    /// 0: every message of the chunk has `base` (`values` is empty).
+    width: u8,
+    values: Box<[u8]>,
 }
 
 impl Chunk {
@@ -449,47 +445,31 @@ impl Column {
     ) -> Column {
         let base = if span.min > span.max { 0 } else { span.min };
         let spread = span.max.saturating_sub(base);
-        macro_rules! packed {
-            ($variant:ident, $t:ty) => {{
-                let mut column = vec![<$t>::default(); len];
-                for (off, meta) in entries {
-                    column[usize::from(off)] = (field(&meta) - base) as $t;
-                }
-                Values::$variant(column.into_boxed_slice())
-            }};
+        let width = (u64::BITS - spread.leading_zeros()).div_ceil(8) as usize;
+        let mut values = vec![0u8; len * width];
+        if width > 0 {
+            for (off, meta) in entries {
+                let at = usize::from(off) * width;
+                let delta = (field(&meta) - base).to_le_bytes();
+                values[at..at + width].copy_from_slice(&delta[..width]);
+            }
         }
-        let values = if spread == 0 {
-            Values::Same
-        } else if spread <= u64::from(u8::MAX) {
-            packed!(U8, u8)
-        } else if spread <= u64::from(u16::MAX) {
-            packed!(U16, u16)
-        } else if spread <= u64::from(u32::MAX) {
-            packed!(U32, u32)
-        } else {
-            packed!(U64, u64)
-        };
-        Column { base, values }
+        Column {
+            base,
+            width: width as u8,
+            values: values.into_boxed_slice(),
+        }
     }
 
     fn get(&self, off: usize) -> u64 {
-        let delta = match &self.values {
-            Values::Same => 0,
-            Values::U8(values) => u64::from(values[off]),
-            Values::U16(values) => u64::from(values[off]),
-            Values::U32(values) => u64::from(values[off]),
-            Values::U64(values) => values[off],
-        };
-        self.base.wrapping_add(delta)
+        let width = usize::from(self.width);
+        let mut delta = [0u8; 8];
+        let at = off * width;
+        delta[..width].copy_from_slice(&self.values[at..at + width]);
+        self.base.wrapping_add(u64::from_le_bytes(delta))
     }
 
     fn bytes(&self) -> usize {
-        match &self.values {
-            Values::Same => 0,
-            Values::U8(values) => values.len(),
-            Values::U16(values) => values.len() * 2,
-            Values::U32(values) => values.len() * 4,
-            Values::U64(values) => values.len() * 8,
-        }
+        self.values.len()
     }
 }

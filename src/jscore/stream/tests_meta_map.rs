@@ -230,3 +230,23 @@ fn a_busy_stream_of_one_subject_keeps_a_few_bytes_a_message() {
     let per_message = varied.heap_bytes() as f64 / count as f64;
     assert!(per_message < 8.0, "{per_message} bytes a message");
 }
+
+#[test]
+fn a_slow_stream_keeps_its_times_in_as_few_bytes_as_their_spread_needs() {
+    // 15 messages a second: a chunk of 4096 spans about 270 s, which needs 5 bytes of
+    // nanoseconds (an 8-byte column before).
+    let mut rng = XorShift(5);
+    let times: Vec<i64> = (1..=100_000i64)
+        .map(|seq| 1_700_000_000_000_000_000 + seq * 66_000_000 + rng.below(1_000) as i64)
+        .collect();
+    let mut map = MetaMap::new();
+    for (seq, ts) in (1u64..).zip(&times) {
+        map.insert(seq, meta(*ts, 1_054, 1));
+    }
+    map.seal_all();
+    let per_message = map.heap_bytes() as f64 / times.len() as f64;
+    assert!(per_message < 5.5, "{per_message} bytes a message");
+    for (seq, ts) in (1u64..).zip(&times) {
+        assert_eq!(map.get(seq), Some(meta(*ts, 1_054, 1)), "seq {seq}");
+    }
+}

@@ -12,11 +12,12 @@
 //! allocation-free slices, but it means the node's memory bounds the unpurged log: the
 //! consensus layer must purge after each snapshot (openraft does with its snapshot policy).
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::ops::{Bound, RangeBounds};
 
 use bytes::Bytes;
 
+use super::entries::{Entries, Resident};
 use super::error::LogError;
 use super::record::{MAX_PAYLOAD, RECORD_HEADER_LEN};
 use super::types::{LogOp, MetaKey};
@@ -27,11 +28,11 @@ use super::types::{LogOp, MetaKey};
 pub(crate) const MAX_INDEX: u64 = u64::MAX >> 1;
 
 /// The log of one Raft group, in memory.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct GroupLog {
     /// Index of `entries[0]`; meaningless while `entries` is empty.
     first: u64,
-    entries: VecDeque<Bytes>,
+    entries: Entries,
     /// Entries `..=purged` were purged.
     purged: Option<u64>,
     meta: BTreeMap<MetaKey, Bytes>,
@@ -39,6 +40,16 @@ pub(crate) struct GroupLog {
 }
 
 impl GroupLog {
+    fn new(resident: Resident) -> GroupLog {
+        GroupLog {
+            first: 0,
+            entries: Entries::new(resident),
+            purged: None,
+            meta: BTreeMap::new(),
+            corrupt: false,
+        }
+    }
+
     fn last(&self) -> Option<u64> {
         (!self.entries.is_empty()).then(|| self.first + self.entries.len() as u64 - 1)
     }
@@ -65,7 +76,7 @@ impl GroupLog {
         let keep = index
             .saturating_sub(self.first)
             .min(self.entries.len() as u64) as usize;
-        let removed: Vec<Bytes> = self.entries.drain(keep..).collect();
+        let removed = self.entries.drain_from(keep);
         (self.first + keep as u64, removed)
     }
 
@@ -79,7 +90,7 @@ impl GroupLog {
         } else {
             ((index - self.first + 1) as usize).min(self.entries.len())
         };
-        let removed: Vec<Bytes> = self.entries.drain(..count).collect();
+        let removed = self.entries.drain_front(count);
         self.first += count as u64;
         self.purged = Some(previous.map_or(index, |p| p.max(index)));
         (first, removed, previous)
@@ -119,6 +130,8 @@ pub(crate) enum Undo {
 #[derive(Debug, Default)]
 pub(crate) struct Tables {
     groups: HashMap<u64, GroupLog>,
+    /// Payload bytes of every group's entries together.
+    resident: Resident,
 }
 
 impl Tables {
@@ -340,7 +353,29 @@ impl Tables {
     }
 
     fn group_mut(&mut self, group: u64) -> &mut GroupLog {
-        self.groups.entry(group).or_default()
+        let resident = &self.resident;
+        self.groups
+            .entry(group)
+            .or_insert_with(|| GroupLog::new(resident.clone()))
+    }
+
+    /// The node-wide count of the entries' payload bytes (read without the tables' lock).
+    pub fn resident(&self) -> Resident {
+        self.resident.clone()
+    }
+
+    /// The `count` groups whose entries hold the most payload bytes, most first, with their
+    /// bytes (groups holding none left out).
+    pub fn largest(&self, count: usize) -> Vec<(u64, u64)> {
+        let mut sizes: Vec<(u64, u64)> = self
+            .groups
+            .iter()
+            .map(|(group, log)| (*group, log.entries.bytes()))
+            .filter(|(_, bytes)| *bytes > 0)
+            .collect();
+        sizes.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        sizes.truncate(count);
+        sizes
     }
 
     fn remove_if_vacant(&mut self, group: u64) {
@@ -426,9 +461,7 @@ impl Tables {
     }
 
     pub fn live_bytes(&self, group: u64) -> u64 {
-        self.groups.get(&group).map_or(0, |log| {
-            log.entries.iter().map(|payload| payload.len() as u64).sum()
-        })
+        self.groups.get(&group).map_or(0, |log| log.entries.bytes())
     }
 
     pub fn entry_count(&self, group: u64) -> usize {

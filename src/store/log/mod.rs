@@ -140,6 +140,7 @@
 //! roll back after a failure. Reads take it for reading. No I/O is done under it.
 
 mod durable;
+mod entries;
 mod error;
 mod fault;
 mod memtable;
@@ -165,6 +166,7 @@ use std::{fmt, io};
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 
+pub use entries::Resident;
 pub use error::LogError;
 pub use fault::FaultInjector;
 pub use types::{Corruption, LogOp, LogOptions, LogStats, MetaKey, RecoveryReport, TornTail};
@@ -177,6 +179,8 @@ use writer::{Completion, Request, Writer};
 pub(crate) struct Shared {
     tables: RwLock<Tables>,
     counters: Arc<Counters>,
+    /// The payload bytes of every group's entries in `tables`, readable without its lock.
+    resident: Resident,
     /// Set once when a failed write could not be cut back; writes are refused from then on.
     broken: OnceLock<Arc<io::Error>>,
 }
@@ -224,6 +228,7 @@ impl LogEngine {
         let recovered = recovery::recover(dir)?;
         let counters = Arc::new(Counters::default());
         let shared = Arc::new(Shared {
+            resident: recovered.tables.resident(),
             tables: RwLock::new(recovered.tables),
             counters: Arc::clone(&counters),
             broken: OnceLock::new(),
@@ -343,6 +348,18 @@ impl LogEngine {
     /// Payload bytes of the entries of `group` still in the log (not purged).
     pub fn live_bytes(&self, group: u64) -> u64 {
         self.inner.shared.tables.read().live_bytes(group)
+    }
+
+    /// Payload bytes of every group's entries still in the log (in memory until purged),
+    /// counted as they come and go: reading it takes no lock.
+    pub fn resident(&self) -> &Resident {
+        &self.inner.shared.resident
+    }
+
+    /// The `count` groups whose entries hold the most payload bytes, most first, with their
+    /// bytes.
+    pub fn largest_groups(&self, count: usize) -> Vec<(u64, u64)> {
+        self.inner.shared.tables.read().largest(count)
     }
 
     /// Index of the first entry present, if any.

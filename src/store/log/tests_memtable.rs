@@ -136,3 +136,61 @@ fn undo_restores_every_kind_of_op() {
     assert_eq!(tables.last_purged(1), Some(2));
     assert_eq!(tables.meta(1, MetaKey::VOTE), None);
 }
+
+/// The node-wide count of resident payload bytes equals the sum over every group's live
+/// entries after any mix of appends, truncations, purges, drops and undos.
+#[test]
+fn resident_bytes_follow_every_kind_of_op_and_undo() {
+    fn sum(tables: &Tables, groups: &[u64]) -> u64 {
+        groups
+            .iter()
+            .flat_map(|group| tables.entries(*group, ..).unwrap())
+            .map(|(_, payload)| payload.len() as u64)
+            .sum()
+    }
+    let groups = [1, 2, 3];
+    let mut tables = Tables::default();
+    let resident = tables.resident();
+    for group in groups {
+        let ops: Vec<LogOp> = (1..=20).map(|index| append(group, index)).collect();
+        tables.apply_submitted(&ops).unwrap();
+    }
+    assert_eq!(resident.bytes(), sum(&tables, &groups));
+    assert!(resident.bytes() > 0);
+    let largest = tables.largest(2);
+    assert_eq!(largest.len(), 2);
+    assert!(largest[0].1 >= largest[1].1);
+    tables
+        .apply_submitted(&[
+            LogOp::TruncateFrom {
+                group: 1,
+                index: 15,
+            },
+            LogOp::PurgeUpTo { group: 2, index: 9 },
+        ])
+        .unwrap();
+    assert_eq!(resident.bytes(), sum(&tables, &groups));
+    let undo = tables
+        .apply_submitted(&[
+            LogOp::DropGroup { group: 3 },
+            LogOp::PurgeUpTo { group: 1, index: 3 },
+            append(2, 21),
+        ])
+        .unwrap();
+    assert_eq!(tables.entries(3, ..).unwrap().len(), 0);
+    tables.undo(undo);
+    assert_eq!(tables.entries(3, ..).unwrap().len(), 20);
+    assert_eq!(resident.bytes(), sum(&tables, &groups));
+    // A dropped group's entries leave the count once nothing holds them.
+    let undo = tables
+        .apply_submitted(&[LogOp::DropGroup { group: 3 }])
+        .unwrap();
+    drop(undo);
+    assert_eq!(resident.bytes(), sum(&tables, &groups));
+    assert_eq!(
+        tables.largest(10).iter().filter(|(g, _)| *g == 3).count(),
+        0
+    );
+    drop(tables);
+    assert_eq!(resident.bytes(), 0);
+}
