@@ -39,7 +39,6 @@ fn main() {
 fn run(config: jetraft::config::Config) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .on_thread_park(collect_when_idle)
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async {
@@ -51,37 +50,6 @@ fn run(config: jetraft::config::Config) -> anyhow::Result<()> {
         node.shutdown().await;
         Ok(())
     })
-}
-
-/// How often at most a runtime thread hands its heap's free pages back when it parks.
-const COLLECT_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
-
-extern "C" {
-    /// mimalloc's own: frees what this thread's heap holds free and, forced, purges its free
-    /// pages now rather than after their purge delay.
-    fn mi_collect(force: bool);
-}
-
-/// Called by a runtime thread as it parks (it has nothing to do): at most once every
-/// [`COLLECT_EVERY`], lets mimalloc give back the pages this thread's heap freed. mimalloc
-/// purges a thread's free pages only as that thread allocates again, so a worker that goes
-/// idle after a burst kept them: after 10 GiB were written to 1000 streams, the node's RSS
-/// stayed ~100 MB above its live heap (ADR 0012, addendum).
-fn collect_when_idle() {
-    use std::cell::Cell;
-    use std::time::Instant;
-    thread_local! {
-        static LAST: Cell<Option<Instant>> = const { Cell::new(None) };
-    }
-    let now = Instant::now();
-    if LAST
-        .get()
-        .is_none_or(|at| now.duration_since(at) >= COLLECT_EVERY)
-    {
-        LAST.set(Some(now));
-        // SAFETY: mi_collect takes no pointer and only touches the calling thread's heap.
-        unsafe { mi_collect(true) };
-    }
 }
 
 async fn wait_for_signal() -> anyhow::Result<()> {
