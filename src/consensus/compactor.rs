@@ -32,31 +32,10 @@ use tokio::sync::Notify;
 use crate::store::log::LogEngine;
 
 use super::log_budget::{relief, LOG_BUDGET_BYTES};
+pub use super::log_growth::{LogGrowth, Reason, GROW_BYTES, IDLE_MIN_BYTES, REMOVED_KEYS};
 use super::state_db::StateDb;
 use super::types::{GroupId, NodeId, Raft};
 
-/// Why a group asks to be compacted, least urgent first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Reason {
-    /// Something was applied since the last snapshot: compact once the group has been left
-    /// alone for a while ([`IDLE_DELAY`]).
-    Idle,
-    /// The log grew by [`GROW_BYTES`] since the last snapshot.
-    Grew,
-    /// State was removed: the log holds what sled no longer does, and sled's space should
-    /// come back.
-    Removed,
-}
-
-/// Applied bytes since the last snapshot below which an idle group is left as it is: purging
-/// a few small entries frees nothing worth a WAL write (and its fsync); the WAL's own
-/// compaction copies such logs forward.
-pub const IDLE_MIN_BYTES: u64 = 64 << 10;
-/// Applied bytes since the last snapshot that make a group compact soon.
-pub const GROW_BYTES: u64 = 8 << 20;
-/// Removed sled keys since the last snapshot that make a group compact soon (stream messages
-/// live in 64 KiB blocks: a few blocks are worth it, a consumer's ack state is not).
-pub const REMOVED_KEYS: u64 = 4;
 /// How long after its request an idle group compacts.
 pub const IDLE_DELAY: Duration = Duration::from_secs(3);
 /// How long after its request a grown group compacts: merges a burst of requests.
@@ -80,43 +59,6 @@ const BUDGET_CHECK: Duration = Duration::from_millis(50);
 const BUDGET_GROUPS: usize = 4096;
 /// The least time between two sled reclaims of the node.
 pub const RECLAIM_EVERY: Duration = Duration::from_secs(5);
-
-/// What one group's state machine counts between snapshots, and the request it makes. Owned
-/// by the state machine; reset when a snapshot is taken.
-#[derive(Debug, Default)]
-pub struct LogGrowth {
-    bytes: u64,
-    removed_keys: u64,
-    asked: Option<Reason>,
-}
-
-impl LogGrowth {
-    /// Count one apply call; returns the request to make, if it is new or more urgent than
-    /// the last one since the snapshot.
-    pub fn applied(&mut self, bytes: u64, removed_keys: u64) -> Option<Reason> {
-        self.bytes += bytes;
-        self.removed_keys += removed_keys;
-        let reason = if self.removed_keys >= REMOVED_KEYS {
-            Reason::Removed
-        } else if self.bytes >= GROW_BYTES {
-            Reason::Grew
-        } else if self.bytes >= IDLE_MIN_BYTES {
-            Reason::Idle
-        } else {
-            return None;
-        };
-        if self.asked.is_some_and(|asked| asked >= reason) {
-            return None;
-        }
-        self.asked = Some(reason);
-        Some(reason)
-    }
-
-    /// A snapshot was taken: the log behind it may go.
-    pub fn snapshot_taken(&mut self) {
-        *self = LogGrowth::default();
-    }
-}
 
 /// The node's compactor (see the module docs). Cheap to clone.
 #[derive(Clone)]
@@ -602,23 +544,6 @@ async fn reclaim_if_due(shared: &Arc<Shared>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn growth_asks_once_per_reason_until_a_snapshot() {
-        let mut growth = LogGrowth::default();
-        assert_eq!(
-            growth.applied(100, 0),
-            None,
-            "too little to be worth a purge"
-        );
-        assert_eq!(growth.applied(IDLE_MIN_BYTES, 0), Some(Reason::Idle));
-        assert_eq!(growth.applied(100, 0), None, "already asked");
-        assert_eq!(growth.applied(GROW_BYTES, 0), Some(Reason::Grew));
-        assert_eq!(growth.applied(0, REMOVED_KEYS), Some(Reason::Removed));
-        assert_eq!(growth.applied(GROW_BYTES, 0), None);
-        growth.snapshot_taken();
-        assert_eq!(growth.applied(IDLE_MIN_BYTES, 0), Some(Reason::Idle));
-    }
 
     fn at(snapshot: Option<u64>, followers: Vec<Option<u64>>) -> LogPosition {
         LogPosition {

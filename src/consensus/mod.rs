@@ -69,6 +69,7 @@ pub mod gather;
 pub mod group;
 pub mod leadership;
 pub mod log_budget;
+pub mod log_growth;
 pub mod log_store;
 pub mod machine;
 pub mod network;
