@@ -283,8 +283,11 @@ impl Compactor {
 
 /// Record that `group` asks to be compacted for `reason` (see [`Compactor::request`]).
 fn request(shared: &Shared, group: GroupId, reason: Reason) {
-    let now = Instant::now();
-    let mut state = shared.state.lock();
+    ask(&mut shared.state.lock(), group, reason, Instant::now());
+}
+
+/// [`request`] under the lock the caller holds.
+fn ask(state: &mut State, group: GroupId, reason: Reason, now: Instant) {
     let Some(tracked) = state.groups.get(&group) else {
         return;
     };
@@ -335,16 +338,15 @@ fn check_budget(shared: &Shared) -> bool {
                 "compaction: log budget exceeded"
             );
         }
+        let mut state = shared.state.lock();
         for group in chosen {
             // A round past its snapshot already frees what this one would.
-            let busy = shared
-                .state
-                .lock()
+            let busy = state
                 .pending
                 .get(&group)
                 .is_some_and(|pending| !matches!(pending.step, Step::Snapshot));
             if !busy {
-                request(shared, group, Reason::Grew);
+                ask(&mut state, group, Reason::Grew, now);
             }
         }
     }
