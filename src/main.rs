@@ -36,9 +36,19 @@ fn main() {
     }
 }
 
+/// Threads of tokio's blocking pool (its default: 512). Its tasks are short file and sled
+/// calls; when the log's budget asked hundreds of groups to snapshot at once, a pool thread
+/// each grew the pool to 250–420 threads, each keeping its allocator cache until it exited
+/// (`bench/HISTORY.md`, "a thread per waiter"). Past this many, calls queue.
+const MAX_BLOCKING_THREADS: usize = 32;
+/// How long an idle thread of the blocking pool stays (tokio's default: 10 s).
+const BLOCKING_KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(2);
+
 fn run(config: jetraft::config::Config) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .max_blocking_threads(MAX_BLOCKING_THREADS)
+        .thread_keep_alive(BLOCKING_KEEP_ALIVE)
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async {

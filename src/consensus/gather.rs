@@ -68,9 +68,9 @@ impl Gathering {
         if !self.another_pause(taken, self.started.elapsed()) {
             return false;
         }
-        // A short, precise pause that leaves the cores to others (tokio's timers tick in
-        // milliseconds; spinning would take a core from the clients being waited for).
-        let _ = tokio::task::spawn_blocking(|| std::thread::sleep(GATHER_IDLE)).await;
+        // A short, precise pause that leaves the cores to others, one thread for every
+        // pausing task (`fine_pause.rs`).
+        super::fine_pause::pause(GATHER_IDLE).await;
         true
     }
 

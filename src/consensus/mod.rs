@@ -65,6 +65,7 @@ pub mod compactor;
 pub mod damage;
 pub mod error;
 mod file_sync;
+mod fine_pause;
 pub mod gather;
 pub mod group;
 pub mod leadership;

@@ -190,6 +190,13 @@ impl StateDb {
         self.gate.run(|| self.sync_now())
     }
 
+    /// [`StateDb::sync`] for a tokio task: waits for a covering sync without holding a thread
+    /// of the blocking pool (only a sync it runs itself takes one).
+    pub async fn sync_async(&self) -> io::Result<()> {
+        let db = self.clone();
+        self.gate.run_async(move || db.sync_now()).await
+    }
+
     fn sync_now(&self) -> io::Result<()> {
         self.writer.flush_all().map_err(io::Error::other)?;
         let unlinks = self.writer.take_unlinks();

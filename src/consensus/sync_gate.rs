@@ -9,15 +9,34 @@
 //! Why (issue 16): every group's snapshot syncs sled (`StateDb::sync`: a flush and at least
 //! two fsyncs). With 1000 streams taking messages, a few dozen groups snapshot each second,
 //! each paying its own fsyncs on the blocking pool, beside the log's own.
+//!
+//! Callers on a tokio task wait without a thread ([`SyncGate::run_async`]): only the one that
+//! runs a sync takes one from the blocking pool. When the log's budget asked hundreds of
+//! groups to snapshot at once, each used to wait on a pool thread, and the pool grew to
+//! ~400 threads that kept their allocator caches for 10 s (`bench/HISTORY.md`, "a thread
+//! per waiter").
 
 use std::io;
+use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex};
+use tokio::sync::Notify;
 
 #[derive(Debug, Default)]
 pub struct SyncGate {
     state: Mutex<Gate>,
+    /// Wakes the blocking waiters of [`SyncGate::run`] when a sync ends.
     done: Condvar,
+    /// Wakes the waiters of [`SyncGate::run_async`] when a sync ends.
+    done_async: Notify,
+}
+
+/// What a caller found at the gate.
+enum Turn {
+    Covered,
+    Wait,
+    /// Run the sync numbered so.
+    Run(u64),
 }
 
 #[derive(Debug, Default)]
@@ -32,32 +51,77 @@ struct Gate {
 impl SyncGate {
     /// Returns once a sync (`sync`, run by this caller or another) that started after this
     /// call began has succeeded, or with the error of the one this caller ran. Blocking.
-    pub fn run(&self, sync: impl Fn() -> io::Result<()>) -> io::Result<()> {
+    pub fn run(&self, sync: impl FnOnce() -> io::Result<()>) -> io::Result<()> {
         let mut gate = self.state.lock();
         // The first sync to start from now on covers this call.
         let covering = gate.started + 1;
         loop {
-            if gate.succeeded >= covering {
-                return Ok(());
+            match gate.turn(covering) {
+                Turn::Covered => return Ok(()),
+                Turn::Wait => self.done.wait(&mut gate),
+                Turn::Run(mine) => {
+                    drop(gate);
+                    // `mine` started after this call began: its outcome is this call's.
+                    return self.finish(mine, sync());
+                }
             }
-            if gate.running {
-                self.done.wait(&mut gate);
-                continue;
-            }
-            gate.started += 1;
-            gate.running = true;
-            let mine = gate.started;
-            drop(gate);
-            let result = sync();
-            gate = self.state.lock();
-            gate.running = false;
-            if result.is_ok() {
-                gate.succeeded = mine;
-            }
-            self.done.notify_all();
-            // `mine` started after this call began: its outcome is this call's.
-            return result;
         }
+    }
+
+    /// As [`SyncGate::run`], but waiting on the task rather than on a thread; a sync this
+    /// caller runs goes to the blocking pool, and ends (and wakes the others) even if this
+    /// future is dropped meanwhile.
+    pub async fn run_async(
+        self: &Arc<Self>,
+        sync: impl FnOnce() -> io::Result<()> + Send + 'static,
+    ) -> io::Result<()> {
+        let covering = self.state.lock().started + 1;
+        loop {
+            // Registered before the gate is read, so a sync ending in between still wakes it.
+            let ended = self.done_async.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            let turn = self.state.lock().turn(covering);
+            match turn {
+                Turn::Covered => return Ok(()),
+                Turn::Wait => ended.await,
+                Turn::Run(mine) => {
+                    let gate = self.clone();
+                    return tokio::task::spawn_blocking(move || gate.finish(mine, sync()))
+                        .await
+                        .map_err(io::Error::other)?;
+                }
+            }
+        }
+    }
+
+    /// Records the outcome of sync `mine` and wakes every waiter.
+    fn finish(&self, mine: u64, result: io::Result<()>) -> io::Result<()> {
+        let mut gate = self.state.lock();
+        gate.running = false;
+        if result.is_ok() {
+            gate.succeeded = mine;
+        }
+        drop(gate);
+        self.done.notify_all();
+        self.done_async.notify_waiters();
+        result
+    }
+}
+
+impl Gate {
+    /// What a caller covered by the first sync numbered `covering` or later does now; a
+    /// caller told to run one has it marked running.
+    fn turn(&mut self, covering: u64) -> Turn {
+        if self.succeeded >= covering {
+            return Turn::Covered;
+        }
+        if self.running {
+            return Turn::Wait;
+        }
+        self.started += 1;
+        self.running = true;
+        Turn::Run(self.started)
     }
 }
 
@@ -125,5 +189,85 @@ mod tests {
         })
         .unwrap();
         assert_eq!(runs.load(Ordering::SeqCst), 1, "the next call syncs again");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn async_and_blocking_callers_share_syncs_and_are_each_covered() {
+        let gate = Arc::new(SyncGate::default());
+        let written = Arc::new(AtomicU64::new(0));
+        let durable = Arc::new(AtomicU64::new(0));
+        let runs = Arc::new(AtomicU64::new(0));
+        let sync = {
+            let (written, durable, runs) = (written.clone(), durable.clone(), runs.clone());
+            move || {
+                let seen = written.load(Ordering::SeqCst);
+                runs.fetch_add(1, Ordering::SeqCst);
+                std::thread::sleep(std::time::Duration::from_micros(300));
+                durable.fetch_max(seen, Ordering::SeqCst);
+                Ok(())
+            }
+        };
+        let tasks: Vec<_> = (0..200u64)
+            .map(|i| {
+                let (gate, written, durable, sync) =
+                    (gate.clone(), written.clone(), durable.clone(), sync.clone());
+                tokio::spawn(async move {
+                    let mine = written.fetch_add(1, Ordering::SeqCst) + 1;
+                    if i % 10 == 0 {
+                        tokio::task::spawn_blocking(move || gate.run(sync))
+                            .await
+                            .unwrap()
+                            .unwrap();
+                    } else {
+                        gate.run_async(sync).await.unwrap();
+                    }
+                    assert!(
+                        durable.load(Ordering::SeqCst) >= mine,
+                        "write {mine} not covered"
+                    );
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.unwrap();
+        }
+        let runs = runs.load(Ordering::SeqCst);
+        assert!(runs < 200, "{runs} syncs for 200 calls");
+    }
+
+    #[tokio::test]
+    async fn an_async_caller_dropped_while_its_sync_runs_does_not_stall_the_gate() {
+        let gate = Arc::new(SyncGate::default());
+        let (started_tx, started_rx) = std::sync::mpsc::channel();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let first = {
+            let gate = gate.clone();
+            tokio::spawn(async move {
+                gate.run_async(move || {
+                    started_tx.send(()).unwrap();
+                    release_rx.recv().unwrap();
+                    Ok(())
+                })
+                .await
+            })
+        };
+        tokio::task::spawn_blocking(move || started_rx.recv().unwrap())
+            .await
+            .unwrap();
+        first.abort();
+        release_tx.send(()).unwrap();
+        let runs = Arc::new(AtomicU64::new(0));
+        let counted = runs.clone();
+        gate.run_async(move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        })
+        .await
+        .unwrap();
+        assert_eq!(
+            runs.load(Ordering::SeqCst),
+            1,
+            "a later caller runs its own sync"
+        );
     }
 }

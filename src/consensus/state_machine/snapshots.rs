@@ -61,11 +61,11 @@ impl RaftSnapshotBuilder<TypeConfig> for GroupSnapshotBuilder {
             ))),
         )?;
         let snapshots = self.snapshots.clone();
-        let db = self.db.clone();
+        let db = &self.db;
         let built = meta.clone();
+        // sled must cover everything the log may now purge (module docs).
+        db.sync_async().await.map_err(snapshot_err)?;
         let placeholder = blocking(move || {
-            // sled must cover everything the log may now purge (module docs).
-            db.sync()?;
             let mut snapshots = snapshots
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
