@@ -19,7 +19,7 @@
 use std::io;
 use std::sync::Arc;
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use tokio::sync::Notify;
 
 #[derive(Debug, Default)]
@@ -46,15 +46,27 @@ struct Gate {
     running: bool,
     /// The latest sync that completed without an error.
     succeeded: u64,
+    /// A [`SyncGate::run_async`] caller handed a sync to the blocking pool, which has not
+    /// taken it up yet: the other async callers wait for it rather than hand their own.
+    handed: bool,
 }
 
 impl SyncGate {
     /// Returns once a sync (`sync`, run by this caller or another) that started after this
     /// call began has succeeded, or with the error of the one this caller ran. Blocking.
     pub fn run(&self, sync: impl FnOnce() -> io::Result<()>) -> io::Result<()> {
-        let mut gate = self.state.lock();
+        let gate = self.state.lock();
         // The first sync to start from now on covers this call.
         let covering = gate.started + 1;
+        self.run_covering(gate, covering, sync)
+    }
+
+    fn run_covering(
+        &self,
+        mut gate: MutexGuard<'_, Gate>,
+        covering: u64,
+        sync: impl FnOnce() -> io::Result<()>,
+    ) -> io::Result<()> {
         loop {
             match gate.turn(covering) {
                 Turn::Covered => return Ok(()),
@@ -68,9 +80,13 @@ impl SyncGate {
         }
     }
 
-    /// As [`SyncGate::run`], but waiting on the task rather than on a thread; a sync this
-    /// caller runs goes to the blocking pool, and ends (and wakes the others) even if this
-    /// future is dropped meanwhile.
+    /// As [`SyncGate::run`], but waiting on the task rather than on a thread. When no sync is
+    /// running or about to, this caller hands one to the blocking pool and gets its outcome;
+    /// it runs (and wakes the others) even if this future is dropped meanwhile.
+    ///
+    /// The gate counts a sync as running only once a pool thread runs it: were it marked
+    /// before the pool took it up, a full pool of blocking [`run`](SyncGate::run) callers
+    /// would wait for a sync that waits for one of their threads.
     pub async fn run_async(
         self: &Arc<Self>,
         sync: impl FnOnce() -> io::Result<()> + Send + 'static,
@@ -81,17 +97,28 @@ impl SyncGate {
             let ended = self.done_async.notified();
             tokio::pin!(ended);
             ended.as_mut().enable();
-            let turn = self.state.lock().turn(covering);
-            match turn {
-                Turn::Covered => return Ok(()),
-                Turn::Wait => ended.await,
-                Turn::Run(mine) => {
-                    let gate = self.clone();
-                    return tokio::task::spawn_blocking(move || gate.finish(mine, sync()))
-                        .await
-                        .map_err(io::Error::other)?;
+            let hand = {
+                let mut gate = self.state.lock();
+                if gate.succeeded >= covering {
+                    return Ok(());
                 }
+                let hand = !gate.running && !gate.handed;
+                gate.handed |= hand;
+                hand
+            };
+            if hand {
+                let this = self.clone();
+                return tokio::task::spawn_blocking(move || {
+                    let mut gate = this.state.lock();
+                    gate.handed = false;
+                    // Covers every caller that arrived before the pool took this up.
+                    let covering = gate.started + 1;
+                    this.run_covering(gate, covering, sync)
+                })
+                .await
+                .map_err(io::Error::other)?;
             }
+            ended.await;
         }
     }
 
@@ -129,6 +156,7 @@ impl Gate {
 mod tests {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::{Arc, Barrier};
+    use std::time::Duration;
 
     use super::*;
 
@@ -233,6 +261,59 @@ mod tests {
         }
         let runs = runs.load(Ordering::SeqCst);
         assert!(runs < 200, "{runs} syncs for 200 calls");
+    }
+
+    #[test]
+    fn blocking_callers_filling_the_pool_do_not_wait_for_a_sync_still_queued_for_it() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .max_blocking_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let gate = Arc::new(SyncGate::default());
+        let outcome = runtime.block_on(async {
+            // Both pool threads taken by callers of the blocking `run`, held at a signal.
+            let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+            let mut blockers = Vec::new();
+            let mut gos = Vec::new();
+            for _ in 0..2 {
+                let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+                gos.push(go_tx);
+                let (gate, ready) = (gate.clone(), ready_tx.clone());
+                blockers.push(tokio::task::spawn_blocking(move || {
+                    ready.send(()).unwrap();
+                    go_rx.recv().unwrap();
+                    gate.run(|| Ok(()))
+                }));
+            }
+            for _ in 0..2 {
+                ready_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+            }
+            // An async caller hands its sync to the full pool, where it waits for a thread.
+            let caller = {
+                let gate = gate.clone();
+                tokio::spawn(async move { gate.run_async(|| Ok(())).await })
+            };
+            let handed = tokio::time::timeout(Duration::from_secs(10), async {
+                while !gate.state.lock().handed {
+                    tokio::task::yield_now().await;
+                }
+            });
+            handed.await.expect("the async caller hands its sync");
+            for go in gos {
+                go.send(()).unwrap();
+            }
+            tokio::time::timeout(Duration::from_secs(10), async {
+                for blocker in blockers {
+                    blocker.await.unwrap().unwrap();
+                }
+                caller.await.unwrap().unwrap();
+            })
+            .await
+        });
+        runtime.shutdown_timeout(Duration::from_secs(1));
+        assert!(outcome.is_ok(), "the callers waited for each other");
     }
 
     #[tokio::test]
