@@ -1,5 +1,6 @@
 //! One chunk of a [`MetaMap`](super::meta_map::MetaMap): the metadata of the messages whose
-//! sequences share all but their low 12 bits (4096 sequences), in one of three layouts:
+//! sequences share all but their low 10 bits (1024 sequences, `chunk_key.rs`), in one of
+//! three layouts:
 //!
 //! * **open**: a deque of slots from the lowest offset held to the highest, 16 bytes a slot.
 //!   The chunk being appended to is open, and so is any chunk changed out of order, until
@@ -16,7 +17,10 @@
 
 use std::collections::VecDeque;
 
-use super::chunk_key::{CHUNK_LEN, WORDS};
+use super::chunk_key::MetaChunks;
+
+const CHUNK_LEN: usize = MetaChunks::LEN;
+const WORDS: usize = MetaChunks::WORDS;
 use super::message::MsgMeta;
 use super::subject_index::SubjectId;
 

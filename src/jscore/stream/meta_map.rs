@@ -1,10 +1,10 @@
 //! `MetaMap`: a stream's message metadata ([`MsgMeta`]) by sequence, ordered, in as little
 //! memory as the stream's shape allows.
 //!
-//! The sequences are cut into chunks of 4096 (`meta_chunk.rs`), kept in a `BTreeMap` by
-//! chunk number, so a stream costs a tree node per 4096 sequences, not per message, and a
-//! stretch with no message costs nothing (an interior delete of a whole chunk, a stream that
-//! skipped ahead). The chunk being appended to is open (16 bytes a slot); when an append
+//! The sequences are cut into chunks of 1024 (`meta_chunk.rs`, `chunk_key.rs`), kept in a
+//! `BTreeMap` by chunk number, so a stream costs a tree node per 1024 sequences, not per
+//! message, and a stretch with no message costs nothing (an interior delete of a whole
+//! chunk, a stream that skipped ahead). The chunk being appended to is open (16 bytes a slot); when an append
 //! moves on to the next chunk, the one before is sealed into columns as narrow as its values
 //! allow: a busy stream of one subject keeps about 4 bytes a message, where a 16-byte slot
 //! per message and a doubling deque (before) kept 16 to 34. A restore seals every chunk,
@@ -21,7 +21,7 @@ use std::iter::Chain;
 use std::ops::{Bound, RangeBounds};
 use std::option;
 
-use super::chunk_key::{join, split, CHUNK_LEN};
+use super::chunk_key::MetaChunks as C;
 use super::message::MsgMeta;
 use super::meta_chunk::Chunk;
 
@@ -67,7 +67,7 @@ impl MetaMap {
     }
 
     pub fn get(&self, seq: u64) -> Option<MsgMeta> {
-        let (key, off) = split(seq);
+        let (key, off) = C::split(seq);
         self.chunk(key)?.get(off)
     }
 
@@ -77,20 +77,20 @@ impl MetaMap {
 
     pub fn first(&self) -> Option<(u64, MsgMeta)> {
         let (key, chunk) = self.chunks_in(..).next()?;
-        let (off, meta) = chunk.next_in(0, CHUNK_LEN as u32)?;
-        Some((join(*key, off), meta))
+        let (off, meta) = chunk.next_in(0, C::LEN as u32)?;
+        Some((C::join(*key, off), meta))
     }
 
     pub fn last(&self) -> Option<(u64, MsgMeta)> {
         let (key, chunk) = self.chunks_in(..).next_back()?;
-        let (off, meta) = chunk.prev_in(0, CHUNK_LEN as u32)?;
-        Some((join(*key, off), meta))
+        let (off, meta) = chunk.prev_in(0, C::LEN as u32)?;
+        Some((C::join(*key, off), meta))
     }
 
     /// Stores `meta` at `seq`, returning what was there. An append past the tail seals it
     /// into the tree and starts a new one.
     pub fn insert(&mut self, seq: u64, meta: MsgMeta) -> Option<MsgMeta> {
-        let (key, off) = split(seq);
+        let (key, off) = C::split(seq);
         let top = match &self.tail {
             Some((tail, _)) => Some(*tail),
             None => self.chunks.last_key_value().map(|(last, _)| *last),
@@ -127,7 +127,7 @@ impl MetaMap {
     }
 
     pub fn remove(&mut self, seq: u64) -> Option<MsgMeta> {
-        let (key, off) = split(seq);
+        let (key, off) = C::split(seq);
         let old = match &mut self.tail {
             Some((tail, chunk)) if *tail == key => {
                 let old = chunk.remove(off)?;
@@ -186,7 +186,7 @@ impl MetaMap {
             Bound::Unbounded => u64::MAX,
         };
         let chunks = match lo < hi {
-            true => self.chunks_in(split(lo).0..=split(hi - 1).0),
+            true => self.chunks_in(C::split(lo).0..=C::split(hi - 1).0),
             false => self.chunks_in(1..1),
         };
         Iter {
@@ -223,7 +223,7 @@ impl MetaMap {
         if last - first + 1 == len {
             return last - after;
         }
-        let (key, off) = split(after);
+        let (key, off) = C::split(after);
         let within = self
             .chunk(key)
             .map_or(0, |chunk| chunk.count_up_to(off) as u64);
@@ -293,8 +293,8 @@ pub(super) struct Iter<'a> {
 impl Iter<'_> {
     /// The offsets of chunk `key` still to be yielded, `lo..hi` within it.
     fn window(&self, key: u64) -> (u32, u32) {
-        let start = join(key, 0);
-        let end = start + CHUNK_LEN as u64;
+        let start = C::join(key, 0);
+        let end = start + C::LEN as u64;
         let lo = self.lo.clamp(start, end) - start;
         let hi = self.hi.clamp(start, end) - start;
         (lo as u32, hi as u32)
@@ -309,7 +309,7 @@ impl Iterator for Iter<'_> {
             if let Some((key, chunk)) = self.front {
                 let (lo, hi) = self.window(key);
                 if let Some((off, meta)) = chunk.next_in(lo, hi) {
-                    let seq = join(key, off);
+                    let seq = C::join(key, off);
                     self.lo = seq + 1;
                     return Some((seq, meta));
                 }
@@ -331,7 +331,7 @@ impl DoubleEndedIterator for Iter<'_> {
             if let Some((key, chunk)) = self.back {
                 let (lo, hi) = self.window(key);
                 if let Some((off, meta)) = chunk.prev_in(lo, hi) {
-                    let seq = join(key, off);
+                    let seq = C::join(key, off);
                     self.hi = seq;
                     return Some((seq, meta));
                 }

@@ -3,7 +3,9 @@
 //! bytes each) or a 4096-bit bitmap (512 bytes) once a list would be larger, with the
 //! iterators and counts the set needs. Not replicated by itself (part of `StreamState`).
 
-use super::chunk_key::WORDS;
+use super::chunk_key::SeqChunks;
+
+const WORDS: usize = SeqChunks::WORDS;
 
 /// Longest list: 256 offsets take 512 bytes, a bitmap's size, so a list is only used while
 /// it is smaller.

@@ -23,7 +23,7 @@
 use std::collections::{btree_map::Entry, BTreeMap, VecDeque};
 use std::ops::Bound::{Excluded, Unbounded};
 
-use super::chunk_key::{join, key, split};
+use super::chunk_key::SeqChunks as C;
 use super::seq_chunk::{Chunk, Either};
 
 /// A flat set with at least this many sequences, and as many per chunk...
@@ -91,7 +91,7 @@ impl SeqSet {
             Repr::Flat { seqs, .. } => Either::A(seqs.iter().copied()),
             Repr::Chunked(map) => Either::B(
                 map.iter()
-                    .flat_map(|(&key, chunk)| chunk.iter().map(move |o| join(key, o))),
+                    .flat_map(|(&key, chunk)| chunk.iter().map(move |o| C::join(key, o))),
             ),
         }
     }
@@ -129,13 +129,16 @@ impl SeqSet {
                 rest = &rest[1..];
                 continue;
             };
-            let (key, _) = split(first);
-            let n = rest.iter().take_while(|&&seq| split(seq).0 == key).count();
+            let (key, _) = C::split(first);
+            let n = rest
+                .iter()
+                .take_while(|&&seq| C::split(seq).0 == key)
+                .count();
             let (group, after) = rest.split_at(n);
             let mut new = usize::from(insert_chunked(map, first));
             if let Some(chunk) = map.get_mut(&key) {
                 for &seq in &group[1..] {
-                    new += usize::from(chunk.insert(split(seq).1));
+                    new += usize::from(chunk.insert(C::split(seq).1));
                 }
             }
             self.len += new;
@@ -158,7 +161,7 @@ impl SeqSet {
                 }
             }
             Repr::Chunked(map) => {
-                let (key, offset) = split(seq);
+                let (key, offset) = C::split(seq);
                 let Some(chunk) = map.get_mut(&key) else {
                     return false;
                 };
@@ -184,7 +187,7 @@ impl SeqSet {
             }
             Repr::Chunked(map) => map,
         };
-        let (key, offset) = split(seq);
+        let (key, offset) = C::split(seq);
         let mut below = map.range(..=key);
         let (&at, chunk) = below.next_back()?;
         let in_chunk = if at == key {
@@ -193,10 +196,10 @@ impl SeqSet {
             chunk.iter().next_back()
         };
         if let Some(offset) = in_chunk {
-            return Some(join(at, offset));
+            return Some(C::join(at, offset));
         }
         let (&at, chunk) = below.next_back()?;
-        chunk.iter().next_back().map(|offset| join(at, offset))
+        chunk.iter().next_back().map(|offset| C::join(at, offset))
     }
 
     /// Number of sequences greater than `after`: a binary search when flat; when chunked,
@@ -216,10 +219,10 @@ impl SeqSet {
         if after >= last || after < first {
             return if after < first { self.len as u64 } else { 0 };
         }
-        let (at, offset) = split(after);
+        let (at, offset) = C::split(after);
         let chunk = map.get(&at);
         let above_in_chunk = chunk.map_or(0, |c| c.count_above(offset));
-        let count = if at - key(first) < key(last) - at {
+        let count = if at - C::key(first) < C::key(last) - at {
             let below: usize = map.range(..at).map(|(_, c)| c.len()).sum();
             self.len - below - chunk.map_or(0, |c| c.len() - above_in_chunk)
         } else {
@@ -286,7 +289,7 @@ impl SeqSet {
         };
         let entry = 2 * std::mem::size_of::<(u64, Chunk)>();
         let buffer = |c: &Chunk| match c {
-            Chunk::Bits { .. } => super::chunk_key::WORDS * 8,
+            Chunk::Bits { .. } => C::WORDS * 8,
             Chunk::List(list) => list.capacity() * 2,
         };
         map.values().map(|c| entry + buffer(c)).sum()
@@ -296,13 +299,13 @@ impl SeqSet {
 /// Whether neither `seqs[at - 1]` nor `seqs[at]` (the neighbours of `seq`, inserted there or
 /// just removed from there) is in `seq`'s chunk: `seq` is or was its chunk's only sequence.
 fn alone_in_chunk(seqs: &VecDeque<u64>, at: usize, seq: u64) -> bool {
-    let shares = |i: usize| seqs.get(i).is_some_and(|&s| key(s) == key(seq));
+    let shares = |i: usize| seqs.get(i).is_some_and(|&s| C::key(s) == C::key(seq));
     !shares(at) && (at == 0 || !shares(at - 1))
 }
 
 /// Adds `seq` to a chunked set's map; false if it was there already.
 fn insert_chunked(map: &mut BTreeMap<u64, Chunk>, seq: u64) -> bool {
-    let (key, offset) = split(seq);
+    let (key, offset) = C::split(seq);
     match map.last_entry() {
         Some(mut last) if *last.key() == key => last.get_mut().insert(offset),
         last => {

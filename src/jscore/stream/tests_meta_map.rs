@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use super::chunk_key::MetaChunks;
 use super::message::MsgMeta;
 use super::meta_map::MetaMap;
 use super::subject_index::SubjectId;
@@ -161,17 +162,18 @@ fn answers_as_a_btreemap_whatever_the_layouts() {
 
 #[test]
 fn chunks_seal_as_appends_move_on_and_empty_ones_go() {
+    const L: u64 = MetaChunks::LEN as u64;
     let mut map = MetaMap::new();
-    for seq in 1..=3 * 4096 {
+    for seq in 1..=3 * L {
         map.insert(seq, meta(seq as i64 * 1_000, 1_054, 1));
     }
-    // Sequence 3 * 4096 is the first of chunk 3: it sealed chunk 2.
+    // Sequence 3 * L is the first of chunk 3: it sealed chunk 2.
     assert_eq!(
         map.layouts(),
         vec![(0, "packed"), (1, "packed"), (2, "packed"), (3, "open")]
     );
     // Most of chunk 1 goes: it becomes a short list.
-    for seq in 4096..4096 + 4000 {
+    for seq in L..2 * L - 32 {
         map.remove(seq);
     }
     assert_eq!(map.layouts()[1], (1, "few"));
@@ -179,7 +181,7 @@ fn chunks_seal_as_appends_move_on_and_empty_ones_go() {
     map.insert(5, meta(1, 1, 1));
     assert_eq!(map.layouts()[0], (0, "open"));
     // Chunk 1 emptied goes; the restore-like seal packs chunk 0 again.
-    for seq in 4096 + 4000..2 * 4096 {
+    for seq in 2 * L - 32..2 * L {
         map.remove(seq);
     }
     map.seal();
@@ -201,10 +203,10 @@ fn chunks_seal_as_appends_move_on_and_empty_ones_go() {
     assert_eq!(restored.len(), map.len() + 1);
     // A chunk of a few live messages seals into a list.
     let mut sparse = MetaMap::new();
-    for seq in (0..4096).step_by(512) {
+    for seq in (0..L).step_by(L as usize / 8) {
         sparse.insert(seq, meta(seq as i64, 10, 2));
     }
-    sparse.insert(4096, meta(0, 10, 2));
+    sparse.insert(L, meta(0, 10, 2));
     assert_eq!(sparse.layouts(), vec![(0, "few"), (1, "open")]);
 }
 
@@ -233,7 +235,7 @@ fn a_busy_stream_of_one_subject_keeps_a_few_bytes_a_message() {
 
 #[test]
 fn a_slow_stream_keeps_its_times_in_as_few_bytes_as_their_spread_needs() {
-    // 15 messages a second: a chunk of 4096 spans about 270 s, which needs 5 bytes of
+    // 15 messages a second: a chunk of 1024 spans about 68 s, which needs 5 bytes of
     // nanoseconds (an 8-byte column before).
     let mut rng = XorShift(5);
     let times: Vec<i64> = (1..=100_000i64)
