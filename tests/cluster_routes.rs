@@ -66,6 +66,13 @@ impl Cluster for TestCluster {
         Err(Status::unimplemented("test cluster"))
     }
 
+    async fn applied(
+        &self,
+        _: Request<proto::AppliedRequest>,
+    ) -> Result<Response<proto::AppliedReply>, Status> {
+        Err(Status::unimplemented("test cluster"))
+    }
+
     async fn route(
         &self,
         request: Request<tonic::Streaming<proto::RouteBatch>>,

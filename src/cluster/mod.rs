@@ -28,6 +28,9 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::server::TcpIncoming;
+use tonic::transport::Channel;
+
+use proto::cluster_client::ClusterClient;
 
 use crate::config::cluster::ClusterConfig;
 use crate::consensus::pacer::Pacer;
@@ -352,15 +355,20 @@ impl ClusterNode {
             .ok_or_else(|| "hello without node info".to_string())
     }
 
-    /// Asks node `target` to start an election in `group` (leader stepdown).
-    pub async fn ask_to_elect(&self, target: NodeId, group: GroupId) -> Result<(), String> {
+    /// A gRPC client of node `target`.
+    fn client_of(&self, target: NodeId) -> Result<ClusterClient<Channel>, String> {
         let addr = self
             .peers
             .read()
             .get(target)
             .map(|peer| peer.cluster_addr.clone())
             .ok_or_else(|| format!("unknown node {target}"))?;
-        let mut client = self.channels.client(&addr)?;
+        self.channels.client(&addr)
+    }
+
+    /// Asks node `target` to start an election in `group` (leader stepdown).
+    pub async fn ask_to_elect(&self, target: NodeId, group: GroupId) -> Result<(), String> {
+        let mut client = self.client_of(target)?;
         let mut request = tonic::Request::new(proto::ElectRequest { group });
         request.set_timeout(Duration::from_secs(2));
         let reply = client
@@ -373,6 +381,30 @@ impl ClusterNode {
         } else {
             Err(reply.error)
         }
+    }
+
+    /// Waits, at most `wait`, until node `target` has applied `group`'s log up to `index`;
+    /// whether it did, and how far it had.
+    pub async fn wait_applied(
+        &self,
+        target: NodeId,
+        group: GroupId,
+        index: u64,
+        wait: Duration,
+    ) -> Result<proto::AppliedReply, String> {
+        let mut client = self.client_of(target)?;
+        let wait_ms = u32::try_from(wait.as_millis()).unwrap_or(u32::MAX);
+        let mut request = tonic::Request::new(proto::AppliedRequest {
+            group,
+            index,
+            wait_ms,
+        });
+        request.set_timeout(wait + Duration::from_millis(500));
+        let reply = client
+            .applied(request)
+            .await
+            .map_err(|status| status.message().to_string())?;
+        Ok(reply.into_inner())
     }
 
     /// Opens the core-NATS route to every peer in the table (idempotent).

@@ -30,6 +30,8 @@ use crate::consensus::{pacer, raft_codec, GroupId, Proposal, RaftGroup, TypeConf
 const VOTE_WAITS_FOR_GROUP: Duration = Duration::from_millis(200);
 /// How often a waiting vote request looks for the group.
 const GROUP_POLL: Duration = Duration::from_millis(5);
+/// The longest an `Applied` request waits, whatever it asks.
+const MAX_APPLIED_WAIT: Duration = Duration::from_secs(5);
 
 /// See the module docs.
 #[derive(Clone)]
@@ -218,6 +220,24 @@ impl Cluster for ClusterService {
     ) -> Result<Response<proto::PingReply>, Status> {
         let stale_groups = self.node.pinged(request.into_inner());
         Ok(Response::new(proto::PingReply { stale_groups }))
+    }
+
+    async fn applied(
+        &self,
+        request: Request<proto::AppliedRequest>,
+    ) -> Result<Response<proto::AppliedReply>, Status> {
+        let proto::AppliedRequest {
+            group,
+            index,
+            wait_ms,
+        } = request.into_inner();
+        let wait = Duration::from_millis(u64::from(wait_ms)).min(MAX_APPLIED_WAIT);
+        let Some(group) = self.node.group(group) else {
+            return Ok(Response::new(proto::AppliedReply::default()));
+        };
+        let reached = group.wait_applied(index, wait).await;
+        let applied = group.applied_index();
+        Ok(Response::new(proto::AppliedReply { reached, applied }))
     }
 
     async fn route(

@@ -353,6 +353,25 @@ impl RaftGroup {
         self.view.clone()
     }
 
+    /// The index of the last entry this replica applied (0 before any).
+    pub fn applied_index(&self) -> u64 {
+        self.raft
+            .metrics()
+            .borrow()
+            .last_applied
+            .map_or(0, |log| log.index)
+    }
+
+    /// Waits, at most `wait`, until this replica has applied its log up to `index`; whether it
+    /// did.
+    pub async fn wait_applied(&self, index: u64, wait: Duration) -> bool {
+        self.raft
+            .wait(Some(wait))
+            .applied_index_at_least(Some(index), "applied")
+            .await
+            .is_ok()
+    }
+
     /// Wait until the group has a leader (any node).
     pub async fn wait_for_leader(&self, timeout: Duration) -> Result<NodeId, StartError> {
         let metrics = self

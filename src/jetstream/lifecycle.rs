@@ -33,7 +33,7 @@ use super::catalog::{origins_of, Catalog, Groups, Origins, RunningStream};
 use super::error::JetStreamError;
 use super::groups;
 use super::leadership;
-use super::meta::{MetaCommand, MetaMachine, MetaOutcome, StreamAssignment};
+use super::meta::{MetaCommand, MetaMachine, MetaOutcome, StreamAssignment, META_GROUP};
 use super::offline::OfflineStream;
 use super::payload::{self, META_COMMAND_V1};
 use super::stream::{propose_error, StreamHandle};
@@ -54,6 +54,10 @@ const MEMORY_DIR: &str = "memory";
 /// How long [`JetStream::close`] waits for the state databases to be let go of before it
 /// reports what still holds one (a bug) and returns.
 const STORE_CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The longest a meta change's proposer waits to apply it itself (see
+/// [`JetStream::propose_meta`]); past it, the change still arrives, a moment later.
+const META_CATCH_UP_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// See the module docs.
 pub struct JetStream {
@@ -166,18 +170,37 @@ impl JetStream {
     }
 
     /// Proposes a meta command, then brings the local stream groups in line with the result.
+    /// Returns once this node has applied it too (bounded, see [`catch_up_with_meta_leader`]).
+    ///
+    /// [`catch_up_with_meta_leader`]: Self::catch_up_with_meta_leader
     pub async fn propose_meta(&self, command: MetaCommand) -> Result<MetaOutcome, ApiError> {
         let response = self
             .meta_group()
             .propose(payload::command(META_COMMAND_V1, &command))
             .await
             .map_err(propose_error)?;
+        self.catch_up_with_meta_leader().await;
         let outcome = payload::decode_response::<MetaOutcome>(&response).unwrap_or_else(|e| {
             tracing::error!("undecodable meta response: {e}");
             Err(ApiError::new(ErrorKind::ClusterNotAvail))
         })?;
         self.reconcile().await;
         Ok(outcome)
+    }
+
+    /// Waits, at most [`META_CATCH_UP_WAIT`], until this node has applied the meta log as far as
+    /// the meta leader has. A proposal a meta follower forwards returns once the leader applied
+    /// it, and the follower learns the commit with the leader's next append or heartbeat; what
+    /// it answers next (a stream it leads, after that stream's update) reads its own meta state.
+    async fn catch_up_with_meta_leader(&self) {
+        let group = self.meta_group();
+        let leader = group.raft().metrics().borrow().current_leader;
+        let Some(leader) = leader.filter(|leader| *leader != self.node_id()) else {
+            return;
+        };
+        if let Some(index) = self.topology().applied_index(leader, META_GROUP).await {
+            group.wait_applied(index, META_CATCH_UP_WAIT).await;
+        }
     }
 
     /// Brings the streams whose assignment changed since the last pass in line with the meta

@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::cluster::ClusterNode;
 use crate::consensus::pacer::Pacer;
@@ -137,6 +138,42 @@ impl Topology {
         match &self.peers {
             Peers::Alone => Err("no other node to hand over to".to_owned()),
             Peers::Cluster(cluster) => cluster.ask_to_elect(candidate, group).await,
+        }
+    }
+
+    /// Waits, at most `wait`, until node `id` has applied `group`'s log up to `index`; whether
+    /// it did (false when it cannot be asked).
+    pub async fn wait_applied(&self, id: NodeId, group: u64, index: u64, wait: Duration) -> bool {
+        self.ask_applied(id, group, index, wait)
+            .await
+            .is_some_and(|reply| reply.reached)
+    }
+
+    /// How far node `id` has applied `group`'s log (`None` when it cannot be asked or does not
+    /// run the group).
+    pub async fn applied_index(&self, id: NodeId, group: u64) -> Option<u64> {
+        self.ask_applied(id, group, 0, Duration::ZERO)
+            .await
+            .filter(|reply| reply.reached)
+            .map(|reply| reply.applied)
+    }
+
+    async fn ask_applied(
+        &self,
+        id: NodeId,
+        group: u64,
+        index: u64,
+        wait: Duration,
+    ) -> Option<crate::cluster::proto::AppliedReply> {
+        match &self.peers {
+            Peers::Alone => None,
+            Peers::Cluster(cluster) => cluster
+                .wait_applied(id, group, index, wait)
+                .await
+                .map_err(|why| {
+                    tracing::debug!(node = id, group, "no applied index from node: {why}")
+                })
+                .ok(),
         }
     }
 }

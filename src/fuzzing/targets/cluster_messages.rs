@@ -79,7 +79,7 @@ impl Replica {
 
     /// The protobuf messages a node receives, each followed into what it carries.
     fn protobuf(&mut self, selector: u8, bytes: &[u8]) {
-        match selector % 9 {
+        match selector % 10 {
             0 => {
                 if let Ok(request) = proto::RaftRequest::decode(bytes) {
                     self.raft_rpc(request.kind, &request.payload);
@@ -122,6 +122,7 @@ impl Replica {
                     }
                 }
             }
+            8 => drop(proto::AppliedRequest::decode(bytes)),
             _ => drop(proto::PingReply::decode(bytes)),
         }
     }

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::jetstream::advisories;
 use crate::jsapi::advisory::{Action, Advisory};
@@ -20,7 +21,8 @@ use crate::jscore::group::{StreamCommand, StreamOutcome};
 use crate::jscore::stream::PurgeRequest;
 use crate::jscore::subject_filter::SubjectFilter;
 
-use crate::jetstream::meta::{MetaCommand, MetaOutcome};
+use crate::consensus::NodeId;
+use crate::jetstream::meta::{MetaCommand, MetaOutcome, META_GROUP};
 use crate::jetstream::payload::JsonValue;
 use crate::jetstream::{compat, placement, JetStream};
 
@@ -103,8 +105,8 @@ pub async fn update(js: &Arc<JetStream>, stream: &str, body: &[u8]) -> Result<Ve
     crate::jetstream::sourcing::forget_origins(js.shared(), stream, &current.config, Some(&config));
     advise_stream(js, stream, Action::Modify);
     let mut info = js.stream_info(stream, &StreamInfoRequest::default())?;
-    // This node's meta state may not have applied the update yet (it answers as the
-    // stream's leader, the meta leader may be another node): echo what was accepted.
+    // Should this node (the stream's leader, maybe not the meta leader) not have applied the
+    // update yet (`propose_meta` waits only so long), echo what was accepted.
     let mut echoed = config;
     crate::jetstream::info::add_stream_metadata(&mut echoed);
     info.config = echoed;
@@ -191,13 +193,14 @@ fn page_subjects(subjects: &mut BTreeMap<String, u64>, offset: i64) -> Paged {
 /// advised too, before the stream's own (`Advisory::stream_deletion`).
 pub async fn delete(js: &Arc<JetStream>, stream: &str) -> Result<Vec<u8>, ApiError> {
     let consumers = consumers_to_advise(js, stream).await;
-    let config = js.assignment(stream).map(|assigned| assigned.config);
+    let assigned = js.assignment(stream);
     js.propose_meta(MetaCommand::DeleteStream {
         name: stream.to_owned(),
     })
     .await?;
-    if let Some(config) = config {
-        crate::jetstream::sourcing::forget_origins(js.shared(), stream, &config, None);
+    if let Some(assigned) = assigned {
+        replicas_applied_meta(js, &assigned.replicas).await;
+        crate::jetstream::sourcing::forget_origins(js.shared(), stream, &assigned.config, None);
     }
     for advisory in Advisory::stream_deletion(stream, &consumers) {
         advisories::publish(js.shared(), &advisory);
@@ -206,6 +209,28 @@ pub async fn delete(js: &Arc<JetStream>, stream: &str) -> Result<Vec<u8>, ApiErr
         ResponseType::StreamDelete,
         &SuccessResponse::OK,
     ))
+}
+
+/// How long a meta change's reply waits for each replica to apply it.
+const REPLICA_APPLY_WAIT: Duration = Duration::from_secs(1);
+
+/// Waits, bounded, until every other node in `replicas` that this node reaches has applied the
+/// meta log as far as this node has (the meta leader, past the change it just applied).
+///
+/// A stream's requests are answered by the replica that leads it in that replica's own meta
+/// view (`routing.rs`), and a meta follower learns a commit with the next append or heartbeat.
+/// Without this wait, a `STREAM.INFO` sent right after a successful `STREAM.DELETE` could still
+/// be answered by the stream's old leader. nats-server too answers a delete only once the
+/// stream is removed. A replica this node does not reach cannot receive the client's next
+/// request either, and one that does not answer in time is not waited for longer.
+async fn replicas_applied_meta(js: &JetStream, replicas: &[NodeId]) {
+    let index = js.meta_group().applied_index();
+    let topology = js.topology();
+    let others = replicas
+        .iter()
+        .filter(|id| **id != js.node_id() && topology.reaches(**id))
+        .map(|id| topology.wait_applied(*id, META_GROUP, index, REPLICA_APPLY_WAIT));
+    futures::future::join_all(others).await;
 }
 
 /// The consumers a deletion of `stream` takes with it, read before the deletion is proposed:
