@@ -25,6 +25,7 @@ macro_rules! func_name {
 
 pub extern crate openraft_macros;
 
+mod boxed_mpsc;
 mod change_members;
 mod config;
 mod core;

@@ -14,7 +14,7 @@ use futures::StreamExt;
 use futures::TryFutureExt;
 use maplit::btreeset;
 use tokio::select;
-use tokio::sync::mpsc;
+use crate::boxed_mpsc as mpsc; // jetraft: was tokio::sync::mpsc
 use tokio::sync::watch;
 use tracing::Instrument;
 use tracing::Level;

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use futures::future::Either;
-use tokio::sync::mpsc;
+use crate::boxed_mpsc as mpsc; // jetraft: was tokio::sync::mpsc
 use tokio::sync::oneshot;
 use tracing::Instrument;
 use tracing::Level;

@@ -4,7 +4,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use crate::boxed_mpsc as mpsc; // jetraft: was tokio::sync::mpsc
 use tokio::sync::watch;
 use tokio::sync::Mutex;
 use tracing::Level;

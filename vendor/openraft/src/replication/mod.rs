@@ -19,7 +19,7 @@ use request::Replicate;
 use response::ReplicationResult;
 pub(crate) use response::Response;
 use tokio::select;
-use tokio::sync::mpsc;
+use crate::boxed_mpsc as mpsc; // jetraft: was tokio::sync::mpsc
 use tokio::sync::oneshot;
 use tokio::sync::Mutex;
 use tracing_futures::Instrument;

@@ -1,6 +1,6 @@
 //! State machine control handle
 
-use tokio::sync::mpsc;
+use crate::boxed_mpsc as mpsc; // jetraft: was tokio::sync::mpsc
 
 use crate::core::sm;
 use crate::type_config::alias::JoinHandleOf;

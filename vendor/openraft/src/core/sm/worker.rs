@@ -1,4 +1,4 @@
-use tokio::sync::mpsc;
+use crate::boxed_mpsc as mpsc; // jetraft: was tokio::sync::mpsc
 
 use crate::async_runtime::AsyncOneshotSendExt;
 use crate::core::notify::Notify;
