@@ -15,6 +15,7 @@
 //! was dropped is simply not heard.
 
 use std::cmp::Ordering;
+use std::collections::binary_heap::PeekMut;
 use std::collections::BinaryHeap;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -121,10 +122,11 @@ impl<T> DueQueue<T> {
 
     /// Moves every item due at or before `now` to `out`, earliest first.
     fn take_due(&mut self, now: Instant, out: &mut Vec<T>) {
-        while self.heap.peek().is_some_and(|due| due.at <= now) {
-            if let Some(due) = self.heap.pop() {
-                out.push(due.item);
+        while let Some(earliest) = self.heap.peek_mut() {
+            if earliest.at > now {
+                break;
             }
+            out.push(PeekMut::pop(earliest).item);
         }
     }
 }
