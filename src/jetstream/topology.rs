@@ -149,12 +149,11 @@ impl Topology {
             .is_some_and(|reply| reply.reached)
     }
 
-    /// How far node `id` has applied `group`'s log (`None` when it cannot be asked or does not
-    /// run the group).
+    /// How far node `id` has applied `group`'s log (`None` when it cannot be asked; 0 when it
+    /// does not run the group).
     pub async fn applied_index(&self, id: NodeId, group: u64) -> Option<u64> {
         self.ask_applied(id, group, 0, Duration::ZERO)
             .await
-            .filter(|reply| reply.reached)
             .map(|reply| reply.applied)
     }
 
