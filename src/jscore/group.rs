@@ -15,8 +15,8 @@ use crate::jscore::consumer::{AckOutcome, ConsumerCommand, ConsumerOutcome, Cons
 use crate::jscore::retention;
 use crate::jscore::sourcing::{SourceKind, SourcePositions, SourcedMessage};
 use crate::jscore::stream::{
-    AppendOutcome, AppendRequest, CounterBase, Produced, PurgeRequest, ScheduleBody, StoredMsg,
-    StreamState,
+    AppendOutcome, AppendRequest, CounterBase, MetaSpill, Produced, PurgeRequest, ScheduleBody,
+    StoredMsg, StreamState,
 };
 
 /// The entries of a stream group's log.
@@ -119,6 +119,12 @@ impl StreamGroup {
 
     pub fn stream(&self) -> &StreamState {
         &self.stream
+    }
+
+    /// Keeps the stream's sealed metadata chunks beyond the few touched last in `file`
+    /// instead of memory (ADR 0033; `StreamState::spill_metadata_to`).
+    pub fn spill_metadata_to(&mut self, file: std::sync::Arc<dyn MetaSpill>) {
+        self.stream.spill_metadata_to(file);
     }
 
     pub fn consumer(&self, name: &str) -> Option<&ConsumerState> {

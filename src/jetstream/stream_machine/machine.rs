@@ -14,7 +14,7 @@ use crate::consensus::machine::{ApplyPosition, ImportFn, Imported, StoredValueEx
 use crate::consensus::{
     Command, GroupMachine, MachineError, MachineTxn, MachineView, Response, WriteTicket,
 };
-use crate::jsapi::stream_config::StreamConfig;
+use crate::jsapi::stream_config::{StorageType, StreamConfig};
 use crate::jsapi::ApiError;
 use crate::jscore::consumer::{ConsumerState, PendingEntry};
 use crate::jscore::group::{StreamCommand, StreamGroup, StreamOutcome};
@@ -29,6 +29,7 @@ use super::cache::BlockCache;
 use super::entry;
 use super::keys::{self, ConsumerConfigV1, ConsumerKey, ConsumerStateV1, DedupEntryV1};
 use super::load_blocks::{load_blocks, Live, LoadedBlocks};
+use super::meta_file::MetaFile;
 use super::response::encode_response;
 use super::segments::{Locator, Segments};
 use super::stage::{self, Before, Persisted};
@@ -114,7 +115,7 @@ impl GroupMachine for StreamMachine {
 
     fn load(&mut self, view: &MachineView) -> Result<(), MachineError> {
         let segments = Arc::new(Segments::open(view.files_dir())?);
-        let (group, persisted) = match view.get(keys::LAYOUT)? {
+        let (mut group, persisted) = match view.get(keys::LAYOUT)? {
             None => {
                 if let Some(item) = view.scan_prefix(b"").next() {
                     let (key, _) = item?;
@@ -156,6 +157,12 @@ impl GroupMachine for StreamMachine {
                 .map(|(first, block)| (first, block.last_seq)),
             segments,
         );
+        // A file stream's sealed metadata beyond the few chunks touched last lives in a
+        // spill beside its segments (ADR 0033); a memory stream keeps all of it in memory.
+        if group.stream().config().storage == StorageType::File {
+            let spill = MetaFile::create(&view.files_dir())?;
+            group.spill_metadata_to(Arc::new(spill));
+        }
         self.writer.replace(group);
         self.persisted = persisted;
         Ok(())

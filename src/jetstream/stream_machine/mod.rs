@@ -100,6 +100,7 @@ mod extend;
 mod keys;
 mod load_blocks;
 mod machine;
+mod meta_file;
 pub mod response;
 mod segments;
 mod sources;

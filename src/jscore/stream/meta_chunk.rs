@@ -17,6 +17,8 @@
 
 use std::collections::VecDeque;
 
+mod codec;
+
 use super::chunk_key::MetaChunks;
 
 const CHUNK_LEN: usize = MetaChunks::LEN;

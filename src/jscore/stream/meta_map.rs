@@ -12,31 +12,98 @@
 //!
 //! Lookups are by value ([`MsgMeta`] is `Copy`): a packed chunk has no `MsgMeta` to lend.
 //!
+//! With a spill ([`spill_to`](MetaMap::spill_to), ADR 0033) only the tail and the sealed
+//! chunks touched last stay in memory; the others are read back from the spill when a query
+//! reaches them, and brought back into memory when a change does. The first and last
+//! messages are kept beside the chunks, so the queries every delivery makes read nothing back.
+//!
 //! Not replicated by itself: it is part of `StreamState`, whose contents are. Its layout is
 //! local (a replica that restarted has its chunks sealed where another has them open) and
 //! not observable.
 
 use std::collections::{btree_map, BTreeMap};
-use std::iter::Chain;
-use std::ops::{Bound, RangeBounds};
+use std::iter::{Chain, Map};
+use std::ops::{Bound, Deref, RangeBounds};
 use std::option;
+use std::sync::Arc;
 
 use super::chunk_key::MetaChunks as C;
 use super::message::MsgMeta;
 use super::meta_chunk::Chunk;
+use super::meta_spill::{Away, MetaSpill, Spill};
 
-#[derive(Clone, Default)]
+#[derive(Default)]
 pub(super) struct MetaMap {
     /// Every chunk but the tail.
-    chunks: BTreeMap<u64, Chunk>,
+    chunks: BTreeMap<u64, Slot>,
     /// The chunk appends go to, kept out of the tree so an append or a read of a recent
     /// message costs no descent: its number is above every number in `chunks`, and it holds
     /// a message.
     tail: Option<(u64, Chunk)>,
     len: usize,
+    /// The lowest and highest sequences held, with their metadata: `first` and `last` (and
+    /// so every delivery's `count_after`) read no chunk.
+    ends: Option<((u64, MsgMeta), (u64, MsgMeta))>,
+    /// Where sealed chunks go out of memory; `None`: every chunk stays in memory.
+    spill: Option<Spill>,
 }
 
-type Chunks<'a> = Chain<btree_map::Range<'a, u64, Chunk>, option::IntoIter<(&'a u64, &'a Chunk)>>;
+/// A chunk of the tree: in memory, or out of it in the spill.
+enum Slot {
+    Here(Chunk),
+    Away(Away),
+}
+
+/// A chunk as the map's readers reach it, without bringing it back into memory.
+#[derive(Clone, Copy)]
+enum SlotRef<'a> {
+    Here(&'a Chunk),
+    Away(Away),
+}
+
+impl SlotRef<'_> {
+    fn live(self) -> usize {
+        match self {
+            SlotRef::Here(chunk) => chunk.live(),
+            SlotRef::Away(away) => usize::from(away.live),
+        }
+    }
+}
+
+/// A chunk to read: borrowed from memory, or read back from the spill for the reader alone.
+enum ChunkRef<'a> {
+    Borrowed(&'a Chunk),
+    Loaded(Box<Chunk>),
+}
+
+impl Deref for ChunkRef<'_> {
+    type Target = Chunk;
+
+    fn deref(&self) -> &Chunk {
+        match self {
+            ChunkRef::Borrowed(chunk) => chunk,
+            ChunkRef::Loaded(chunk) => chunk,
+        }
+    }
+}
+
+type Entry<'a> = (u64, SlotRef<'a>);
+type ToEntry<'a> = fn((&'a u64, &'a Slot)) -> Entry<'a>;
+type Chunks<'a> =
+    Chain<Map<btree_map::Range<'a, u64, Slot>, ToEntry<'a>>, option::IntoIter<Entry<'a>>>;
+
+fn slot_ref<'a>((key, slot): (&'a u64, &'a Slot)) -> Entry<'a> {
+    (*key, slot.as_ref())
+}
+
+impl Slot {
+    fn as_ref(&self) -> SlotRef<'_> {
+        match self {
+            Slot::Here(chunk) => SlotRef::Here(chunk),
+            Slot::Away(away) => SlotRef::Away(*away),
+        }
+    }
+}
 
 impl MetaMap {
     pub fn new() -> Self {
@@ -51,19 +118,32 @@ impl MetaMap {
         self.len == 0
     }
 
-    fn chunk(&self, key: u64) -> Option<&Chunk> {
+    fn chunk(&self, key: u64) -> Option<ChunkRef<'_>> {
         match &self.tail {
-            Some((tail, chunk)) if *tail == key => Some(chunk),
-            _ => self.chunks.get(&key),
+            Some((tail, chunk)) if *tail == key => Some(ChunkRef::Borrowed(chunk)),
+            _ => Some(self.read(self.chunks.get(&key)?.as_ref())),
+        }
+    }
+
+    /// A chunk to read, from the spill if it is away.
+    fn read<'a>(&self, slot: SlotRef<'a>) -> ChunkRef<'a> {
+        match slot {
+            SlotRef::Here(chunk) => ChunkRef::Borrowed(chunk),
+            SlotRef::Away(away) => {
+                let spill = self.spill.as_ref().expect("a chunk away has a spill");
+                ChunkRef::Loaded(Box::new(spill.load(away)))
+            }
         }
     }
 
     /// The chunks numbered in `range`, ascending, the tail last.
-    fn chunks_in(&self, range: impl RangeBounds<u64> + Clone) -> Chunks<'_> {
-        let tail = self.tail.as_ref().map(|(key, chunk)| (key, chunk));
-        self.chunks
-            .range(range.clone())
-            .chain(tail.filter(|(key, _)| range.contains(*key)))
+    fn chunks_in<'a>(&'a self, range: impl RangeBounds<u64> + Clone) -> Chunks<'a> {
+        let tail = self
+            .tail
+            .as_ref()
+            .map(|(key, chunk)| (*key, SlotRef::Here(chunk)));
+        let tree: Map<_, ToEntry<'a>> = self.chunks.range(range.clone()).map(slot_ref);
+        tree.chain(tail.filter(|(key, _)| range.contains(key)))
     }
 
     pub fn get(&self, seq: u64) -> Option<MsgMeta> {
@@ -76,15 +156,100 @@ impl MetaMap {
     }
 
     pub fn first(&self) -> Option<(u64, MsgMeta)> {
-        let (key, chunk) = self.chunks_in(..).next()?;
-        let (off, meta) = chunk.next_in(0, C::LEN as u32)?;
-        Some((C::join(*key, off), meta))
+        self.ends.map(|(first, _)| first)
     }
 
     pub fn last(&self) -> Option<(u64, MsgMeta)> {
-        let (key, chunk) = self.chunks_in(..).next_back()?;
-        let (off, meta) = chunk.prev_in(0, C::LEN as u32)?;
-        Some((C::join(*key, off), meta))
+        self.ends.map(|(_, last)| last)
+    }
+
+    /// The lowest message (`first`) or the highest, found in the chunks (after a removal
+    /// at that end).
+    fn find_end(&self, first: bool) -> Option<(u64, MsgMeta)> {
+        let mut chunks = self.chunks_in(..);
+        let (key, slot) = match first {
+            true => chunks.next(),
+            false => chunks.next_back(),
+        }?;
+        let chunk = self.read(slot);
+        let (off, meta) = match first {
+            true => chunk.next_in(0, C::LEN as u32),
+            false => chunk.prev_in(0, C::LEN as u32),
+        }?;
+        Some((C::join(key, off), meta))
+    }
+
+    /// Keeps `ends` right after `meta` was stored at `seq`.
+    fn widen_ends(&mut self, seq: u64, meta: MsgMeta) {
+        let (mut first, mut last) = self.ends.unwrap_or(((seq, meta), (seq, meta)));
+        if seq <= first.0 {
+            first = (seq, meta);
+        }
+        if seq >= last.0 {
+            last = (seq, meta);
+        }
+        self.ends = Some((first, last));
+    }
+
+    /// Chunk `key` of the tree, in memory to be changed (read back if it was away).
+    fn here_mut(&mut self, key: u64) -> Option<&mut Chunk> {
+        let slot = self.chunks.get_mut(&key)?;
+        if let Slot::Away(away) = *slot {
+            let spill = self.spill.as_mut().expect("a chunk away has a spill");
+            *slot = Slot::Here(spill.take(away));
+        }
+        if let Some(spill) = &mut self.spill {
+            spill.touch(key);
+        }
+        match slot {
+            Slot::Here(chunk) => Some(chunk),
+            Slot::Away(_) => unreachable!("brought back above"),
+        }
+    }
+
+    /// Sends the chunks touched least recently to the spill, beyond what it keeps in memory,
+    /// and compacts the spill when its garbage outweighs it. After every change.
+    fn settle(&mut self) {
+        let Some(spill) = &mut self.spill else {
+            return;
+        };
+        while let Some(key) = spill.next_to_send() {
+            let Some(slot) = self.chunks.get_mut(&key) else {
+                continue;
+            };
+            if let Slot::Here(chunk) = slot {
+                chunk.seal();
+                *slot = Slot::Away(spill.send(chunk));
+            }
+        }
+        if spill.wants_compaction() {
+            let away: Vec<(u64, Away)> = self
+                .chunks
+                .iter()
+                .filter_map(|(key, slot)| match slot {
+                    Slot::Away(away) => Some((*key, *away)),
+                    Slot::Here(_) => None,
+                })
+                .collect();
+            let ranges: Vec<(u64, u32)> = away.iter().map(|(_, a)| (a.at, a.len)).collect();
+            let starts = spill.compact(&ranges);
+            for ((key, away), at) in away.into_iter().zip(starts) {
+                self.chunks.insert(key, Slot::Away(Away { at, ..away }));
+            }
+        }
+    }
+
+    /// From now on, sealed chunks beyond the `keep` touched last live in `file` (emptied
+    /// first), not in memory.
+    pub fn spill_to(&mut self, file: Arc<dyn MetaSpill>, keep: usize) {
+        let mut spill = Spill::new(file, keep);
+        for (key, slot) in &self.chunks {
+            if let Slot::Here(_) = slot {
+                spill.touch(*key);
+            }
+        }
+        self.spill = Some(spill);
+        self.settle();
     }
 
     /// Stores `meta` at `seq`, returning what was there. An append past the tail seals it
@@ -101,11 +266,16 @@ impl MetaMap {
                 match self.tail.take() {
                     Some((tail, mut chunk)) => {
                         chunk.seal();
-                        self.chunks.insert(tail, chunk);
+                        self.chunks.insert(tail, Slot::Here(chunk));
+                        if let Some(spill) = &mut self.spill {
+                            spill.touch(tail);
+                        }
                     }
                     None => {
                         if let Some(mut last) = self.chunks.last_entry() {
-                            last.get_mut().seal();
+                            if let Slot::Here(chunk) = last.get_mut() {
+                                chunk.seal();
+                            }
                         }
                     }
                 }
@@ -114,15 +284,21 @@ impl MetaMap {
                 self.tail = Some((key, chunk));
                 None
             }
-            _ => self
-                .chunks
-                .entry(key)
-                .or_insert_with(Chunk::new)
-                .insert(off, meta),
+            _ => match self.here_mut(key) {
+                Some(chunk) => chunk.insert(off, meta),
+                None => {
+                    self.chunks.insert(key, Slot::Here(Chunk::new()));
+                    self.here_mut(key)
+                        .expect("inserted above")
+                        .insert(off, meta)
+                }
+            },
         };
         if old.is_none() {
             self.len += 1;
         }
+        self.widen_ends(seq, meta);
+        self.settle();
         old
     }
 
@@ -137,15 +313,25 @@ impl MetaMap {
                 old
             }
             _ => {
-                let chunk = self.chunks.get_mut(&key)?;
-                let old = chunk.remove(off)?;
+                let chunk = self.here_mut(key)?;
+                let old = chunk.remove(off);
                 if chunk.live() == 0 {
                     self.chunks.remove(&key);
                 }
-                old
+                self.settle();
+                old?
             }
         };
         self.len -= 1;
+        if let Some((mut first, mut last)) = self.ends {
+            if seq == first.0 {
+                first = self.find_end(true).unwrap_or(last);
+            }
+            if seq == last.0 {
+                last = self.find_end(false).unwrap_or(first);
+            }
+            self.ends = (self.len > 0).then_some((first, last));
+        }
         Some(old)
     }
 
@@ -153,12 +339,18 @@ impl MetaMap {
         self.chunks.clear();
         self.tail = None;
         self.len = 0;
+        self.ends = None;
+        if let Some(spill) = &mut self.spill {
+            spill.clear();
+        }
     }
 
     /// Seals every chunk but the tail.
     pub fn seal(&mut self) {
-        for chunk in self.chunks.values_mut() {
-            chunk.seal();
+        for slot in self.chunks.values_mut() {
+            if let Slot::Here(chunk) = slot {
+                chunk.seal();
+            }
         }
     }
 
@@ -190,6 +382,7 @@ impl MetaMap {
             false => self.chunks_in(1..1),
         };
         Iter {
+            map: self,
             chunks,
             lo,
             hi,
@@ -227,7 +420,7 @@ impl MetaMap {
         let within = self
             .chunk(key)
             .map_or(0, |chunk| chunk.count_up_to(off) as u64);
-        let live = |(_, chunk): (&u64, &Chunk)| chunk.live() as u64;
+        let live = |(_, slot): Entry<'_>| slot.live() as u64;
         if after - first < last - after {
             let below: u64 = self.chunks_in(..key).map(live).sum();
             len - below - within
@@ -241,17 +434,29 @@ impl MetaMap {
     /// Heap bytes held (chunks and the tree's entries, roughly), for tests.
     #[cfg(test)]
     pub(super) fn heap_bytes(&self) -> usize {
-        let entry = std::mem::size_of::<(u64, Chunk)>();
+        let entry = std::mem::size_of::<(u64, Slot)>();
         self.chunks_in(..)
-            .map(|(_, chunk)| chunk.heap_bytes() + entry)
+            .map(|(_, slot)| match slot {
+                SlotRef::Here(chunk) => chunk.heap_bytes() + entry,
+                SlotRef::Away(_) => entry,
+            })
             .sum()
+    }
+
+    /// The spill's live and garbage bytes, for tests.
+    #[cfg(test)]
+    pub(super) fn spill_bytes(&self) -> Option<(u64, u64)> {
+        self.spill.as_ref().map(Spill::bytes)
     }
 
     /// Each chunk's number and layout, for tests.
     #[cfg(test)]
     pub(super) fn layouts(&self) -> Vec<(u64, &'static str)> {
         self.chunks_in(..)
-            .map(|(key, chunk)| (*key, chunk.layout()))
+            .map(|(key, slot)| match slot {
+                SlotRef::Here(chunk) => (key, chunk.layout()),
+                SlotRef::Away(_) => (key, "away"),
+            })
             .collect()
     }
 }
@@ -263,6 +468,24 @@ impl FromIterator<(u64, MsgMeta)> for MetaMap {
             map.insert(seq, meta);
         }
         map
+    }
+}
+
+/// A copy keeps every chunk in memory: the spill is its original's alone.
+impl Clone for MetaMap {
+    fn clone(&self) -> Self {
+        let chunks = self
+            .chunks_in(..)
+            .filter(|(key, _)| self.tail.as_ref().is_none_or(|(tail, _)| tail != key))
+            .map(|(key, slot)| (key, Slot::Here(self.read(slot).clone())))
+            .collect();
+        MetaMap {
+            chunks,
+            tail: self.tail.clone(),
+            len: self.len,
+            ends: self.ends,
+            spill: None,
+        }
     }
 }
 
@@ -282,12 +505,13 @@ impl std::fmt::Debug for MetaMap {
 
 /// Ascending (and, from the back, descending) `(seq, meta)` pairs of a [`MetaMap`] range.
 pub(super) struct Iter<'a> {
+    map: &'a MetaMap,
     chunks: Chunks<'a>,
     /// The sequences not yet yielded from either end: `lo..hi`.
     lo: u64,
     hi: u64,
-    front: Option<(u64, &'a Chunk)>,
-    back: Option<(u64, &'a Chunk)>,
+    front: Option<(u64, ChunkRef<'a>)>,
+    back: Option<(u64, ChunkRef<'a>)>,
 }
 
 impl Iter<'_> {
@@ -306,7 +530,8 @@ impl Iterator for Iter<'_> {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            if let Some((key, chunk)) = self.front {
+            if let Some((key, chunk)) = &self.front {
+                let key = *key;
                 let (lo, hi) = self.window(key);
                 if let Some((off, meta)) = chunk.next_in(lo, hi) {
                     let seq = C::join(key, off);
@@ -316,7 +541,7 @@ impl Iterator for Iter<'_> {
                 self.front = None;
             }
             match self.chunks.next() {
-                Some((key, chunk)) => self.front = Some((*key, chunk)),
+                Some((key, slot)) => self.front = Some((key, self.map.read(slot))),
                 None => {
                     self.front = Some(self.back.take()?);
                 }
@@ -328,7 +553,8 @@ impl Iterator for Iter<'_> {
 impl DoubleEndedIterator for Iter<'_> {
     fn next_back(&mut self) -> Option<Self::Item> {
         loop {
-            if let Some((key, chunk)) = self.back {
+            if let Some((key, chunk)) = &self.back {
+                let key = *key;
                 let (lo, hi) = self.window(key);
                 if let Some((off, meta)) = chunk.prev_in(lo, hi) {
                     let seq = C::join(key, off);
@@ -338,7 +564,7 @@ impl DoubleEndedIterator for Iter<'_> {
                 self.back = None;
             }
             match self.chunks.next_back() {
-                Some((key, chunk)) => self.back = Some((*key, chunk)),
+                Some((key, slot)) => self.back = Some((key, self.map.read(slot))),
                 None => {
                     self.back = Some(self.front.take()?);
                 }

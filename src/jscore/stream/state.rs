@@ -9,6 +9,7 @@
 //! the applied command sequence).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::jsapi::stream_config::StreamConfig;
 use crate::jscore::subject_filter::SubjectFilter;
@@ -17,6 +18,7 @@ use super::dedup::DedupWindow;
 use super::limits::StreamLimits;
 use super::message::{MsgInfo, MsgMeta};
 use super::meta_map::MetaMap;
+use super::meta_spill::{MetaSpill, RESIDENT_CHUNKS};
 use super::schedule_index::ScheduleIndex;
 use super::subject_index::SubjectIndex;
 use super::ttl_index::TtlIndex;
@@ -94,6 +96,13 @@ impl StreamState {
 
     pub fn config(&self) -> &StreamConfig {
         &self.config
+    }
+
+    /// Keeps the sealed metadata chunks beyond the [`RESIDENT_CHUNKS`] touched last in
+    /// `file` (emptied first) instead of memory, from now on (ADR 0033). Local to this node:
+    /// not replicated, not observable through any query.
+    pub fn spill_metadata_to(&mut self, file: Arc<dyn MetaSpill>) {
+        self.messages.spill_to(file, RESIDENT_CHUNKS);
     }
 
     pub fn limits(&self) -> &StreamLimits {

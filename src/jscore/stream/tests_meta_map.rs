@@ -4,10 +4,12 @@
 //! follow the stream's shape.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::chunk_key::MetaChunks;
 use super::message::MsgMeta;
 use super::meta_map::MetaMap;
+use super::meta_spill::VecSpill;
 use super::subject_index::SubjectId;
 use crate::jscore::xorshift::XorShift;
 
@@ -93,9 +95,24 @@ fn assert_same(map: &MetaMap, model: &BTreeMap<u64, MsgMeta>, rng: &mut XorShift
 
 #[test]
 fn answers_as_a_btreemap_whatever_the_layouts() {
+    answers_as_a_btreemap(None);
+}
+
+/// The same with a spill that keeps no sealed chunk in memory (every change sends its chunk
+/// straight back out, and the garbage is compacted many times over) or one.
+#[test]
+fn answers_as_a_btreemap_whatever_is_out_of_memory() {
+    answers_as_a_btreemap(Some(0));
+    answers_as_a_btreemap(Some(1));
+}
+
+fn answers_as_a_btreemap(keep: Option<usize>) {
     for (seed, shape) in [(7u64, 0u64), (11, 1), (13, 2), (17, 1)] {
         let mut rng = XorShift(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
         let mut map = MetaMap::new();
+        if let Some(keep) = keep {
+            map.spill_to(Arc::new(VecSpill::default()), keep);
+        }
         let mut model = BTreeMap::new();
         let mut next = 1 + rng.below(5_000);
         for round in 0..60 {
@@ -149,9 +166,24 @@ fn answers_as_a_btreemap_whatever_the_layouts() {
                 &map,
                 &model,
                 &mut rng,
-                &format!("seed {seed} round {round}"),
+                &format!("seed {seed} keep {keep:?} round {round}"),
             );
+            if let Some(keep) = keep {
+                let here = map.layouts().iter().filter(|(_, l)| *l != "away").count();
+                // The tail, and the chunks touched last.
+                assert!(
+                    here <= keep + 1,
+                    "seed {seed} round {round}: {here} in memory"
+                );
+                let (live, garbage) = map.spill_bytes().unwrap();
+                assert!(
+                    garbage < (1 << 20) || garbage <= live,
+                    "compacted: {live} {garbage}"
+                );
+            }
         }
+        let copy = map.clone();
+        assert_eq!(copy, map, "seed {seed}: a copy");
         let rebuilt: MetaMap = model.iter().map(|(seq, m)| (*seq, *m)).collect();
         assert_eq!(rebuilt, map, "seed {seed}: the same map built in order");
         map.clear();
@@ -251,4 +283,43 @@ fn a_slow_stream_keeps_its_times_in_as_few_bytes_as_their_spread_needs() {
     for (seq, ts) in (1u64..).zip(&times) {
         assert_eq!(map.get(seq), Some(meta(*ts, 1_054, 1)), "seq {seq}");
     }
+}
+
+#[test]
+fn a_spilled_stream_keeps_a_bounded_few_chunks_in_memory() {
+    const L: u64 = MetaChunks::LEN as u64;
+    let spill = Arc::new(VecSpill::default());
+    let mut map = MetaMap::new();
+    map.spill_to(spill.clone(), 2);
+    // 15 messages a second, one subject: ~5 bytes a message packed.
+    let at = |seq: u64| 1_700_000_000_000_000_000 + seq as i64 * 66_000_000;
+    let count = 200 * L;
+    for seq in 1..=count {
+        map.insert(seq, meta(at(seq), 1_054, 1));
+    }
+    let layouts = map.layouts();
+    let here: Vec<_> = layouts.iter().filter(|(_, l)| *l != "away").collect();
+    assert_eq!(here.len(), 3, "the tail and the two sealed last: {here:?}");
+    assert!(map.heap_bytes() < 64 * 1024, "{} bytes", map.heap_bytes());
+    let (live, garbage) = map.spill_bytes().unwrap();
+    assert!(live > 4 * count, "{live} bytes out for {count} messages");
+    assert_eq!(garbage, 0);
+    // Reads from anywhere, memory unchanged.
+    assert_eq!(map.get(5), Some(meta(at(5), 1_054, 1)));
+    assert_eq!(map.range(L..L + 3).count(), 3);
+    assert_eq!(map.first(), Some((1, meta(at(1), 1_054, 1))));
+    assert_eq!(map.count_after(10 * L), count - 10 * L);
+    assert_eq!(map.layouts(), layouts);
+    // A work queue consuming from the front brings the head chunk in, and the ones before
+    // the tail go out again.
+    for seq in 1..=3 * L {
+        assert!(map.remove(seq).is_some());
+    }
+    assert_eq!(map.first().map(|(seq, _)| seq), Some(3 * L + 1));
+    let here = map.layouts().iter().filter(|(_, l)| *l != "away").count();
+    assert!(here <= 3, "{here} in memory");
+    // Clearing empties the spill too.
+    map.clear();
+    assert_eq!(map.spill_bytes(), Some((0, 0)));
+    assert!(map.is_empty());
 }

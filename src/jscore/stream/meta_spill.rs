@@ -1,0 +1,207 @@
+//! Sealed metadata chunks kept out of memory (ADR 0033).
+//!
+//! A stream's [`MetaMap`](super::meta_map::MetaMap) keeps in memory its open tail and the
+//! few sealed chunks touched last ([`RESIDENT_CHUNKS`]); every other sealed chunk is encoded
+//! (`meta_chunk/codec.rs`) and appended to a [`MetaSpill`], a file of the stream's own on a
+//! node, leaving in memory only where it went and how many messages it holds. Reading such a
+//! chunk reads it back; changing it (a removal, an insert out of order) brings it back into
+//! memory, and the space it had becomes garbage, which a compaction drops once it outweighs
+//! what is still live. So a stream's metadata in memory no longer grows with its message
+//! count: 10 M messages over 1000 streams kept ~50 MB of sealed chunks in memory before.
+//!
+//! The spill is a cache of state the node rebuilds at every start (from the message store's
+//! summaries and blocks), never replicated nor read across a restart; which chunks are out
+//! of memory is not observable through the map. A spill that cannot be written or read back
+//! whole is fatal to the process (the restart rebuilds the metadata and starts a new spill),
+//! as a failing write-ahead log is.
+
+use std::collections::VecDeque;
+use std::io;
+use std::sync::Arc;
+
+use super::meta_chunk::Chunk;
+
+/// Sealed chunks a stream keeps in memory beside its open tail: the ones touched last, so a
+/// stream's appends (which seal the chunk before) and its removals at the head (a work queue,
+/// a limit) work in memory. 2 chunks of 1024 messages are ~10 KB a stream at ~5 bytes a
+/// message.
+pub const RESIDENT_CHUNKS: usize = 2;
+
+/// Garbage below this is never compacted away: a spill this small costs nothing to keep.
+const COMPACT_FLOOR: u64 = 1 << 20;
+
+/// Where a stream's metadata chunks go while out of memory: bytes appended and read back by
+/// position. Implemented by the stream machine with a file beside the stream's segments.
+pub trait MetaSpill: Send + Sync {
+    /// Appends `bytes`, returning where they start.
+    fn append(&self, bytes: &[u8]) -> io::Result<u64>;
+    /// The `len` bytes at `at`.
+    fn read(&self, at: u64, len: u32) -> io::Result<Vec<u8>>;
+    /// Keeps only the ranges `live`, rewritten one after another in the order given,
+    /// returning where each now starts.
+    fn compact(&self, live: &[(u64, u32)]) -> io::Result<Vec<u64>>;
+    /// Drops everything appended.
+    fn clear(&self) -> io::Result<()>;
+}
+
+/// A chunk out of memory: where its bytes are, and what the map needs of it without
+/// reading it back (its live count, for `len` and `count_after`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Away {
+    pub at: u64,
+    pub len: u32,
+    pub live: u16,
+}
+
+/// A map's spill and its bookkeeping: which of its chunks in memory were touched last, and
+/// the bytes in the spill still live and gone to garbage.
+pub(super) struct Spill {
+    file: Arc<dyn MetaSpill>,
+    keep: usize,
+    /// Chunk numbers of the sealed chunks in memory, least recently touched first; the map
+    /// sends the front ones away beyond `keep`. May name chunks since removed or sent.
+    recent: VecDeque<u64>,
+    live_bytes: u64,
+    garbage: u64,
+}
+
+impl Spill {
+    /// A spill over `file`, emptied first (whatever it held was another life's).
+    pub fn new(file: Arc<dyn MetaSpill>, keep: usize) -> Spill {
+        file.clear()
+            .unwrap_or_else(|error| fatal("clearing", error));
+        Spill {
+            file,
+            keep,
+            recent: VecDeque::new(),
+            live_bytes: 0,
+            garbage: 0,
+        }
+    }
+
+    /// Notes that chunk `key` (in memory) was touched now.
+    pub fn touch(&mut self, key: u64) {
+        if self.recent.back() == Some(&key) {
+            return;
+        }
+        if let Some(at) = self.recent.iter().position(|k| *k == key) {
+            self.recent.remove(at);
+        }
+        self.recent.push_back(key);
+    }
+
+    /// The chunk touched least recently, if more than `keep` are in memory.
+    pub fn next_to_send(&mut self) -> Option<u64> {
+        (self.recent.len() > self.keep)
+            .then(|| self.recent.pop_front())
+            .flatten()
+    }
+
+    /// Writes `chunk` (sealed) out.
+    pub fn send(&mut self, chunk: &Chunk) -> Away {
+        let bytes = chunk.encode();
+        let at = self
+            .file
+            .append(&bytes)
+            .unwrap_or_else(|error| fatal("writing", error));
+        self.live_bytes += bytes.len() as u64;
+        Away {
+            at,
+            len: bytes.len() as u32,
+            live: chunk.live() as u16,
+        }
+    }
+
+    /// Reads the chunk at `away` back, leaving it where it is.
+    pub fn load(&self, away: Away) -> Chunk {
+        let bytes = self
+            .file
+            .read(away.at, away.len)
+            .unwrap_or_else(|error| fatal("reading", error));
+        Chunk::decode(&bytes).unwrap_or_else(|error| fatal("reading", io::Error::other(error)))
+    }
+
+    /// Reads the chunk at `away` back to keep it in memory: its bytes are garbage now.
+    pub fn take(&mut self, away: Away) -> Chunk {
+        let chunk = self.load(away);
+        self.live_bytes -= u64::from(away.len);
+        self.garbage += u64::from(away.len);
+        chunk
+    }
+
+    /// Whether the garbage outweighs what is live (and is worth a rewrite).
+    pub fn wants_compaction(&self) -> bool {
+        self.garbage >= COMPACT_FLOOR && self.garbage > self.live_bytes
+    }
+
+    /// Rewrites the spill with only `live` (every chunk still away), returning where each
+    /// now starts.
+    pub fn compact(&mut self, live: &[(u64, u32)]) -> Vec<u64> {
+        let starts = self
+            .file
+            .compact(live)
+            .unwrap_or_else(|error| fatal("compacting", error));
+        self.garbage = 0;
+        starts
+    }
+
+    /// Forgets every chunk: the map was cleared.
+    pub fn clear(&mut self) {
+        self.file
+            .clear()
+            .unwrap_or_else(|error| fatal("clearing", error));
+        self.recent.clear();
+        self.live_bytes = 0;
+        self.garbage = 0;
+    }
+
+    /// Bytes in the spill: live, garbage (for tests and the bench's accounting).
+    #[cfg(test)]
+    pub fn bytes(&self) -> (u64, u64) {
+        (self.live_bytes, self.garbage)
+    }
+}
+
+fn fatal(doing: &str, error: io::Error) -> ! {
+    panic!("{doing} a stream's metadata spill failed ({error}): the restart rebuilds it")
+}
+
+/// A spill in a vector, for tests.
+#[cfg(test)]
+#[derive(Default)]
+pub(super) struct VecSpill(std::sync::Mutex<Vec<u8>>);
+
+#[cfg(test)]
+impl MetaSpill for VecSpill {
+    fn append(&self, bytes: &[u8]) -> io::Result<u64> {
+        let mut data = self.0.lock().expect("unpoisoned");
+        let at = data.len() as u64;
+        data.extend_from_slice(bytes);
+        Ok(at)
+    }
+
+    fn read(&self, at: u64, len: u32) -> io::Result<Vec<u8>> {
+        let data = self.0.lock().expect("unpoisoned");
+        let range = at as usize..at as usize + len as usize;
+        data.get(range)
+            .map(<[u8]>::to_vec)
+            .ok_or_else(|| io::Error::from(io::ErrorKind::UnexpectedEof))
+    }
+
+    fn compact(&self, live: &[(u64, u32)]) -> io::Result<Vec<u64>> {
+        let mut data = self.0.lock().expect("unpoisoned");
+        let mut kept = Vec::new();
+        let mut starts = Vec::with_capacity(live.len());
+        for (at, len) in live {
+            starts.push(kept.len() as u64);
+            kept.extend_from_slice(&data[*at as usize..(*at + u64::from(*len)) as usize]);
+        }
+        *data = kept;
+        Ok(starts)
+    }
+
+    fn clear(&self) -> io::Result<()> {
+        self.0.lock().expect("unpoisoned").clear();
+        Ok(())
+    }
+}
