@@ -19,8 +19,8 @@ use crate::jsapi::ApiError;
 use crate::jscore::consumer::{ConsumerState, PendingEntry};
 use crate::jscore::group::{StreamCommand, StreamGroup, StreamOutcome};
 use crate::jscore::stream::{
-    stored_size, value_body, AppendOutcome, AppendRequest, CounterBase, DedupRecord, MsgInfo,
-    ScheduleBody, StreamState,
+    stored_size, value_body, AppendOutcome, AppendRequest, CounterBase, DedupRecord, MetaSpill,
+    MsgInfo, ScheduleBody, StreamState,
 };
 
 use super::block::Body;
@@ -115,7 +115,7 @@ impl GroupMachine for StreamMachine {
 
     fn load(&mut self, view: &MachineView) -> Result<(), MachineError> {
         let segments = Arc::new(Segments::open(view.files_dir())?);
-        let (mut group, persisted) = match view.get(keys::LAYOUT)? {
+        let (group, persisted) = match view.get(keys::LAYOUT)? {
             None => {
                 if let Some(item) = view.scan_prefix(b"").next() {
                     let (key, _) = item?;
@@ -125,7 +125,10 @@ impl GroupMachine for StreamMachine {
                 }
                 // A new stream: its first segment is opened now, off its first PubAck's path.
                 segments.prepare()?;
-                let group = StreamGroup::new(self.initial_config.clone());
+                let mut group = StreamGroup::new(self.initial_config.clone());
+                if let Some(spill) = metadata_spill(&self.initial_config, view)? {
+                    group.spill_metadata_to(spill);
+                }
                 (group, Persisted::default())
             }
             Some(layout) if layout.as_ref() == [keys::LAYOUT_V1] => {
@@ -157,12 +160,6 @@ impl GroupMachine for StreamMachine {
                 .map(|(first, block)| (first, block.last_seq)),
             segments,
         );
-        // A file stream's sealed metadata beyond the few chunks touched last lives in a
-        // spill beside its segments (ADR 0033); a memory stream keeps all of it in memory.
-        if group.stream().config().storage == StorageType::File {
-            let spill = MetaFile::create(&view.files_dir())?;
-            group.spill_metadata_to(Arc::new(spill));
-        }
         self.writer.replace(group);
         self.persisted = persisted;
         Ok(())
@@ -335,6 +332,18 @@ fn apply_batch(
     })
 }
 
+/// Where a file stream keeps its sealed metadata chunks beyond the few touched last: a spill
+/// beside its segments (ADR 0033). A memory stream keeps all of it in memory.
+fn metadata_spill(
+    config: &StreamConfig,
+    view: &MachineView,
+) -> Result<Option<Arc<dyn MetaSpill>>, MachineError> {
+    if config.storage != StorageType::File {
+        return Ok(None);
+    }
+    Ok(Some(Arc::new(MetaFile::create(&view.files_dir())?)))
+}
+
 /// Rebuilds the group and what is known to be in sled from layout-1 or layout-2 keys (a
 /// layout-1 store has only `m/` message keys; layout 2 adds `b/` blocks and `x/` tombstones).
 fn load_keys(
@@ -386,6 +395,9 @@ fn load_keys(
         tombstones.insert(keys::parse_u64_key(keys::TOMBSTONE_PREFIX, &key)?);
     }
     let mut restoring = StreamState::restoring();
+    if let Some(spill) = metadata_spill(&config, view)? {
+        restoring.spill_metadata_to(spill);
+    }
     for (seq, msg) in &legacy_msgs {
         let headers_len = msg.headers.as_ref().map_or(0, |h| h.len());
         let info = MsgInfo {

@@ -6,12 +6,15 @@
 //!
 //! No behaviour of the stream depends on this file: `restore(export(s)) == s`.
 
+use std::sync::Arc;
+
 use crate::jsapi::stream_config::StreamConfig;
 
 use super::dedup::DedupWindow;
 use super::limits::StreamLimits;
 use super::message::{MsgInfo, MsgMeta};
 use super::meta_map::MetaMap;
+use super::meta_spill::{MetaSpill, RESIDENT_CHUNKS};
 use super::schedule_index::ScheduleIndex;
 use super::state::StreamState;
 use super::subject_index::{SubjectId, SubjectIndex};
@@ -141,6 +144,13 @@ pub struct Restoring {
 const RUN_MAX: usize = 4096;
 
 impl Restoring {
+    /// Keeps the sealed metadata chunks beyond the few touched last in `file` from now on,
+    /// as the restored stream will (`StreamState::spill_metadata_to`, ADR 0033): a restore
+    /// never holds a whole long stream's metadata in memory.
+    pub fn spill_metadata_to(&mut self, file: Arc<dyn MetaSpill>) {
+        self.messages.spill_to(file, RESIDENT_CHUNKS);
+    }
+
     /// The stored schedule clock (0 when none was stored: nothing fired yet).
     pub fn set_schedule_clock(&mut self, clock: i64) {
         self.schedule_clock = clock;
