@@ -70,10 +70,11 @@ impl SlotRef<'_> {
     }
 }
 
-/// A chunk to read: borrowed from memory, or read back from the spill for the reader alone.
+/// A chunk to read: borrowed from memory, or read back from the spill (shared with the
+/// spill's one-chunk read cache, never put back in the map).
 enum ChunkRef<'a> {
     Borrowed(&'a Chunk),
-    Loaded(Box<Chunk>),
+    Loaded(Arc<Chunk>),
 }
 
 impl Deref for ChunkRef<'_> {
@@ -131,7 +132,7 @@ impl MetaMap {
             SlotRef::Here(chunk) => ChunkRef::Borrowed(chunk),
             SlotRef::Away(away) => {
                 let spill = self.spill.as_ref().expect("a chunk away has a spill");
-                ChunkRef::Loaded(Box::new(spill.load(away)))
+                ChunkRef::Loaded(spill.load(away))
             }
         }
     }
@@ -250,6 +251,14 @@ impl MetaMap {
         }
         self.spill = Some(spill);
         self.settle();
+    }
+
+    /// Keeps `keep` sealed chunks in memory from now on (no-op without a spill).
+    pub fn keep_resident(&mut self, keep: usize) {
+        if let Some(spill) = &mut self.spill {
+            spill.keep(keep);
+            self.settle();
+        }
     }
 
     /// Stores `meta` at `seq`, returning what was there. An append past the tail seals it
@@ -477,7 +486,7 @@ impl Clone for MetaMap {
         let chunks = self
             .chunks_in(..)
             .filter(|(key, _)| self.tail.as_ref().is_none_or(|(tail, _)| tail != key))
-            .map(|(key, slot)| (key, Slot::Here(self.read(slot).clone())))
+            .map(|(key, slot)| (key, Slot::Here(Chunk::clone(&self.read(slot)))))
             .collect();
         MetaMap {
             chunks,

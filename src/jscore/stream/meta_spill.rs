@@ -19,6 +19,8 @@ use std::collections::VecDeque;
 use std::io;
 use std::sync::Arc;
 
+use parking_lot::Mutex;
+
 use super::meta_chunk::Chunk;
 
 /// Sealed chunks a stream keeps in memory beside its open tail: the ones touched last, so a
@@ -26,6 +28,11 @@ use super::meta_chunk::Chunk;
 /// a limit) work in memory. 2 chunks of 1024 messages are ~10 KB a stream at ~5 bytes a
 /// message.
 pub const RESIDENT_CHUNKS: usize = 2;
+
+/// Sealed chunks a restore keeps in memory (`Restoring`): it inserts in the order of the
+/// segments, where compaction (ADR 0029) put old sequences after new ones, so a chunk it
+/// sent away may be wanted again soon; the restored state then keeps `RESIDENT_CHUNKS`.
+pub const RESTORE_RESIDENT_CHUNKS: usize = 64;
 
 /// Garbage below this is never compacted away: a spill this small costs nothing to keep.
 const COMPACT_FLOOR: u64 = 1 << 20;
@@ -63,6 +70,11 @@ pub(super) struct Spill {
     recent: VecDeque<u64>,
     live_bytes: u64,
     garbage: u64,
+    /// The chunk read back last, by where it is: a reader walking an old stretch message by
+    /// message (a consumer from sequence 1 gets each message's metadata on its own) reads
+    /// and decodes each chunk once, not once a message. Positions are never reused until a
+    /// compaction or a clear, which empty it.
+    last_read: Mutex<Option<(u64, Arc<Chunk>)>>,
 }
 
 impl Spill {
@@ -76,7 +88,13 @@ impl Spill {
             recent: VecDeque::new(),
             live_bytes: 0,
             garbage: 0,
+            last_read: Mutex::new(None),
         }
+    }
+
+    /// From now on, keeps `keep` sealed chunks in memory.
+    pub fn keep(&mut self, keep: usize) {
+        self.keep = keep;
     }
 
     /// Notes that chunk `key` (in memory) was touched now.
@@ -113,20 +131,30 @@ impl Spill {
     }
 
     /// Reads the chunk at `away` back, leaving it where it is.
-    pub fn load(&self, away: Away) -> Chunk {
+    pub fn load(&self, away: Away) -> Arc<Chunk> {
+        if let Some((at, chunk)) = &*self.last_read.lock() {
+            if *at == away.at {
+                return chunk.clone();
+            }
+        }
         let bytes = self
             .file
             .read(away.at, away.len)
             .unwrap_or_else(|error| fatal("reading", error));
-        Chunk::decode(&bytes).unwrap_or_else(|error| fatal("reading", io::Error::other(error)))
+        let chunk = Chunk::decode(&bytes)
+            .unwrap_or_else(|error| fatal("reading", io::Error::other(error)));
+        let chunk = Arc::new(chunk);
+        *self.last_read.lock() = Some((away.at, chunk.clone()));
+        chunk
     }
 
     /// Reads the chunk at `away` back to keep it in memory: its bytes are garbage now.
     pub fn take(&mut self, away: Away) -> Chunk {
         let chunk = self.load(away);
+        *self.last_read.get_mut() = None;
         self.live_bytes -= u64::from(away.len);
         self.garbage += u64::from(away.len);
-        chunk
+        Arc::unwrap_or_clone(chunk)
     }
 
     /// Whether the garbage outweighs what is live (and is worth a rewrite).
@@ -141,6 +169,7 @@ impl Spill {
             .file
             .compact(live)
             .unwrap_or_else(|error| fatal("compacting", error));
+        *self.last_read.get_mut() = None;
         self.garbage = 0;
         starts
     }
@@ -151,6 +180,7 @@ impl Spill {
             .clear()
             .unwrap_or_else(|error| fatal("clearing", error));
         self.recent.clear();
+        *self.last_read.get_mut() = None;
         self.live_bytes = 0;
         self.garbage = 0;
     }

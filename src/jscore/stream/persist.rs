@@ -14,7 +14,7 @@ use super::dedup::DedupWindow;
 use super::limits::StreamLimits;
 use super::message::{MsgInfo, MsgMeta};
 use super::meta_map::MetaMap;
-use super::meta_spill::{MetaSpill, RESIDENT_CHUNKS};
+use super::meta_spill::{MetaSpill, RESIDENT_CHUNKS, RESTORE_RESIDENT_CHUNKS};
 use super::schedule_index::ScheduleIndex;
 use super::state::StreamState;
 use super::subject_index::{SubjectId, SubjectIndex};
@@ -101,6 +101,7 @@ impl StreamState {
         restoring.flush_run();
         let mut messages = restoring.messages;
         messages.seal_all();
+        messages.keep_resident(RESIDENT_CHUNKS);
         let mut schedules = restoring.schedules;
         schedules.catch_up(restoring.schedule_clock);
         let mut window = DedupWindow::default();
@@ -144,11 +145,12 @@ pub struct Restoring {
 const RUN_MAX: usize = 4096;
 
 impl Restoring {
-    /// Keeps the sealed metadata chunks beyond the few touched last in `file` from now on,
-    /// as the restored stream will (`StreamState::spill_metadata_to`, ADR 0033): a restore
-    /// never holds a whole long stream's metadata in memory.
+    /// Keeps the sealed metadata chunks beyond the [`RESTORE_RESIDENT_CHUNKS`] touched last
+    /// in `file` from now on, and the restored stream beyond its `RESIDENT_CHUNKS`
+    /// (`StreamState::spill_metadata_to`, ADR 0033): a restore never holds a whole long
+    /// stream's metadata in memory.
     pub fn spill_metadata_to(&mut self, file: Arc<dyn MetaSpill>) {
-        self.messages.spill_to(file, RESIDENT_CHUNKS);
+        self.messages.spill_to(file, RESTORE_RESIDENT_CHUNKS);
     }
 
     /// The stored schedule clock (0 when none was stored: nothing fired yet).
