@@ -141,8 +141,8 @@ impl Spill {
             .file
             .read(away.at, away.len)
             .unwrap_or_else(|error| fatal("reading", error));
-        let chunk = Chunk::decode(&bytes)
-            .unwrap_or_else(|error| fatal("reading", io::Error::other(error)));
+        let chunk =
+            Chunk::decode(&bytes).unwrap_or_else(|error| fatal("reading", io::Error::other(error)));
         let chunk = Arc::new(chunk);
         *self.last_read.lock() = Some((away.at, chunk.clone()));
         chunk
