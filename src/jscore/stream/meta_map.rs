@@ -182,14 +182,17 @@ impl MetaMap {
 
     /// Keeps `ends` right after `meta` was stored at `seq`.
     fn widen_ends(&mut self, seq: u64, meta: MsgMeta) {
-        let (mut first, mut last) = self.ends.unwrap_or(((seq, meta), (seq, meta)));
-        if seq <= first.0 {
-            first = (seq, meta);
+        match &mut self.ends {
+            Some((first, last)) => {
+                if seq >= last.0 {
+                    *last = (seq, meta);
+                }
+                if seq <= first.0 {
+                    *first = (seq, meta);
+                }
+            }
+            None => self.ends = Some(((seq, meta), (seq, meta))),
         }
-        if seq >= last.0 {
-            last = (seq, meta);
-        }
-        self.ends = Some((first, last));
     }
 
     /// Chunk `key` of the tree, in memory to be changed (read back if it was away).
@@ -269,8 +272,14 @@ impl MetaMap {
             Some((tail, _)) => Some(*tail),
             None => self.chunks.last_key_value().map(|(last, _)| *last),
         };
+        // An append to the tail (the common case) touches no chunk of the tree: nothing to
+        // settle.
+        let mut settle = true;
         let old = match &mut self.tail {
-            Some((tail, chunk)) if *tail == key => chunk.insert(off, meta),
+            Some((tail, chunk)) if *tail == key => {
+                settle = false;
+                chunk.insert(off, meta)
+            }
             _ if top.is_none_or(|top| top < key) => {
                 match self.tail.take() {
                     Some((tail, mut chunk)) => {
@@ -307,7 +316,9 @@ impl MetaMap {
             self.len += 1;
         }
         self.widen_ends(seq, meta);
-        self.settle();
+        if settle {
+            self.settle();
+        }
         old
     }
 
