@@ -29,7 +29,9 @@
 //!
 //! ## Persistence
 //!
-//! The in-memory `StreamGroup` (metadata, consumers) is the working state; sled holds
+//! The in-memory `StreamGroup` (metadata, consumers) is the working state (a file stream's
+//! sealed metadata chunks beyond the few touched last in `meta_file.rs`'s spill, ADR 0033,
+//! rebuilt at every load like the rest); sled holds
 //! enough to rebuild it exactly (`load`, which reads the messages' metadata from the segment
 //! summaries, or from the blocks in place, and copies no body), and each apply call (one or more Raft entries, many commands) rewrites
 //! only the keys it changed, so a large stream is never rewritten and sled sees a few keys per
