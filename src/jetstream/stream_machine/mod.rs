@@ -4,7 +4,8 @@
 //! - `entry.rs`: the entries' format — command kinds, [`StreamCommandWire`] (the Raft-entry
 //!   form of a `StreamCommand`), appends in a raw form of their own, the mirror policy.
 //! - `response.rs`: the responses' format (a `StreamOutcome` or the API error).
-//! - `tests_formats.rs`: golden bytes of every command and response kind; `tests_load.rs`:
+//! - `tests_formats.rs`: golden bytes of every command and response kind; `tests_spill.rs`: a
+//!   file stream with its metadata out of memory (ADR 0033); `tests_load.rs`:
 //!   random command sequences applied and reloaded, and what an apply writes;
 //!   `tests_layouts.rs`: state written by earlier layouts and record versions still loads;
 //!   `tests_damage.rs`: a block failing its checksum is refused, never served.
@@ -128,6 +129,8 @@ mod tests_load;
 mod tests_segments;
 #[cfg(test)]
 mod tests_sources;
+#[cfg(test)]
+mod tests_spill;
 
 pub use block::Body;
 pub use bodies::{MessageStore, PinnedStats};
