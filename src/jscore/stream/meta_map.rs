@@ -333,10 +333,17 @@ impl MetaMap {
                 old
             }
             _ => {
+                // A sequence not stored leaves its chunk where it is (away stays away).
+                if matches!(self.chunks.get(&key)?, Slot::Away(_)) && self.get(seq).is_none() {
+                    return None;
+                }
                 let chunk = self.here_mut(key)?;
                 let old = chunk.remove(off);
                 if chunk.live() == 0 {
                     self.chunks.remove(&key);
+                    if let Some(spill) = &mut self.spill {
+                        spill.forget(key);
+                    }
                 }
                 self.settle();
                 old?

@@ -66,7 +66,7 @@ pub(super) struct Spill {
     file: Arc<dyn MetaSpill>,
     keep: usize,
     /// Chunk numbers of the sealed chunks in memory, least recently touched first; the map
-    /// sends the front ones away beyond `keep`. May name chunks since removed or sent.
+    /// sends the front ones away beyond `keep`; a chunk it empties is forgotten.
     recent: VecDeque<u64>,
     live_bytes: u64,
     garbage: u64,
@@ -108,6 +108,13 @@ impl Spill {
         self.recent.push_back(key);
     }
 
+    /// Forgets chunk `key`: it left the map (emptied), so it no longer counts toward `keep`.
+    pub fn forget(&mut self, key: u64) {
+        if let Some(at) = self.recent.iter().rposition(|k| *k == key) {
+            self.recent.remove(at);
+        }
+    }
+
     /// The chunk touched least recently, if more than `keep` are in memory.
     pub fn next_to_send(&mut self) -> Option<u64> {
         (self.recent.len() > self.keep)
@@ -131,8 +138,11 @@ impl Spill {
     }
 
     /// Reads the chunk at `away` back, leaving it where it is.
+    /// Readers of the same stream wait for each other's read (the next one usually wants
+    /// the same chunk).
     pub fn load(&self, away: Away) -> Arc<Chunk> {
-        if let Some((at, chunk)) = &*self.last_read.lock() {
+        let mut last_read = self.last_read.lock();
+        if let Some((at, chunk)) = &*last_read {
             if *at == away.at {
                 return chunk.clone();
             }
@@ -144,7 +154,7 @@ impl Spill {
         let chunk =
             Chunk::decode(&bytes).unwrap_or_else(|error| fatal("reading", io::Error::other(error)));
         let chunk = Arc::new(chunk);
-        *self.last_read.lock() = Some((away.at, chunk.clone()));
+        *last_read = Some((away.at, chunk.clone()));
         chunk
     }
 
