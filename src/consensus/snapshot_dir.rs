@@ -4,13 +4,13 @@
 //! are deleted once a newer one is committed), `*.tmp` are being built or received and are
 //! deleted on open.
 
-use std::fs::{self, File};
+use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::snapshot::{read_meta, SnapshotFile};
+use super::snapshot::read_meta;
 use super::state_db;
 use super::types::SnapshotMeta;
 
@@ -128,34 +128,12 @@ impl SnapshotDir {
         Ok(())
     }
 
-    /// An empty file standing for the data of an in-place snapshot where openraft wants a
-    /// handle but reads only the metadata. Blocking. Installing it would fail (no magic).
-    pub fn placeholder(&self) -> io::Result<Placeholder> {
-        let path = self.temp_path("empty");
-        File::create(&path)?;
-        Ok(Placeholder { path })
-    }
-
     /// Delete the directory and everything in it (the group is being dropped). Blocking.
     pub fn remove_all(dir: &Path) -> io::Result<()> {
         match fs::remove_dir_all(dir) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             other => other,
         }
-    }
-}
-
-/// An empty temporary file, deleted once opened (see [`SnapshotDir::placeholder`]).
-pub(crate) struct Placeholder {
-    path: PathBuf,
-}
-
-impl Placeholder {
-    /// Open the file and delete its name: the handle is all that is left of it.
-    pub async fn open(self) -> io::Result<SnapshotFile> {
-        let file = SnapshotFile::open(&self.path).await;
-        tokio::fs::remove_file(&self.path).await?;
-        file
     }
 }
 

@@ -65,18 +65,17 @@ impl RaftSnapshotBuilder<TypeConfig> for GroupSnapshotBuilder {
         let built = meta.clone();
         // sled must cover everything the log may now purge (module docs).
         db.sync_async().await.map_err(snapshot_err)?;
-        let placeholder = blocking(move || {
-            let mut snapshots = snapshots
+        blocking(move || {
+            snapshots
                 .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            snapshots.discard_older_than(&built)?;
-            snapshots.placeholder()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .discard_older_than(&built)
         })
         .await
         .map_err(snapshot_err)?;
         Ok(Snapshot {
             meta,
-            snapshot: Box::new(placeholder.open().await.map_err(snapshot_err)?),
+            snapshot: Box::new(SnapshotFile::placeholder().map_err(snapshot_err)?),
         })
     }
 }
@@ -195,19 +194,9 @@ impl GroupStateMachine {
         let (meta, path) = match (in_place, file) {
             (Some(mark), _) if !self.dumps.is_open() => {
                 // openraft reads its initial state: the metadata is all it uses.
-                let snapshots = self.snapshots.clone();
-                let placeholder = blocking(move || {
-                    snapshots
-                        .lock()
-                        .unwrap_or_else(|poisoned| poisoned.into_inner())
-                        .placeholder()
-                })
-                .await
-                .map_err(read_err)?;
-                let file = placeholder.open().await.map_err(read_err)?;
                 return Ok(Some(Snapshot {
                     meta: mark,
-                    snapshot: Box::new(file),
+                    snapshot: Box::new(SnapshotFile::placeholder().map_err(read_err)?),
                 }));
             }
             (Some(mark), _) => self.dump_current(&mark).await.map_err(read_err)?,
