@@ -69,10 +69,10 @@ fn anonymous(dir: &Path) -> io::Result<File> {
 impl MetaSpill for MetaFile {
     fn append(&self, bytes: &[u8]) -> io::Result<u64> {
         let mut inner = self.inner.write();
-        if inner.is_none() {
-            *inner = Some((anonymous(&self.dir)?, 0));
-        }
-        let (file, size) = inner.as_mut().expect("made above");
+        let (file, size) = match &mut *inner {
+            Some(open) => open,
+            none => none.insert((anonymous(&self.dir)?, 0)),
+        };
         let at = *size;
         file.write_all_at(bytes, at)?;
         *size += bytes.len() as u64;
