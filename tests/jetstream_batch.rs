@@ -85,13 +85,22 @@ async fn member_with(
     payload: &str,
 ) -> Vec<u8> {
     let headers = batch_headers(id, seq, commit, extra);
-    let reply = within(
+    let reply = send_member(client, subject, headers, payload.to_owned()).await;
+    reply.expect("a reply").payload.to_vec()
+}
+
+/// Sends one batch member as a request; its reply, or why there is none.
+async fn send_member(
+    client: &async_nats::Client,
+    subject: &str,
+    headers: HeaderMap,
+    payload: String,
+) -> Result<async_nats::Message, async_nats::RequestError> {
+    within(
         "a batch member's reply",
-        client.request_with_headers(subject.to_owned(), headers, payload.to_owned().into()),
+        client.request_with_headers(subject.to_owned(), headers, payload.into()),
     )
     .await
-    .expect("a reply");
-    reply.payload.to_vec()
 }
 
 /// [`acked`] while the stream's group may be electing: `None` if the member met no leader
@@ -105,13 +114,7 @@ async fn acked_unless_leaderless(
     commit: Option<&str>,
 ) -> Option<Value> {
     let headers = batch_headers(id, seq, commit, &[]);
-    let payload = format!("{id}-{seq}");
-    let reply = within(
-        "a batch member's reply",
-        client.request_with_headers(subject.to_owned(), headers, payload.into()),
-    )
-    .await;
-    match reply {
+    match send_member(client, subject, headers, format!("{id}-{seq}")).await {
         Ok(reply) => Some(
             serde_json::from_slice(&reply.payload)
                 .unwrap_or_else(|e| panic!("{e}: {:?}", reply.payload)),
