@@ -44,6 +44,13 @@
 #   wait_js_info URL SECS PAUSE [PID]  until $JS.API.INFO is answered without
 #                        an error (every PAUSE s, up to SECS s, while PID
 #                        lives); JS_INFO_REPLY = the last reply.
+#   meta_leader_at HTTP_PORT  the JetStream meta leader /jsz on 127.0.0.1:HTTP_PORT
+#                        names; nothing if none (or no answer).
+#   wait_meta_leader SECS HTTP_PORT...  until every node names the same meta
+#                        leader (every 0.2 s, up to SECS s); META_LEADERS = what
+#                        each named last. Start a cluster's nodes all in the
+#                        background before waiting on any port: a clustered
+#                        jetraft node's start blocks until its routes answer.
 #
 # Running `nats bench` and checking its result (WHAT prefixes FAIL lines)
 #   run_bench URL OUT ARGS...  `nats bench ARGS... --no-progress` against URL,
@@ -242,6 +249,29 @@ wait_js_info() {
         [[ -n $pid ]] && ! alive "$pid" && return 1
         ((SECONDS < deadline)) || return 1
         sleep "$pause"
+    done
+}
+
+# meta_leader_at HTTP_PORT: the meta leader /jsz names (nats-server: meta_cluster.leader)
+meta_leader_at() {
+    json_get "$(curl -fsS --max-time 5 "http://127.0.0.1:$1/jsz" 2>/dev/null || true)" \
+        'd["meta_leader"] if "meta_leader" in d else d["meta_cluster"]["leader"]'
+}
+
+# wait_meta_leader SECS HTTP_PORT...: every node names the same meta leader
+META_LEADERS=()
+wait_meta_leader() {
+    local deadline=$((SECONDS + $1)) p agreed
+    shift
+    while :; do
+        META_LEADERS=()
+        for p in "$@"; do META_LEADERS+=("$(meta_leader_at "$p")"); done
+        agreed=1
+        [[ -n ${META_LEADERS[0]} ]] || agreed=0
+        for p in "${META_LEADERS[@]}"; do [[ $p == "${META_LEADERS[0]}" ]] || agreed=0; done
+        ((agreed)) && return 0
+        ((SECONDS < deadline)) || return 1
+        sleep 0.2
     done
 }
 

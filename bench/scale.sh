@@ -169,14 +169,10 @@ NODES=()
 CLIENT_BOUND=$((CREATE_LIMIT + PUBLISH_LIMIT + SETTLE + IDLE + 120))
 SERVER_BOUND=$((CLIENT_BOUND + 300))
 url_of() { echo "nats://127.0.0.1:${CPORT[$1]}"; } # url_of I
-jsz() { curl -fsS --max-time 5 "http://127.0.0.1:${HPORT[$1]}/jsz" 2>/dev/null || true; }
-jsz_meta_leader() {
-    json_get "$(jsz "$1")" 'd["meta_leader"] if "meta_leader" in d else d["meta_cluster"]["leader"]'
-}
 
 # start_nodes KEY SCENARIO COUNT: COUNT (1 or 3) fresh nodes, ready for JetStream
 start_nodes() {
-    local key=$1 sc=$2 count=$3 i routes dir pid deadline ml ports log
+    local key=$1 sc=$2 count=$3 i routes dir pid ports log
     if [[ -n $PORT_BASE ]]; then
         mapfile -t ports < <(seq $((PORT_BASE + PORT_NEXT)) $((PORT_BASE + PORT_NEXT + 3 * count - 1)))
         PORT_NEXT=$((PORT_NEXT + 9))
@@ -225,18 +221,9 @@ start_nodes() {
         track_server_child "$pid" || { echo "      $key n$i: no server process under wrapper $pid"; return 1; }
         CHILD[$i]=${SRV_CHILD[$pid]}
     done
-    if ((count > 1)); then
-        deadline=$((SECONDS + 30))
-        while :; do
-            ml=()
-            for i in "${NODES[@]}"; do ml+=("$(jsz_meta_leader "$i")"); done
-            [[ -n ${ml[0]} && ${ml[0]} == "${ml[1]}" && ${ml[0]} == "${ml[2]}" ]] && break
-            if ((SECONDS >= deadline)); then
-                echo "      $key: no agreed meta leader within 30 s ('${ml[*]}')"
-                return 1
-            fi
-            sleep 0.2
-        done
+    if ((count > 1)) && ! wait_meta_leader 30 "${HPORT[1]}" "${HPORT[2]}" "${HPORT[3]}"; then
+        echo "      $key: no agreed meta leader within 30 s ('${META_LEADERS[*]}')"
+        return 1
     fi
     for i in "${NODES[@]}"; do
         if ! wait_js_info_py "$(url_of "$i")" 30; then

@@ -11,14 +11,18 @@ stream i is `<prefix><i>` bound to `<subject>.<i>`, i zero-padded to as many dig
 `nats bench js pub ... --multisubject --multisubjectmax K` publishes message n on (n mod K,
 `%0<len(str(K))>d`).
 
-  store.py create --url URL --streams K [--concurrency C]
-      creates them (R1, file, `allow_direct`), at most C requests in flight;
-      prints `created K errors E seconds T`.
-  store.py wait --url URL --streams K --expect N [--timeout S]
+  store.py create --url URL --streams K [--replicas R] [--concurrency C] [--retry S]
+      creates them (R replicas, default 1; file, `allow_direct`), at most C requests in
+      flight; with --retry S a create that fails is sent again every 0.5 s until S s after
+      the first (a new cluster's meta leader may not see its peers online yet: "no suitable
+      peers for placement"); prints `created K errors E seconds T`.
+  store.py wait --url URL --streams K --expect N [--timeout S] [--overlap S]
       until the K streams hold N messages together (`$JS.API.STREAM.LIST`, every page, every
-      20 ms); it may start before the server does (it connects again until it answers);
-      prints `messages N streams K ready_at EPOCH` (the time.time() it saw them), exit 1 on
-      timeout.
+      20 ms; `$JS.API.STREAM.INFO.<stream>` for K = 1); it may start before the server does
+      (it connects again until it answers); prints `messages N streams K ready_at EPOCH` (the
+      time.time() the reply that showed them arrived), exit 1 on timeout. With --overlap S
+      another request starts whenever none has answered for S s (at most 8 in flight): an R3
+      stream without a leader yet leaves a request unanswered until its 2 s timeout.
   store.py read --url URL --streams K [--size BYTES] [--concurrency C] [--timeout S]
       reads every stream from sequence 1, C streams at a time, each through an ephemeral pull
       consumer (ack none, pulls of up to 1000 messages and 4 MiB of BYTES-sized payloads),
@@ -109,12 +113,22 @@ async def stream_states(nc, timeout=5):
 
 # ------------------------------------------------------------------- commands --
 async def create(nc, args, targets):
+    retry_until = time.monotonic() + args.retry
+
     async def add(target):
         name, subject = target
-        await api(nc, f"$JS.API.STREAM.CREATE.{name}", {
-            "name": name, "subjects": [subject], "storage": "file", "num_replicas": 1,
-            "retention": "limits", "discard": "old", "allow_direct": True,
-        })
+        while True:
+            try:
+                await api(nc, f"$JS.API.STREAM.CREATE.{name}", {
+                    "name": name, "subjects": [subject], "storage": "file",
+                    "num_replicas": args.replicas, "retention": "limits", "discard": "old",
+                    "allow_direct": True,
+                })
+                return
+            except Exception:  # noqa: BLE001 - the same config again is no error
+                if time.monotonic() >= retry_until:
+                    raise
+                await asyncio.sleep(0.5)
 
     started = time.perf_counter()
     errors = await bounded(targets, args.concurrency, add)
@@ -123,28 +137,61 @@ async def create(nc, args, targets):
 
 
 async def wait(args, targets):
-    """Its own connection, made again until the server answers: it may start before it."""
+    """Its own connection, made again until the server answers: it may start before it.
+
+    One request at a time, 20 ms apart; with --overlap S (S > 0) another one starts whenever
+    none has answered for S s (at most 8 in flight): a stream without a leader yet (R3, after a
+    restart) leaves a request unanswered until its timeout, which would otherwise be the
+    resolution of the time measured."""
     wanted = {name for name, _ in targets}
     deadline = time.monotonic() + args.timeout
-    nc, seen = None, (0, 0)
+    nc, seen, ready_at = None, (0, 0), None
+
+    async def attempt(nc):
+        nonlocal seen, ready_at
+        if len(targets) == 1:
+            name = targets[0][0]
+            states = {name: (await api(nc, f"$JS.API.STREAM.INFO.{name}", timeout=2))["state"]}
+        else:
+            states = await stream_states(nc, timeout=2)
+        ours = [s["messages"] for n, s in states.items() if n in wanted]
+        seen = (sum(ours), len(ours))
+        if seen == (args.expect, len(targets)) and ready_at is None:
+            ready_at = time.time()
+
+    async def quiet(nc):
+        try:
+            await attempt(nc)
+        except Exception:  # noqa: BLE001 - not up yet, or not every stream yet
+            pass
+
+    in_flight = set()
     try:
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and ready_at is None:
             try:
                 if nc is None or not nc.is_connected:
                     nc = await connect(args.url, report=False)
-                states = await stream_states(nc, timeout=2)
-                ours = [s["messages"] for n, s in states.items() if n in wanted]
-                seen = (sum(ours), len(ours))
-                if seen == (args.expect, len(targets)):
-                    print(f"messages {seen[0]} streams {seen[1]} ready_at {time.time():.3f}")
-                    return 0
+                if args.overlap > 0:
+                    in_flight = {t for t in in_flight if not t.done()}
+                    if len(in_flight) < 8:
+                        in_flight.add(asyncio.create_task(quiet(nc)))
+                    await asyncio.wait(in_flight, timeout=args.overlap,
+                                       return_when=asyncio.FIRST_COMPLETED)
+                else:
+                    await attempt(nc)
             except Exception:  # noqa: BLE001 - not up yet, or not every stream yet
                 if nc is not None and not nc.is_connected:
                     nc = None
-            await asyncio.sleep(0.02)
+            if ready_at is None:
+                await asyncio.sleep(0.02)
     finally:
+        for t in in_flight:
+            t.cancel()
         if nc is not None and nc.is_connected:
             await nc.close()
+    if ready_at is not None:
+        print(f"messages {seen[0]} streams {seen[1]} ready_at {ready_at:.3f}")
+        return 0
     log(f"timeout after {args.timeout} s: {seen[0]} messages in {seen[1]} streams,"
         f" expected {args.expect} in {len(targets)}")
     return 1
@@ -266,12 +313,17 @@ async def main():
     parser.add_argument("--stream", default="M", help="the stream, or the prefix of K streams")
     parser.add_argument("--subject", default="js.store")
     parser.add_argument("--streams", type=int, default=1)
+    parser.add_argument("--replicas", type=int, default=1, help="create: the streams' replicas")
     parser.add_argument("--gets", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--expect", type=int, default=0)
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument("--retry", type=float, default=0,
+                        help="create: send a failed create again until this many s")
+    parser.add_argument("--overlap", type=float, default=0,
+                        help="wait: another request when none answered for this many s")
     args = parser.parse_args()
     targets = names(args.stream, args.subject, args.streams)
     if args.command == "wait":

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # A stream bigger than memory, side by side: jetraft against nats-server 2.15 in one run,
 # one server after the other, the same clients (the nats CLI, and bench/store.py for the
-# gets). Per server: fill one R1 file stream to the size asked (`nats bench js pub async` into
-# a stream created with `--allow-direct`), then report its RSS and disk, a `kill -9` and
-# restart (from the process start until `stream info` counts every message) and the RSS then,
-# a sequential read of the whole stream from sequence 1 (`nats bench js ordered`, page cache
-# dropped first when the machine lets us) and the RSS after it, random direct gets of old
-# sequences (p50/p99) and a last-by-subject get, how long `nats stream rm` takes and the disk
-# left 5 s after it. See bench/README.md.
+# gets). Per server: fill one file stream (R1 on one node; R3 on three with --replicas 3) to
+# the size asked (`nats bench js pub async` into a stream created with `--allow-direct`), then
+# report its RSS and disk, a `kill -9` and restart (from the process start until `stream info`
+# counts every message) and the RSS then, a sequential read of the whole stream from sequence
+# 1 (`nats bench js ordered`, page cache dropped first when the machine lets us) and the RSS
+# after it, random direct gets of old sequences (p50/p99) and a last-by-subject get, how long
+# `nats stream rm` takes and the disk left 5 s after it. See bench/README.md.
 #
 # With --streams K (K > 1) the same payload goes into K streams M0..M<K-1> (names and
 # subjects zero-padded as natscli pads them: M000..M099 on js.store.000..js.store.099 for
@@ -17,17 +17,29 @@
 # bench/store.py (pull consumers, 16 streams at a time), got from at random, deleted by
 # store.py. The goal it measures: 10 GB over 1000 streams in at most 256 MB of RSS.
 #
-#   bench/store.sh [--gb G | --msgs N] [--size BYTES] [--streams K] [--gets K] [--cache BYTES]
-#                  [--servers LIST] [--port-base P] [--smoke] [--keep-logs]
+# With --replicas 3 each server runs as a three-node cluster on loopback (n1..n3: `-n n<i>
+# --cluster_name jsstore --cluster nats://127.0.0.1:<route port> --routes <all three>`, and
+# `-m <http port>` to see the meta leader agreed) and the stream(s) are R3. Everything goes
+# through n1 (create, publish, the waits, read, gets, delete); RSS and disk are every node's,
+# `n1 / n2 / n3 MB`; a restart is a `kill -9` of all three nodes (the page cache dropped once
+# for the cold one), all three started again, timed from the first start until n1 serves
+# every message (by bench/store.py wait, see bench/README.md), then (untimed) until the nodes
+# agree on a meta leader again. A failed create is retried for 30 s.
+#
+#   bench/store.sh [--gb G | --msgs N] [--size BYTES] [--streams K] [--replicas R] [--gets K]
+#                  [--cache BYTES] [--servers LIST] [--port-base P] [--smoke] [--keep-logs]
 #
 #   --gb G           fill to G GiB of payload (default 2; decimals allowed)
 #   --msgs N         or exactly N messages (at least K)
 #   --size BYTES     payload per message (default 1024)
 #   --streams K      spread over K streams (default 1)
+#   --replicas R     1: one node per server, R1 streams (default); 3: a 3-node cluster per
+#                    server, R3 streams
 #   --gets K         random direct gets (default 2000)
-#   --cache BYTES    jetraft's --js_cache_bytes (default: its own default)
+#   --cache BYTES    jetraft's --js_cache_bytes (default: its own default; every node)
 #   --servers LIST   nats-server,jetraft (default both, in that order)
-#   --port-base P    servers' ports from P up instead of free ephemeral ports
+#   --port-base P    servers' ports from P up instead of free ephemeral ports (R3: 9 per
+#                    server, client, http and route port per node)
 #   --smoke          5,000 x 128 B and 100 gets: proves the script and every step work (CI);
 #                    without nats-server installed it runs jetraft only
 #   --keep-logs      keep the temp dir with the server logs
@@ -42,7 +54,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
-GB=2 MSGS="" SIZE=1024 STREAMS=1 GETS=2000 CACHE="" SERVERS="nats-server,jetraft" PORT_BASE=""
+GB=2 MSGS="" SIZE=1024 STREAMS=1 REPLICAS=1 GETS=2000 CACHE="" SERVERS="nats-server,jetraft" PORT_BASE=""
 BENCH_ARGS=("$@")
 while (($#)); do
     opt=$1 val=
@@ -54,13 +66,14 @@ while (($#)); do
     --*) val=${2-}; shift; (($#)) && shift ;;
     *) bad_option "$opt" ;;
     esac
-    [[ $opt =~ ^--(gb|msgs|size|streams|gets|cache|servers|port-base)$ ]] || bad_option "$opt"
+    [[ $opt =~ ^--(gb|msgs|size|streams|replicas|gets|cache|servers|port-base)$ ]] || bad_option "$opt"
     [[ -n $val ]] || { echo "$opt needs a value" >&2; exit 2; }
     case $opt in
     --gb) GB=$val ;;
     --msgs) MSGS=$val ;;
     --size) SIZE=$val ;;
     --streams) STREAMS=$val ;;
+    --replicas) REPLICAS=$val ;;
     --gets) GETS=$val ;;
     --cache) CACHE=$val ;;
     --servers) SERVERS=$val ;;
@@ -77,6 +90,7 @@ fi
 for v in MSGS SIZE STREAMS GETS ${CACHE:+CACHE} ${PORT_BASE:+PORT_BASE}; do
     [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "--${v,,} must be a positive integer (got '${!v}')" >&2; exit 2; }
 done
+[[ $REPLICAS == 1 || $REPLICAS == 3 ]] || { echo "--replicas must be 1 or 3 (got '$REPLICAS')" >&2; exit 2; }
 # every stream gets a message, so that each has a sequence to get
 ((MSGS >= STREAMS)) || { echo "--msgs ($MSGS) must be at least --streams ($STREAMS)" >&2; exit 2; }
 
@@ -127,20 +141,115 @@ next_port() {
     fi
 }
 
-# SERVER_KIND BIN PORT STORE LOG: start it, add it to PIDS, set STARTED_PID; 1 if the port
-# never opens.
-launch() {
-    local kind=$1 bin=$2 port=$3 store=$4 log=$5
+# N: NEXT_PORTS = N ports (not in a subshell: PORT_NEXT moves on)
+NEXT_PORTS=()
+next_ports() {
+    if [[ -n $PORT_BASE ]]; then
+        mapfile -t NEXT_PORTS < <(seq $((PORT_NEXT + 1)) $((PORT_NEXT + $1)))
+        PORT_NEXT=$((PORT_NEXT + $1))
+    else
+        mapfile -t NEXT_PORTS < <(free_ports "$1")
+    fi
+}
+
+# The $REPLICAS nodes of the server being measured, node 1 (n1) first: client port, http
+# port and route port (R3 only), store dir, log of the current run, process.
+NODE_PORT=() NODE_HTTP=() NODE_ROUTE=() NODE_STORE=() NODE_LOG=() NODE_PID=()
+ROUTES=""
+CLUSTER_NAME=jsstore
+
+# NAME: the ports and store dirs of NAME's nodes (R1: $TMP/NAME/store, R3: $TMP/NAME/n<i>/store)
+plan_nodes() {
+    local name=$1 i
+    NODE_PORT=() NODE_HTTP=() NODE_ROUTE=() NODE_STORE=() NODE_PID=() ROUTES=""
+    if ((REPLICAS == 1)); then
+        NODE_PORT=("$(next_port)")
+        NODE_STORE=("$TMP/$name/store")
+        return 0
+    fi
+    next_ports $((3 * REPLICAS))
+    for ((i = 0; i < REPLICAS; i++)); do
+        NODE_PORT+=("${NEXT_PORTS[3 * i]}")
+        NODE_HTTP+=("${NEXT_PORTS[3 * i + 1]}")
+        NODE_ROUTE+=("${NEXT_PORTS[3 * i + 2]}")
+        NODE_STORE+=("$TMP/$name/n$((i + 1))/store")
+        ROUTES+="${ROUTES:+,}nats-route://127.0.0.1:${NEXT_PORTS[3 * i + 2]}"
+    done
+}
+
+# SERVER_KIND BIN I: start node I (0-based) in the background, output to NODE_LOG[I]; add it
+# to PIDS and NODE_PID.
+start_node() {
+    local kind=$1 bin=$2 i=$3 args
+    args=(-a 127.0.0.1 -p "${NODE_PORT[i]}")
+    if ((REPLICAS > 1)); then
+        args+=(-m "${NODE_HTTP[i]}" -n "n$((i + 1))" --cluster_name "$CLUSTER_NAME"
+            --cluster "nats://127.0.0.1:${NODE_ROUTE[i]}" --routes "$ROUTES")
+    fi
     if [[ $kind == nats-server ]]; then
-        "$bin" -a 127.0.0.1 -p "$port" -js -sd "$store" >"$log" 2>&1 &
+        "$bin" "${args[@]}" -js -sd "${NODE_STORE[i]}" >"${NODE_LOG[i]}" 2>&1 &
     else
         local extra=()
         [[ -n $CACHE ]] && extra=(--js_cache_bytes "$CACHE")
-        "$bin" -a 127.0.0.1 -p "$port" --jetstream --store_dir "$store" "${extra[@]}" >"$log" 2>&1 &
+        "$bin" "${args[@]}" --jetstream --store_dir "${NODE_STORE[i]}" "${extra[@]}" >"${NODE_LOG[i]}" 2>&1 &
     fi
-    STARTED_PID=$!
-    PIDS+=("$STARTED_PID")
-    wait_port "$STARTED_PID" "$port" 60
+    NODE_PID[i]=$!
+    PIDS+=("$!")
+}
+
+# SERVER_KIND BIN RUN: start every node (logs $TMP/NAME/RUN.log, R3: RUN-n<i>.log), all of
+# them before waiting on any (a clustered jetraft node's start blocks until its routes
+# answer), then wait until each client port opens; 1 if one never does.
+launch() {
+    local kind=$1 bin=$2 run=$3 i
+    NODE_LOG=()
+    for ((i = 0; i < REPLICAS; i++)); do
+        if ((REPLICAS == 1)); then NODE_LOG[i]=$TMP/$kind/$run.log; else NODE_LOG[i]=$TMP/$kind/$run-n$((i + 1)).log; fi
+        start_node "$kind" "$bin" "$i"
+    done
+    for ((i = 0; i < REPLICAS; i++)); do
+        wait_port "${NODE_PID[i]}" "${NODE_PORT[i]}" 60 || return 1
+    done
+}
+
+# the tail of every node's log of the last launch
+show_logs() {
+    local i
+    for ((i = 0; i < ${#NODE_LOG[@]}; i++)); do
+        ((REPLICAS == 1)) || echo "      n$((i + 1)): ${NODE_LOG[i]##*/}"
+        show_tail "${NODE_LOG[i]}"
+    done
+}
+
+# PID: drop it from PIDS (it was killed and reaped: its number may be another process's soon)
+forget_pid() {
+    local p keep=()
+    for p in "${PIDS[@]}"; do [[ $p == "$1" ]] || keep+=("$p"); done
+    PIDS=("${keep[@]}")
+}
+
+# every node's RSS, or store size, in MB: "a" (R1) or "a / b / c" (n1 / n2 / n3)
+rss_nodes() {
+    local p out=""
+    for p in "${NODE_PID[@]}"; do out+="${out:+ / }$(rss_mb "$p")"; done
+    echo "$out"
+}
+disk_nodes() {
+    local d out=""
+    for d in "${NODE_STORE[@]}"; do out+="${out:+ / }$(disk_mb "$d")"; done
+    echo "$out"
+}
+
+# stop every node (R3: all told at once), then each waited for (SIGKILL after 5 s)
+stop_nodes() {
+    local p
+    if ((REPLICAS > 1)); then
+        for p in "${NODE_PID[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+    fi
+    for p in "${NODE_PID[@]}"; do
+        stop_pid "$p"
+        forget_pid "$p"
+    done
 }
 
 # CMD URL SECS ARGS...: `bench/store.py CMD` on the $STREAMS streams at URL, bounded by SECS.
@@ -167,6 +276,36 @@ wait_full() {
     return 1
 }
 
+# SECS: R3, until every node's /jsz counts the same bytes stored (the followers caught up
+# with the leader: their RSS and disk are read next), every 0.2 s up to SECS s; 1 if they
+# never do (JSZ_STORAGE = what each counted last)
+JSZ_STORAGE=()
+wait_replicas_stored() {
+    local deadline=$((SECONDS + $1)) h same
+    while :; do
+        JSZ_STORAGE=()
+        for h in "${NODE_HTTP[@]}"; do
+            JSZ_STORAGE+=("$(json_get "$(curl -fsS --max-time 5 "http://127.0.0.1:$h/jsz" 2>/dev/null || true)" 'd["storage"]')")
+        done
+        same=1
+        [[ -n ${JSZ_STORAGE[0]} && ${JSZ_STORAGE[0]} != 0 ]] || same=0
+        for h in "${JSZ_STORAGE[@]}"; do [[ $h == "${JSZ_STORAGE[0]}" ]] || same=0; done
+        ((same)) && return 0
+        ((SECONDS < deadline)) || return 1
+        sleep 0.2
+    done
+}
+
+# NAME URL: R3, after a restart was timed: until the nodes agree on a meta leader again (a
+# stream serves as soon as its own leader is back, which may be before: a consumer create or
+# a delete needs the meta leader), then $JS.API.INFO answers at URL (n1)
+settle_cluster() {
+    ((REPLICAS > 1)) || return 0
+    wait_meta_leader 60 "${NODE_HTTP[@]}" ||
+        echo "NOTE: $1: no agreed meta leader within 60 s of a restart ('${META_LEADERS[*]}')"
+    wait_js_info "$2" 30 0.1 "${NODE_PID[0]}" || true
+}
+
 drop_page_cache() {
     sync
     if [[ -w /proc/sys/vm/drop_caches ]] && echo 3 >/proc/sys/vm/drop_caches 2>/dev/null; then
@@ -176,23 +315,35 @@ drop_page_cache() {
     fi
 }
 
-# NAME BIN PORT STORE URL PID RUN COLD: `kill -9` PID, drop the page cache if COLD is set
-# (COLD_STATE says whether it was), start it again (log RUN.log, STARTED_PID) and set
-# RESTART_S to the seconds until it serves every message ("" if it does not).
+# NAME BIN URL RUN COLD: `kill -9` every node, drop the page cache (once) if COLD is set
+# (COLD_STATE says whether it was), start them all again (logs RUN*.log, NODE_PID) and set
+# RESTART_S to the seconds from the first start until URL (n1) serves every message ("" if it
+# does not).
 kill_and_restart() {
-    local name=$1 bin=$2 port=$3 store=$4 url=$5 pid=$6 run=$7 cold=$8 t0 waiter ready
-    kill -9 "$pid"
-    wait "$pid" 2>/dev/null || true
+    local name=$1 bin=$2 url=$3 run=$4 cold=$5 t0 waiter ready p
+    # the group's stderr: bash's "Killed" notice of a node reaped before its `wait`
+    {
+        for p in "${NODE_PID[@]}"; do kill -9 "$p" || true; done
+        for p in "${NODE_PID[@]}"; do
+            wait "$p" || true
+            forget_pid "$p"
+        done
+    } 2>/dev/null
     [[ -n $cold ]] && COLD_STATE=$(drop_page_cache)
     t0=$(now)
     RESTART_S=""
-    if ((STREAMS > 1)); then
+    if ((STREAMS > 1 || REPLICAS > 1)); then
         # The waiter starts with the server (it connects again until the server answers) and
-        # says when it saw every message: Python's own start (~0.3 s) is not timed.
-        many wait "$url" 330 --expect "$MSGS" --timeout 300 >"$TMP/$name/$run.wait" 2>&1 &
+        # says when it saw every message: Python's own start (~0.3 s) is not timed. R3 (one
+        # stream too): a stream with no leader yet leaves a request unanswered until it times
+        # out (2 s; `nats stream info` with --timeout 5s: 10 s), so another one goes out
+        # every 0.25 s while none answers.
+        local overlap=()
+        ((REPLICAS == 1)) || overlap=(--overlap 0.25)
+        many wait "$url" 330 --expect "$MSGS" --timeout 300 "${overlap[@]}" >"$TMP/$name/$run.wait" 2>&1 &
         waiter=$!
         PIDS+=("$waiter")
-        if launch "$name" "$bin" "$port" "$store" "$TMP/$name/$run.log"; then
+        if launch "$name" "$bin" "$run"; then
             if wait "$waiter"; then
                 ready=$(awk '$1 == "messages" {print $NF}' "$TMP/$name/$run.wait")
                 [[ -n $ready ]] && RESTART_S=$(elapsed "$t0" "$ready")
@@ -200,40 +351,57 @@ kill_and_restart() {
         else
             stop_pid "$waiter"
         fi
-    elif launch "$name" "$bin" "$port" "$store" "$TMP/$name/$run.log" && wait_full "$url" 300; then
+        forget_pid "$waiter"
+    elif launch "$name" "$bin" "$run" && wait_full "$url" 300; then
         RESTART_S=$(elapsed "$t0" "$(now)")
     fi
     if [[ -n $RESTART_S ]]; then
         pass "$name: restarted${cold:+ cold} serving every message"
     else
-        fail "$name: restarted${cold:+ cold} serving every message"; show_tail "$TMP/$name/$run.log"
-        [[ -f $TMP/$name/$run.wait ]] && show_tail "$TMP/$name/$run.wait" 2
+        fail "$name: restarted${cold:+ cold} serving every message"; show_logs
+        if [[ -f $TMP/$name/$run.wait ]]; then show_tail "$TMP/$name/$run.wait" 2; fi
     fi
 }
 
 ROWS=()
 measure() { # NAME BIN
-    local name=$1 bin=$2 port url store pid t0 out
+    local name=$1 bin=$2 url t0 out
     local rss_pub="" disk="" restart="" rss_restart="" read_rate="" rss_read="" p50="" p99="" lbs=""
     local disk_after="" cache_state="" delete_s="" cold_restart="" create_s="" read_ok=0
-    port=$(next_port)
-    url="nats://127.0.0.1:$port"
-    store="$TMP/$name/store"
+    plan_nodes "$name"
+    url="nats://127.0.0.1:${NODE_PORT[0]}"
     mkdir -p "$TMP/$name"
-    if ! launch "$name" "$bin" "$port" "$store" "$TMP/$name/run1.log"; then
-        fail "$name: started"; show_tail "$TMP/$name/run1.log"; return
+    if ! launch "$name" "$bin" run1; then
+        fail "$name: started"; show_logs; stop_nodes; return
     fi
-    pid=$STARTED_PID
-    pass "$name: started"
-    wait_js_info "$url" 30 0.1 "$pid" || true
+    if ((REPLICAS == 1)); then
+        pass "$name: started"
+    elif wait_meta_leader 60 "${NODE_HTTP[@]}"; then
+        pass "$name: $REPLICAS nodes started, meta leader ${META_LEADERS[0]}"
+    else
+        fail "$name: $REPLICAS nodes started, no agreed meta leader within 60 s ('${META_LEADERS[*]}')"
+        show_logs; stop_nodes; return
+    fi
+    wait_js_info "$url" 30 0.1 "${NODE_PID[0]}" || true
+    # R3: a create that fails is sent again for 30 s (a new nats-server cluster's meta leader
+    # may not see its peers online yet: "no suitable peers for placement, peer offline")
+    local retry=0
+    ((REPLICAS == 1)) || retry=30
     if ((STREAMS == 1)); then
-        nats_at "$url" stream add M --subjects js.store --storage file --replicas 1 --allow-direct \
-            --defaults >"$TMP/$name/add.out" 2>&1 || { fail "$name: stream added"; show_tail "$TMP/$name/add.out"; }
+        t0=$SECONDS
+        until nats_at "$url" stream add M --subjects js.store --storage file --replicas "$REPLICAS" \
+            --allow-direct --defaults >"$TMP/$name/add.out" 2>&1; do
+            if ((SECONDS - t0 >= retry)); then
+                fail "$name: stream added"; show_tail "$TMP/$name/add.out"
+                break
+            fi
+            sleep 0.5
+        done
         RUN_TIMEOUT=1800 run_bench "$url" "$TMP/$name/pub.out" js pub async js.store --stream M \
             --msgs "$MSGS" --size "$SIZE" --clients 1
     else
         # over one connection, 16 at a time: 1000 `nats stream add` would take minutes
-        out=$(many create "$url" 900 2>"$TMP/$name/add.out" | tail -n 1 || true)
+        out=$(many create "$url" 900 --replicas "$REPLICAS" --retry "$retry" 2>"$TMP/$name/add.out" | tail -n 1 || true)
         if [[ $out =~ ^created\ [0-9]+\ errors\ 0\ seconds\ ([0-9.]+)$ ]]; then
             create_s=${BASH_REMATCH[1]}
         else
@@ -251,15 +419,20 @@ measure() { # NAME BIN
     else
         fail "$name: stored $MSGS messages"; show_tail "$TMP/$name/pub.out"
     fi
+    if ((REPLICAS > 1)) && ! wait_replicas_stored 60; then
+        echo "NOTE: $name: the nodes' /jsz storage still differ after 60 s (${JSZ_STORAGE[*]})"
+    fi
     sleep 2 # let write-behind and compaction settle before reading RSS and disk
-    rss_pub=$(rss_mb "$pid")
-    disk=$(disk_mb "$store")
-    kill_and_restart "$name" "$bin" "$port" "$store" "$url" "$pid" run2 ""
-    restart=$RESTART_S pid=$STARTED_PID
-    rss_restart=$(rss_mb "$pid")
+    rss_pub=$(rss_nodes)
+    disk=$(disk_nodes)
+    kill_and_restart "$name" "$bin" "$url" run2 ""
+    restart=$RESTART_S
+    rss_restart=$(rss_nodes)
+    settle_cluster "$name" "$url"
     # Again from a cold page cache (when the machine lets us drop it): what a reboot costs.
-    kill_and_restart "$name" "$bin" "$port" "$store" "$url" "$pid" run3 cold
-    cold_restart=$RESTART_S pid=$STARTED_PID
+    kill_and_restart "$name" "$bin" "$url" run3 cold
+    cold_restart=$RESTART_S
+    settle_cluster "$name" "$url"
     cache_state=$(drop_page_cache)
     if ((STREAMS == 1)); then
         RUN_TIMEOUT=960 run_bench "$url" "$TMP/$name/read.out" js ordered --stream M --msgs "$MSGS" \
@@ -280,7 +453,7 @@ measure() { # NAME BIN
     else
         fail "$name: read all $MSGS from sequence 1 (exit $BENCH_RC)"; show_tail "$TMP/$name/read.out"
     fi
-    rss_read=$(rss_mb "$pid")
+    rss_read=$(rss_nodes)
     out=$(many gets "$url" 600 --stream M --gets "$GETS" 2>&1 | tail -n 1 || true)
     if [[ $out =~ ^gets\ [0-9]+\ errors\ 0\ p50_us\ ([0-9]+)\ p99_us\ ([0-9]+)\ last_by_subject_us\ ([0-9]+)$ ]]; then
         p50=${BASH_REMATCH[1]} p99=${BASH_REMATCH[2]} lbs=${BASH_REMATCH[3]}
@@ -304,16 +477,18 @@ measure() { # NAME BIN
     ((STREAMS == 1)) || deleted="$STREAMS streams deleted"
     if [[ -n $delete_s ]]; then
         sleep 5 # what the goal asks: space back within seconds
-        disk_after=$(disk_mb "$store")
+        disk_after=$(disk_nodes)
         pass "$name: $deleted"
     else
         fail "$name: $deleted"; show_tail "$TMP/$name/rm.out"
     fi
-    stop_pid "$pid"
+    stop_nodes
+    local rn="" # R3: the replicas in the stream(s) cell
+    ((REPLICAS == 1)) || rn=", R$REPLICAS"
     if ((STREAMS == 1)); then
-        ROWS+=("| $name | $(commas "$MSGS") × $SIZE B | $(cell "$pub_rate") | $rss_pub MB | $disk MB | ${restart:-FAIL} s | ${cold_restart:-FAIL} s ($COLD_STATE) | $rss_restart MB | $(cell "$read_rate") ($cache_state) | $rss_read MB | ${p50:-FAIL} / ${p99:-FAIL} µs | ${lbs:-FAIL} µs | ${delete_s:-FAIL} s | ${disk_after:-FAIL} MB |")
+        ROWS+=("| $name | $(commas "$MSGS") × $SIZE B$rn | $(cell "$pub_rate") | $rss_pub MB | $disk MB | ${restart:-FAIL} s | ${cold_restart:-FAIL} s ($COLD_STATE) | $rss_restart MB | $(cell "$read_rate") ($cache_state) | $rss_read MB | ${p50:-FAIL} / ${p99:-FAIL} µs | ${lbs:-FAIL} µs | ${delete_s:-FAIL} s | ${disk_after:-FAIL} MB |")
     else
-        ROWS+=("| $name | $(commas "$STREAMS") | $(commas "$MSGS") × $SIZE B | ${create_s:-FAIL} s | $(cell "$pub_rate") | $rss_pub MB | $disk MB | ${restart:-FAIL} s | ${cold_restart:-FAIL} s ($COLD_STATE) | $rss_restart MB | $(cell "$read_rate") ($cache_state) | $rss_read MB | ${p50:-FAIL} / ${p99:-FAIL} µs | ${lbs:-FAIL} µs | ${delete_s:-FAIL} s | ${disk_after:-FAIL} MB |")
+        ROWS+=("| $name | $(commas "$STREAMS")$rn | $(commas "$MSGS") × $SIZE B | ${create_s:-FAIL} s | $(cell "$pub_rate") | $rss_pub MB | $disk MB | ${restart:-FAIL} s | ${cold_restart:-FAIL} s ($COLD_STATE) | $rss_restart MB | $(cell "$read_rate") ($cache_state) | $rss_read MB | ${p50:-FAIL} / ${p99:-FAIL} µs | ${lbs:-FAIL} µs | ${delete_s:-FAIL} s | ${disk_after:-FAIL} MB |")
     fi
 }
 
@@ -322,14 +497,21 @@ for entry in "${BINS[@]}"; do
 done
 
 echo
+# R3: every node's RSS and disk, the restart of all three
+nd="" kill9="kill -9"
+((REPLICAS == 1)) || nd=" (n1 / n2 / n3)" kill9="kill -9 of all $REPLICAS"
 if ((STREAMS > 1)); then
-    md_table "| server | streams | messages (all streams) | create streams | publish msgs/s | RSS after publish | disk | kill -9 → serving | same, page cache dropped | RSS after restart | read from seq 1, msgs/s (page cache) | RSS after read | direct get p50 / p99 (random stream) | last-by-subject get | delete every stream | disk 5 s after |" \
+    md_table "| server | streams | messages (all streams) | create streams | publish msgs/s | RSS after publish$nd | disk$nd | $kill9 → serving | same, page cache dropped | RSS after restart$nd | read from seq 1, msgs/s (page cache) | RSS after read$nd | direct get p50 / p99 (random stream) | last-by-subject get | delete every stream | disk 5 s after$nd |" \
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" "${ROWS[@]}"
 else
-    md_table "| server | stream | publish msgs/s | RSS after publish | disk | kill -9 → serving | same, page cache dropped | RSS after restart | read from seq 1, msgs/s (page cache) | RSS after read | direct get p50 / p99 | last-by-subject get | stream rm | disk 5 s after |" \
+    md_table "| server | stream | publish msgs/s | RSS after publish$nd | disk$nd | $kill9 → serving | same, page cache dropped | RSS after restart$nd | read from seq 1, msgs/s (page cache) | RSS after read$nd | direct get p50 / p99 | last-by-subject get | stream rm | disk 5 s after$nd |" \
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" "${ROWS[@]}"
 fi
 echo
+if ((REPLICAS > 1)); then
+    echo "Each server a $REPLICAS-node cluster on loopback (-n n<i> --cluster_name $CLUSTER_NAME --cluster nats://127.0.0.1:<route port> --routes <all $REPLICAS> -m <http port>), R$REPLICAS file streams;"
+    echo "  create, publish, the waits, read, gets and delete through n1; a restart starts all $REPLICAS nodes and is timed until n1 serves every message."
+fi
 machine_line
 command_line
 bench_finish

@@ -4,7 +4,7 @@
 #   tests/e2e/jetstream_py.sh, tests/e2e/jetstream_cluster.sh, tests/e2e/docker_cluster.sh
 #   (the compose cluster in containers; skips without a Docker engine), bench/core.sh --smoke,
 #   bench/jetstream.sh --smoke, bench/cluster.sh --smoke, bench/scale.sh --smoke,
-#   bench/store.sh --smoke, bench/store.sh --smoke --streams 20
+#   bench/store.sh --smoke, bench/store.sh --smoke --streams 20, bench/store.sh --smoke --replicas 3
 # and prints a final "N passed, M failed" summing the checks of all of them.
 # Exits non-zero if any suite fails (or prints no summary).
 #
@@ -33,6 +33,7 @@ SUITES=(
     "scale bench (smoke)|$REPO_ROOT/bench/scale.sh --smoke"
     "store bench (smoke)|$REPO_ROOT/bench/store.sh --smoke"
     "store bench, 20 streams (smoke)|$REPO_ROOT/bench/store.sh --smoke --streams 20"
+    "store bench, R3 (smoke)|$REPO_ROOT/bench/store.sh --smoke --replicas 3"
 )
 
 TOTAL_PASSED=0
