@@ -9,11 +9,13 @@ use std::collections::BTreeSet;
 use async_nats::jetstream::{self, consumer::pull};
 use common::cluster::TestCluster;
 use common::jetstream::{
-    cluster_client, create_retried, publish_until_acked, read_all, RETRY_PACE,
+    cluster_client, create_retried, publish_acked, publish_until_acked, read_all, RETRY_PACE,
 };
 use futures::StreamExt;
 
 const STREAM: &str = "ORDERS";
+/// 1 KiB messages past the compactor's least log worth a snapshot (64 KiB, `log_growth.rs`).
+const BIG_MESSAGES: u64 = 80;
 
 /// Each test runs three jetraft processes; on a small machine they run one at a time.
 static ONE_CLUSTER_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -169,6 +171,48 @@ async fn a_follower_behind_a_compacted_log_catches_up_by_snapshot() {
             .is_some_and(|r| r["messages"] == 300 && r["last_seq"] == 300)
             .then_some(())
     });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_restarted_with_its_logs_purged_sends_no_snapshot() {
+    let _one = ONE_CLUSTER_AT_A_TIME.lock().await;
+    let mut cluster = TestCluster::start(3);
+    let admin = cluster_client(cluster.url(0)).await;
+    create_r3(&admin).await;
+    // Enough bytes for the compactor to snapshot the group once it is left alone, and to purge
+    // its log behind the snapshot as far as the followers hold it: all of it.
+    for _ in 0..BIG_MESSAGES {
+        publish_acked(&admin, "orders.new", vec![b'x'; 1024]).await;
+    }
+    cluster.wait_until_all_hold(STREAM, BIG_MESSAGES);
+    let leader = cluster.leader_of(STREAM);
+    cluster.wait_for("the leader's log purged whole", || {
+        let replica = cluster.replica(leader, STREAM)?;
+        let last = replica["last_log_index"].as_u64()?;
+        (last > 0 && replica["purged_index"].as_u64()? == last).then_some(())
+    });
+
+    // Every node `kill -9`ed at once; the leader resumes leading from its vote, with no entry
+    // in its log to probe the followers with.
+    tokio::task::block_in_place(|| {
+        for i in 0..3 {
+            cluster.kill(i);
+        }
+        for i in 0..3 {
+            cluster.restart(i);
+        }
+    });
+    let js = cluster_client(cluster.url(0)).await;
+    publish_until_acked(&js, BIG_MESSAGES).await;
+    cluster.wait_until_all_hold(STREAM, BIG_MESSAGES + 1);
+    // The followers held every entry: they catch up by the log, not by a copy of the stream
+    // (which a follower holding its entries would not even install, once it had been sent).
+    for i in 0..3 {
+        assert!(
+            !cluster.has_logged(i, "dumping the group's state to send a follower"),
+            "node {i} dumped a snapshot of the stream for followers that held it"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -110,6 +110,10 @@ pub struct ReplicaState {
     pub raft_state: &'static str,
     pub term: u64,
     pub raft_leader: Option<u64>,
+    /// The last index in this replica's Raft log, and the last index purged from it (the log
+    /// holds the entries after it; 0 if none was): how much log a replica keeps.
+    pub last_log_index: u64,
+    pub purged_index: u64,
 }
 
 /// See the module docs.
@@ -551,7 +555,7 @@ impl Catalog {
                         summary.last_seq,
                     )
                 });
-                let (applied_index, raft_state, term, raft_leader) = {
+                let (applied_index, raft_state, term, raft_leader, last_log_index, purged_index) = {
                     let metrics = group.raft().metrics();
                     let m = metrics.borrow();
                     let raft_state = match m.state {
@@ -562,7 +566,16 @@ impl Catalog {
                         ServerState::Shutdown => "shutdown",
                     };
                     let applied = m.last_applied.map_or(0, |log| log.index);
-                    (applied, raft_state, m.current_term, m.current_leader)
+                    let purged = m.purged.map_or(0, |log| log.index);
+                    let last_log = m.last_log_index.unwrap_or(0);
+                    (
+                        applied,
+                        raft_state,
+                        m.current_term,
+                        m.current_leader,
+                        last_log,
+                        purged,
+                    )
                 };
                 ReplicaState {
                     name: name.clone(),
@@ -581,6 +594,8 @@ impl Catalog {
                     raft_state,
                     term,
                     raft_leader,
+                    last_log_index,
+                    purged_index,
                 }
             })
             .collect();

@@ -189,6 +189,14 @@ impl TestCluster {
             .wait_for_line(needle)
     }
 
+    /// Whether running node `i` has logged a line containing `needle` so far.
+    pub fn has_logged(&mut self, i: usize, needle: &str) -> bool {
+        self.nodes[i]
+            .as_mut()
+            .expect("node running")
+            .has_logged(needle)
+    }
+
     /// Node `i`'s store directory (its data survives a kill and a restart).
     pub fn dir(&self, i: usize) -> &std::path::Path {
         self.dirs[i].path()

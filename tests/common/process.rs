@@ -59,6 +59,15 @@ impl JetraftProcess {
         self.child.id()
     }
 
+    /// Whether a log line read so far contains `needle` (takes in what the process wrote
+    /// since the last look, without waiting for more).
+    pub fn has_logged(&mut self, needle: &str) -> bool {
+        while let Ok(line) = self.lines.try_recv() {
+            self.log.push(line);
+        }
+        self.log.iter().any(|l| l.contains(needle))
+    }
+
     /// Waits for a log line containing `needle` and returns it.
     pub fn wait_for_line(&mut self, needle: &str) -> String {
         if let Some(line) = self.log.iter().find(|l| l.contains(needle)) {

@@ -126,6 +126,9 @@ impl GroupStateMachine {
             self.owner,
         );
         let export = self.machine.stored_value_export();
+        // A copy of the whole group for a follower that lacks what the log still holds: worth
+        // an operator's notice for a big stream.
+        tracing::info!(group = self.group, last_log = ?meta.last_log_id, "dumping the group's state to send a follower");
         blocking(move || {
             db.writer().flush(owner).map_err(io::Error::other)?;
             let dumped = snapshot::write_checked_dump(db.tree(), group, &meta, &temp, &*export);

@@ -156,12 +156,16 @@ where C: RaftTypeConfig
 
         // Previously it is a leader. restore it as leader at once
         if self.state.is_leader(&self.config.id) {
+            // jetraft: the log as it was on disk at start; `become_leader` may propose a blank
+            // entry, which counts for the leader once its log has it, as any other.
+            let stored = self.state.last_log_id().cloned();
+
             self.vote_handler().update_internal_server_state();
 
             let mut rh = self.replication_handler();
 
             // Restore the progress about the local log
-            rh.update_local_progress(rh.state.last_log_id().cloned());
+            rh.update_local_progress(stored);
 
             rh.initiate_replication(SendNone::False);
 

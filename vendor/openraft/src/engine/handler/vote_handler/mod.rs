@@ -181,7 +181,14 @@ where C: RaftTypeConfig
         let leader = self.leader.as_ref().unwrap();
 
         // If the leader has not yet proposed any log, propose a blank log
-        if leader.last_log_id() < leader.noop_log_id() {
+        //
+        // jetraft: also when no entry is left after the purge point (a leader restored at
+        // startup whose log was purged whole): without an entry to carry, the first probe of
+        // each follower is a snapshot (`ProgressEntry::next_send`, snapshot condition 2), that
+        // is, a copy of the group's whole state to followers that already hold it.
+        let purged = self.state.last_purged_log_id();
+        let purged_whole = purged.is_some() && self.state.last_log_id() <= purged;
+        if leader.last_log_id() < leader.noop_log_id() || purged_whole {
             self.leader_handler()
                 .leader_append_entries(vec![C::Entry::new_blank(LogId::<C::NodeId>::default())]);
         }
