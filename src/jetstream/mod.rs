@@ -55,6 +55,7 @@ pub mod payload;
 pub mod placement;
 pub mod publish;
 pub mod queue;
+mod replica_state;
 mod republish;
 mod source_status;
 mod sourcing;
@@ -64,9 +65,10 @@ mod supervisor;
 pub mod token;
 pub mod topology;
 
-pub use catalog::{Catalog, ReplicaState};
+pub use catalog::Catalog;
 pub use error::JetStreamError;
 pub use lifecycle::JetStream;
+pub use replica_state::ReplicaState;
 
 /// Nanoseconds since the Unix epoch: the timestamps the leader puts into commands.
 pub fn now_nanos() -> i64 {
