@@ -361,17 +361,19 @@ check_acked() {
 }
 
 # ------------------------------------------------------ numbers and report --
-# json_get JSON PYEXPR: PYEXPR with d = the parsed JSON; nothing on any error
+# json_get JSON PYEXPR: PYEXPR with d = the parsed JSON; nothing on any error. The JSON goes
+# through stdin: as an argument, one over 128 KiB (jetraft's /jsz with 1000 streams) failed
+# to start python at all (the kernel's MAX_ARG_STRLEN).
 json_get() {
-    python3 -c '
+    printf '%s' "$1" | python3 -c '
 import json, sys
 try:
-    d = json.loads(sys.argv[1])
-    v = eval(sys.argv[2])
+    d = json.load(sys.stdin)
+    v = eval(sys.argv[1])
     if v is not None:
         print(v)
 except Exception:
-    pass' "$1" "$2" 2>/dev/null || true
+    pass' "$2" 2>/dev/null || true
 }
 
 # commas N: 1234567 -> 1,234,567 (the integer part only)

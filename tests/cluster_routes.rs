@@ -73,6 +73,15 @@ impl Cluster for TestCluster {
         Err(Status::unimplemented("test cluster"))
     }
 
+    type RaftLinkStream = futures::stream::Empty<Result<proto::RaftAnswers, Status>>;
+
+    async fn raft_link(
+        &self,
+        _: Request<tonic::Streaming<proto::RaftCalls>>,
+    ) -> Result<Response<Self::RaftLinkStream>, Status> {
+        Err(Status::unimplemented("test cluster"))
+    }
+
     async fn route(
         &self,
         request: Request<tonic::Streaming<proto::RouteBatch>>,

@@ -16,6 +16,7 @@ pub mod identity;
 mod liveness;
 pub mod peers;
 pub mod proto;
+pub mod raft_link;
 pub mod route;
 pub mod service;
 pub mod transport;
@@ -53,6 +54,8 @@ pub struct ClusterNode {
     /// Shared with the transport, which resolves node ids to addresses through it.
     peers: Arc<parking_lot::RwLock<PeerTable>>,
     channels: Channels,
+    /// The Raft RPCs of every group, one stream per peer.
+    raft_links: raft_link::RaftLinks,
     /// Set once JetStream started its groups (file and memory streams have a registry each);
     /// until then Raft RPCs are answered `unavailable`. Weak: JetStream owns the registries
     /// (and through them the log engine and its directory lock); this node only reaches
@@ -124,6 +127,7 @@ impl ClusterNode {
             core_routes,
             peers: Arc::new(parking_lot::RwLock::new(PeerTable::default())),
             channels: Channels::default(),
+            raft_links: raft_link::RaftLinks::new(shared.shutdown.clone()),
             registries: OnceLock::new(),
             pacer: OnceLock::new(),
             shutdown: shared.shutdown.clone(),
@@ -178,6 +182,7 @@ impl ClusterNode {
         Arc::new(GrpcTransport::new(
             self.local.id,
             self.channels.clone(),
+            self.raft_links.clone(),
             self.peers.clone(),
         ))
     }

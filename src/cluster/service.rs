@@ -2,8 +2,9 @@
 //! served by tonic on the node's cluster address. One per node.
 //!
 //! - `Hello`: this node's identity; refuses a caller from another cluster.
-//! - `Raft`: looks the group up in the node's `GroupRegistry` and hands the RPC to its openraft
-//!   instance. A group not (yet) running here — the node has not reconciled the meta entry that
+//! - `RaftLink`, one stream per peer (`raft_link`), and `Raft`, which snapshots still use:
+//!   each call looks the group up in the node's `GroupRegistry` and hands the RPC to its
+//!   openraft instance. A group not (yet) running here — the node has not reconciled the meta entry that
 //!   creates it — answers `unavailable`, which the sender treats as unreachable and retries.
 //!   A vote request first waits a little for the group to start (`VOTE_WAITS_FOR_GROUP`).
 //! - `Ping`: node liveness, and the quiet groups the caller leads (`liveness`).
@@ -11,10 +12,13 @@
 //!   forwarded once more if it knows a newer leader.
 //! - `Route`: the calling node's core-NATS route (see `route`).
 
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::Stream;
 use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
+use tokio::sync::mpsc;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::proto::{self, cluster_server::Cluster, raft_reply, RaftKind};
@@ -57,24 +61,148 @@ impl ClusterService {
             tokio::time::sleep(GROUP_POLL).await;
         }
     }
+
+    /// Reads a peer's `RaftLink` stream until it ends or this node shuts down, answering each
+    /// call on a task of its own (as a unary call had): a slow group holds up no other.
+    async fn serve_calls(
+        self,
+        mut calls: Streaming<proto::RaftCalls>,
+        answers: mpsc::UnboundedSender<proto::RaftAnswer>,
+    ) {
+        let shutdown = self.node.shutdown.clone();
+        loop {
+            let batch = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                batch = calls.message() => batch,
+            };
+            let Ok(Some(batch)) = batch else {
+                return;
+            };
+            for call in batch.calls {
+                let (service, answers) = (self.clone(), answers.clone());
+                tokio::spawn(async move {
+                    let reply = match call.request {
+                        Some(request) => service.answer(request).await,
+                        None => unavailable("a raft call without a request"),
+                    };
+                    let _ = answers.send(proto::RaftAnswer {
+                        id: call.id,
+                        reply: Some(reply),
+                    });
+                });
+            }
+        }
+    }
+
+    /// One Raft RPC of one group, from either `Raft` or `RaftLink`.
+    async fn answer(&self, request: proto::RaftRequest) -> proto::RaftReply {
+        let Ok(kind) = RaftKind::try_from(request.kind) else {
+            return unavailable("unknown raft rpc kind");
+        };
+        let wait = match kind {
+            RaftKind::Vote => VOTE_WAITS_FOR_GROUP,
+            _ => Duration::ZERO,
+        };
+        let Some(group) = self.group_within(request.group, wait).await else {
+            return unavailable(format!("group {} does not run on this node", request.group));
+        };
+        let raft = group.raft();
+        match kind {
+            RaftKind::AppendEntries => {
+                let rpc: AppendEntriesRequest<TypeConfig> =
+                    match raft_codec::decode(&request.payload) {
+                        Ok(rpc) => rpc,
+                        Err(e) => return malformed(e),
+                    };
+                group.signals().heard_leader(Instant::now());
+                outcome(&raft.append_entries(rpc).await)
+            }
+            RaftKind::Vote => {
+                let rpc: VoteRequest<u64> = match raft_codec::decode(&request.payload) {
+                    Ok(rpc) => rpc,
+                    Err(e) => return malformed(e),
+                };
+                let candidate = rpc.vote.leader_id().voted_for();
+                // A replica that lost its log and vote to corruption grants no vote until it
+                // caught up with a leader (ADR 0015).
+                if group.signals().is_amnesiac() {
+                    return unavailable(format!(
+                        "{} (group {})",
+                        crate::consensus::amnesia::VOTE_REFUSED_AMNESIAC,
+                        request.group
+                    ));
+                }
+                let refused = match candidate {
+                    Some(c) => {
+                        group
+                            .pacer()
+                            .refuses_vote_within(request.group, c, pacer::VOTE_WAIT)
+                            .await
+                    }
+                    None => false,
+                };
+                if refused {
+                    return unavailable(format!(
+                        "vote refused: group {} is quiet here and its leader is alive",
+                        request.group
+                    ));
+                }
+                group.signals().touch();
+                outcome(&raft.vote(rpc).await)
+            }
+            RaftKind::InstallSnapshot => {
+                let rpc: InstallSnapshotRequest<TypeConfig> =
+                    match raft_codec::decode(&request.payload) {
+                        Ok(rpc) => rpc,
+                        Err(e) => return malformed(e),
+                    };
+                group.signals().heard_leader(Instant::now());
+                outcome(&raft.install_snapshot(rpc).await)
+            }
+        }
+    }
 }
 
-fn unavailable(why: impl Into<String>) -> Response<proto::RaftReply> {
-    Response::new(proto::RaftReply {
-        result: Some(raft_reply::Result::Unavailable(why.into())),
+/// The answers of one `RaftLink` stream, sent as they come: each message carries every
+/// answer ready by then (at most [`ANSWERS_PER_MESSAGE`]).
+pub type AnswerStream =
+    Pin<Box<dyn Stream<Item = Result<proto::RaftAnswers, Status>> + Send + 'static>>;
+
+/// Most answers one `RaftAnswers` message carries.
+const ANSWERS_PER_MESSAGE: usize = 1024;
+
+fn answer_batches(
+    queued: mpsc::UnboundedReceiver<proto::RaftAnswer>,
+) -> impl Stream<Item = Result<proto::RaftAnswers, Status>> {
+    futures::stream::unfold(queued, |mut queued| async move {
+        let mut answers = vec![queued.recv().await?];
+        while answers.len() < ANSWERS_PER_MESSAGE {
+            match queued.try_recv() {
+                Ok(answer) => answers.push(answer),
+                Err(_) => break,
+            }
+        }
+        Some((Ok(proto::RaftAnswers { answers }), queued))
     })
 }
 
-fn outcome<T: serde::Serialize>(value: &T) -> Response<proto::RaftReply> {
-    Response::new(proto::RaftReply {
+fn unavailable(why: impl Into<String>) -> proto::RaftReply {
+    proto::RaftReply {
+        result: Some(raft_reply::Result::Unavailable(why.into())),
+    }
+}
+
+fn outcome<T: serde::Serialize>(value: &T) -> proto::RaftReply {
+    proto::RaftReply {
         result: Some(raft_reply::Result::Outcome(
             raft_codec::encode(value).to_vec(),
         )),
-    })
+    }
 }
 
-fn malformed(e: impl std::fmt::Display) -> Status {
-    Status::invalid_argument(format!("malformed raft payload: {e}"))
+/// A payload this node cannot decode: reported as unreachable, as the peer cannot be served.
+fn malformed(e: impl std::fmt::Display) -> proto::RaftReply {
+    unavailable(format!("malformed raft payload: {e}"))
 }
 
 // tonic's `Status` is what its generated trait returns; it is large by design.
@@ -103,65 +231,18 @@ impl Cluster for ClusterService {
         &self,
         request: Request<proto::RaftRequest>,
     ) -> Result<Response<proto::RaftReply>, Status> {
-        let request = request.into_inner();
-        let kind = RaftKind::try_from(request.kind)
-            .map_err(|_| Status::invalid_argument("unknown raft rpc kind"))?;
-        let wait = match kind {
-            RaftKind::Vote => VOTE_WAITS_FOR_GROUP,
-            _ => Duration::ZERO,
-        };
-        let Some(group) = self.group_within(request.group, wait).await else {
-            return Ok(unavailable(format!(
-                "group {} does not run on this node",
-                request.group
-            )));
-        };
-        let raft = group.raft();
-        Ok(match kind {
-            RaftKind::AppendEntries => {
-                let rpc: AppendEntriesRequest<TypeConfig> =
-                    raft_codec::decode(&request.payload).map_err(malformed)?;
-                group.signals().heard_leader(Instant::now());
-                outcome(&raft.append_entries(rpc).await)
-            }
-            RaftKind::Vote => {
-                let rpc: VoteRequest<u64> =
-                    raft_codec::decode(&request.payload).map_err(malformed)?;
-                let candidate = rpc.vote.leader_id().voted_for();
-                // A replica that lost its log and vote to corruption grants no vote until it
-                // caught up with a leader (ADR 0015).
-                if group.signals().is_amnesiac() {
-                    return Ok(unavailable(format!(
-                        "{} (group {})",
-                        crate::consensus::amnesia::VOTE_REFUSED_AMNESIAC,
-                        request.group
-                    )));
-                }
-                let refused = match candidate {
-                    Some(c) => {
-                        group
-                            .pacer()
-                            .refuses_vote_within(request.group, c, pacer::VOTE_WAIT)
-                            .await
-                    }
-                    None => false,
-                };
-                if refused {
-                    return Ok(unavailable(format!(
-                        "vote refused: group {} is quiet here and its leader is alive",
-                        request.group
-                    )));
-                }
-                group.signals().touch();
-                outcome(&raft.vote(rpc).await)
-            }
-            RaftKind::InstallSnapshot => {
-                let rpc: InstallSnapshotRequest<TypeConfig> =
-                    raft_codec::decode(&request.payload).map_err(malformed)?;
-                group.signals().heard_leader(Instant::now());
-                outcome(&raft.install_snapshot(rpc).await)
-            }
-        })
+        Ok(Response::new(self.answer(request.into_inner()).await))
+    }
+
+    type RaftLinkStream = AnswerStream;
+
+    async fn raft_link(
+        &self,
+        request: Request<Streaming<proto::RaftCalls>>,
+    ) -> Result<Response<AnswerStream>, Status> {
+        let (answers, queued) = mpsc::unbounded_channel();
+        tokio::spawn(self.clone().serve_calls(request.into_inner(), answers));
+        Ok(Response::new(Box::pin(answer_batches(queued))))
     }
 
     async fn propose(
@@ -180,7 +261,8 @@ impl Cluster for ClusterService {
                 request.group
             )));
         };
-        let proposal: Proposal = raft_codec::decode(&request.proposal).map_err(malformed)?;
+        let proposal: Proposal = raft_codec::decode(&request.proposal)
+            .map_err(|e| Status::invalid_argument(format!("malformed proposal: {e}")))?;
         match group
             .propose_all_forwarded(proposal.commands, request.hops)
             .await

@@ -1,6 +1,7 @@
 //! [`GrpcTransport`]: the node's [`PeerTransport`] over gRPC. One per node; every Raft group
 //! of the node sends through it, and every peer has one shared channel ([`Channels`]), so
-//! RPCs of all groups to one peer are multiplexed on one HTTP/2 connection (DESIGN.md).
+//! RPCs of all groups to one peer are multiplexed on one HTTP/2 connection (DESIGN.md), and
+//! appends, heartbeats and votes on one stream of it ([`RaftLinks`]).
 //!
 //! openraft's own types travel as versioned postcard (`consensus::raft_codec`) inside the
 //! protobuf envelope; the envelope carries the group id. A peer that cannot be reached, or that
@@ -23,6 +24,7 @@ use tonic::transport::{Channel, Endpoint};
 
 use super::peers::PeerTable;
 use super::proto::{self, cluster_client::ClusterClient, raft_reply, RaftKind};
+use super::raft_link::RaftLinks;
 use crate::consensus::network::{unreachable_error, RpcError, RpcFuture};
 use crate::consensus::raft_codec;
 use crate::consensus::{
@@ -88,6 +90,7 @@ impl Channels {
 pub struct GrpcTransport {
     local: NodeId,
     channels: Channels,
+    links: RaftLinks,
     peers: Arc<parking_lot::RwLock<PeerTable>>,
 }
 
@@ -95,26 +98,33 @@ impl GrpcTransport {
     pub fn new(
         local: NodeId,
         channels: Channels,
+        links: RaftLinks,
         peers: Arc<parking_lot::RwLock<PeerTable>>,
     ) -> Self {
         GrpcTransport {
             local,
             channels,
+            links,
             peers,
         }
     }
 
     /// Where `target` is reached from this node: its route address in the peer table (the
     /// address in a group's membership is whatever the node that created the group saw).
-    fn client_for(&self, target: NodeId, node: &Node) -> Result<ClusterClient<Channel>, String> {
-        let addr = self
-            .peers
+    fn addr_of(&self, target: NodeId, node: &Node) -> String {
+        self.peers
             .read()
             .get(target)
-            .map_or_else(|| node.addr.clone(), |peer| peer.cluster_addr.clone());
-        self.channels.client(&addr)
+            .map_or_else(|| node.addr.clone(), |peer| peer.cluster_addr.clone())
     }
 
+    fn client_for(&self, target: NodeId, node: &Node) -> Result<ClusterClient<Channel>, String> {
+        self.channels.client(&self.addr_of(target, node))
+    }
+
+    /// One Raft RPC: appends and votes on the peer's [`RaftLink`](super::raft_link::RaftLink),
+    /// snapshot chunks (megabytes each, which would hold up every group's heartbeats on the
+    /// link) as a `Raft` call of their own.
     fn call<Req, Resp, E>(
         &self,
         kind: RaftKind,
@@ -129,23 +139,36 @@ impl GrpcTransport {
         Resp: DeserializeOwned + Send + 'static,
         E: std::error::Error + DeserializeOwned + Send + 'static,
     {
-        let payload = raft_codec::encode(&rpc);
-        let client = self.client_for(target, &node);
-        let from = self.local;
+        let request = proto::RaftRequest {
+            group,
+            from: self.local,
+            kind: kind as i32,
+            payload: raft_codec::encode(&rpc).to_vec(),
+        };
+        let addr = self.addr_of(target, &node);
+        let client = self.channels.client(&addr);
+        let link = match (kind, &client) {
+            (RaftKind::InstallSnapshot, _) | (_, Err(_)) => None,
+            (_, Ok(client)) => Some(self.links.link(&addr, client.clone())),
+        };
+        let ttl = option.hard_ttl();
         Box::pin(async move {
-            let mut client = client.map_err(|e| unreachable_error(&e))?;
-            let mut request = tonic::Request::new(proto::RaftRequest {
-                group,
-                from,
-                kind: kind as i32,
-                payload: payload.to_vec(),
-            });
-            request.set_timeout(option.hard_ttl());
-            let reply = client
-                .raft(request)
-                .await
-                .map_err(|status| unreachable_error(status.to_string()))?
-                .into_inner();
+            let reply = match link {
+                Some(link) => link
+                    .call(request, ttl)
+                    .await
+                    .map_err(|e| unreachable_error(e.to_string()))?,
+                None => {
+                    let mut client = client.map_err(|e| unreachable_error(&e))?;
+                    let mut request = tonic::Request::new(request);
+                    request.set_timeout(ttl);
+                    client
+                        .raft(request)
+                        .await
+                        .map_err(|status| unreachable_error(status.to_string()))?
+                        .into_inner()
+                }
+            };
             match reply.result {
                 Some(raft_reply::Result::Outcome(bytes)) => {
                     let outcome: Result<Resp, RaftError<NodeId, E>> = raft_codec::decode(&bytes)
