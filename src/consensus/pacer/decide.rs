@@ -6,7 +6,8 @@
 //! The rules, per [`Mode`]:
 //!
 //! - **Active**, as openraft's own timers would: a leader of several voters sends a heartbeat
-//!   every [`HEARTBEAT`]; a follower stands for election once it has not heard its leader for
+//!   every [`HEARTBEAT`], except for [`AFTER_GROWTH`] after its log grew (the appends did
+//!   what a heartbeat would); a follower stands for election once it has not heard its leader for
 //!   the leader lease plus a random election timeout (plus [`LIVE_LEADER_GRACE`] while the
 //!   leader's node answers pings); a replica that knows no leader, one
 //!   random election timeout after the last election or wake (the first time, after the lease
@@ -64,6 +65,15 @@ pub const LIVE_LEADER_GRACE: Duration = Duration::from_secs(2);
 /// appends themselves (issue 15). A wake by a proposal costs no heartbeat of its own, so a
 /// stream published to every few hundred milliseconds may go quiet in between for little.
 pub const QUIET_AFTER: Duration = Duration::from_millis(200);
+/// How long after its log last grew (or a proposal woke it) an active leader's next heartbeat
+/// waits. The growth's appends, and the new commit index openraft sends every follower after
+/// them, told the followers all a heartbeat would (their leader is alive, at this term) and
+/// brought the leader a quorum's acknowledgement; a heartbeat a period later added nothing
+/// but an RPC to each follower, up to half of a busy group's (issue 15: 1000 R3 streams
+/// published to in turn). A log still for this long has gone quiet instead if its followers
+/// hold it ([`QUIET_AFTER`] is no longer); a log that keeps growing sends none at all.
+pub const AFTER_GROWTH: Duration = Duration::from_millis(200);
+const _: () = assert!(AFTER_GROWTH.as_millis() >= QUIET_AFTER.as_millis());
 /// Random delay before a woken follower whose leader's node died elects, so that the
 /// followers of a dead leader do not all stand at once and split the vote.
 pub const ELECT_JITTER: Range<Duration> = Duration::from_millis(0)..Duration::from_millis(300);
@@ -207,8 +217,8 @@ impl Pace {
 
     /// `wake` woke the replica at `now` (a no-op unless quiet). A leader woken by anything
     /// but a proposal heartbeats at once (a peer came back, a follower knows a higher term);
-    /// a proposal's own append reaches the followers at once, so its first heartbeat is due
-    /// a period later, as after any append.
+    /// a proposal's own append reaches the followers at once, so its first heartbeat waits
+    /// [`AFTER_GROWTH`], as after any append.
     pub fn wake(&mut self, now: Instant, wake: Wake) {
         if self.mode != Mode::Quiet {
             return;
@@ -217,7 +227,7 @@ impl Pace {
         self.quiet_with = None;
         self.last_start = now;
         self.next_heartbeat = match wake {
-            Wake::Proposal => now + HEARTBEAT,
+            Wake::Proposal => now + AFTER_GROWTH,
             Wake::Event => now,
         };
         self.log_still = None;
@@ -275,7 +285,11 @@ impl Pace {
         }
         match self.log_still {
             Some((index, _)) if index == obs.last_log => {}
-            _ => self.log_still = Some((obs.last_log, now)),
+            Some(_) => {
+                self.log_still = Some((obs.last_log, now));
+                self.next_heartbeat = self.next_heartbeat.max(now + AFTER_GROWTH);
+            }
+            None => self.log_still = Some((obs.last_log, now)),
         }
         if self.may_go_quiet(obs) {
             self.go_quiet(obs.term, me);

@@ -76,12 +76,12 @@ fn first_action(
 fn an_active_leader_heartbeats_every_period_and_a_single_voter_never() {
     let mut rng = StdRng::seed_from_u64(1);
     let t0 = Instant::now();
-    let peers = [peer(2, Some(5), true), peer(3, Some(5), true)];
+    // A follower behind keeps the group from going quiet; the log is still.
+    let peers = [peer(2, Some(5), true), peer(3, Some(7), true)];
     let mut pace = Pace::new(t0, &mut rng);
-    // The log keeps growing, so the group never goes quiet.
     let mut beats = Vec::new();
     for i in 0..35u64 {
-        let obs = leader_obs(t0 + ms(i * 10), i, &peers);
+        let obs = leader_obs(t0 + ms(i * 10), 7, &peers);
         if pace.step(&obs, ME, &mut rng) == Action::Heartbeat {
             beats.push(i * 10);
         }
@@ -93,6 +93,27 @@ fn an_active_leader_heartbeats_every_period_and_a_single_voter_never() {
         let obs = leader_obs(t0 + ms(i * 10), i, &[]);
         assert_eq!(alone.step(&obs, ME, &mut rng), Action::Nothing);
     }
+}
+
+#[test]
+fn a_growing_log_is_its_own_heartbeat_until_it_stops() {
+    let mut rng = StdRng::seed_from_u64(11);
+    let t0 = Instant::now();
+    let peers = [peer(2, Some(5), true), peer(3, Some(7), true)];
+    let mut pace = Pace::new(t0, &mut rng);
+    let mut beats = Vec::new();
+    // An entry every 50 ms (a pacer round) for a second, then none for 450 ms.
+    for i in 0..145u64 {
+        let last_log = 7 + (i / 5).min(20);
+        let obs = leader_obs(t0 + ms(i * 10), last_log, &peers);
+        if pace.step(&obs, ME, &mut rng) == Action::Heartbeat {
+            beats.push(i * 10);
+        }
+    }
+    // The first at the start (a leader's first round); after the last growth, at 1 s,
+    // AFTER_GROWTH then every period.
+    let after = 1000 + AFTER_GROWTH.as_millis() as u64;
+    assert_eq!(beats, vec![0, after, after + 100, after + 200]);
 }
 
 #[test]
@@ -376,29 +397,40 @@ fn a_woken_leader_heartbeats_at_once_and_is_active_once_a_quorum_answered() {
 }
 
 #[test]
-fn a_leader_woken_by_a_proposal_heartbeats_a_period_later() {
+fn a_leader_woken_by_a_proposal_sends_no_heartbeat_beside_its_append() {
     let mut rng = StdRng::seed_from_u64(10);
     let t0 = Instant::now();
-    let peers = [peer(2, Some(7), true), peer(3, Some(7), true)];
-    let mut pace = Pace::new(t0, &mut rng);
-    let mut now = t0;
-    while pace.step(&leader_obs(now, 7, &peers), ME, &mut rng) != Action::Quiesce {
-        now += ms(10);
-    }
-    let woke = now + ms(30_000);
-    pace.wake(woke, Wake::Proposal);
-    assert_eq!(pace.mode(), Mode::Waking);
-    // The proposal's append is on its way to the followers: no heartbeat beside it...
-    let mut at = woke;
-    while at < woke + HEARTBEAT {
-        let obs = leader_obs(at, 8, &peers);
-        assert_eq!(pace.step(&obs, ME, &mut rng), Action::Nothing, "{at:?}");
-        at += ms(10);
-    }
-    // ...but one a period later, as after any append.
+    let held = [peer(2, Some(7), true), peer(3, Some(7), true)];
+    let run = |followers_get_it: bool, rng: &mut StdRng| {
+        let mut pace = Pace::new(t0, rng);
+        let mut now = t0;
+        while pace.step(&leader_obs(now, 7, &held), ME, rng) != Action::Quiesce {
+            now += ms(10);
+        }
+        let woke = now + ms(30_000);
+        pace.wake(woke, Wake::Proposal);
+        assert_eq!(pace.mode(), Mode::Waking);
+        let matched = Some(if followers_get_it { 8 } else { 7 });
+        let peers = [peer(2, matched, true), peer(3, matched, true)];
+        let mut actions = Vec::new();
+        for i in 0..40u64 {
+            // The entry shows in the log at the wake's next round.
+            let last_log = if i < 5 { 7 } else { 8 };
+            let action = pace.step(&leader_obs(woke + ms(i * 10), last_log, &peers), ME, rng);
+            if action != Action::Nothing {
+                actions.push((i * 10, action));
+            }
+        }
+        actions
+    };
+    // Held by both followers: quiet again, no heartbeat at all.
+    let quiet = 50 + QUIET_AFTER.as_millis() as u64;
+    assert_eq!(run(true, &mut rng), vec![(quiet, Action::Quiesce)]);
+    // Not held yet: heartbeats from AFTER_GROWTH after the entry showed.
+    let first = 50 + AFTER_GROWTH.as_millis() as u64;
     assert_eq!(
-        pace.step(&leader_obs(woke + HEARTBEAT, 8, &peers), ME, &mut rng),
-        Action::Heartbeat
+        run(false, &mut rng),
+        vec![(first, Action::Heartbeat), (first + 100, Action::Heartbeat)]
     );
 }
 
