@@ -194,14 +194,7 @@ async fn a_cluster_restarted_with_its_logs_purged_sends_no_snapshot() {
 
     // Every node `kill -9`ed at once; the leader resumes leading from its vote, with no entry
     // in its log to probe the followers with.
-    tokio::task::block_in_place(|| {
-        for i in 0..3 {
-            cluster.kill(i);
-        }
-        for i in 0..3 {
-            cluster.restart(i);
-        }
-    });
+    tokio::task::block_in_place(|| cluster.kill_all_and_restart());
     let js = cluster_client(cluster.url(0)).await;
     publish_until_acked(&js, BIG_MESSAGES).await;
     cluster.wait_until_all_hold(STREAM, BIG_MESSAGES + 1);

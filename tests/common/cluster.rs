@@ -166,6 +166,17 @@ impl TestCluster {
         drop(node);
     }
 
+    /// `kill -9` of every node at once (no shutdown, no flush), then every node started
+    /// again on its store.
+    pub fn kill_all_and_restart(&mut self) {
+        for i in 0..self.size() {
+            self.kill(i);
+        }
+        for i in 0..self.size() {
+            self.restart(i);
+        }
+    }
+
     /// Stops node `i` cleanly (SIGTERM, waits for the exit): its groups persist their
     /// committed index, so a restart re-applies everything committed it holds.
     pub fn stop(&mut self, i: usize) {

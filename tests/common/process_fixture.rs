@@ -101,12 +101,7 @@ impl ProcessFixture {
                 *url = restarted_url;
             }
             Nodes::Cluster(cluster) => tokio::task::block_in_place(|| {
-                for i in 0..cluster.size() {
-                    cluster.kill(i);
-                }
-                for i in 0..cluster.size() {
-                    cluster.restart(i);
-                }
+                cluster.kill_all_and_restart();
                 cluster.wait_for_meta_leader();
             }),
         }

@@ -58,7 +58,11 @@ impl GroupStateMachine {
             .finish(&mut txn)
             .map_err(|e| StorageIOError::apply(last_log_id, AnyError::new(&e)))?;
         let (mut writes, files) = txn.into_parts();
-        let removed_keys = writes.iter().filter(|(_, value)| value.is_none()).count() as u64;
+        // A file no key points into any more (a compacted segment, whose blocks' keys were
+        // moved, not removed) goes only at the next sync of sled: it asks for a round as
+        // removed keys do, or it waited for whatever sync came next, if any.
+        let removed_keys = writes.iter().filter(|(_, value)| value.is_none()).count() as u64
+            + files.unlink_after_sync.len() as u64 * crate::consensus::log_growth::REMOVED_KEYS;
         writes.push((
             state_db::key(self.group, SPACE_RAFT, KEY_APPLIED),
             Some(raft_codec::encode(&last_applied)),
