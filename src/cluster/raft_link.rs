@@ -92,7 +92,7 @@ pub struct RaftLink {
 struct Shared {
     /// Calls sent or queued, by id, with where their answer goes.
     pending: Mutex<HashMap<u64, oneshot::Sender<proto::RaftReply>>>,
-    /// Streams opened so far.
+    /// Streams opened or tried so far.
     streams: AtomicU64,
 }
 
@@ -161,7 +161,7 @@ impl RaftLink {
         }
     }
 
-    /// How many streams the link has opened (a test's view of reconnects).
+    /// How many streams the link has opened or tried to (a test's view of reconnects).
     pub fn streams_opened(&self) -> u64 {
         self.shared.streams.load(Ordering::Relaxed)
     }
