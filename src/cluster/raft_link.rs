@@ -110,15 +110,19 @@ impl Shared {
     }
 }
 
-/// Forgets a call when its caller stops waiting, answered or not.
-struct Forget {
-    shared: Arc<Shared>,
+/// Forgets a call its caller stops waiting for unanswered (timed out, or the call dropped);
+/// an answered call was taken out of `pending` by its answer.
+struct Forget<'a> {
+    pending: &'a Mutex<HashMap<u64, oneshot::Sender<proto::RaftReply>>>,
     id: u64,
+    answered: bool,
 }
 
-impl Drop for Forget {
+impl Drop for Forget<'_> {
     fn drop(&mut self) {
-        self.shared.pending.lock().remove(&self.id);
+        if !self.answered {
+            self.pending.lock().remove(&self.id);
+        }
     }
 }
 
@@ -143,9 +147,10 @@ impl RaftLink {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (answered, answer) = oneshot::channel();
         self.shared.pending.lock().insert(id, answered);
-        let _forget = Forget {
-            shared: self.shared.clone(),
+        let mut forget = Forget {
+            pending: &self.shared.pending,
             id,
+            answered: false,
         };
         let call = proto::RaftCall {
             id,
@@ -155,7 +160,10 @@ impl RaftLink {
             return Err(LinkError::Closed);
         }
         match tokio::time::timeout(timeout, answer).await {
-            Ok(Ok(reply)) => Ok(reply),
+            Ok(Ok(reply)) => {
+                forget.answered = true;
+                Ok(reply)
+            }
             Ok(Err(_)) => Err(LinkError::Lost),
             Err(_) => Err(LinkError::TimedOut(timeout)),
         }

@@ -115,6 +115,16 @@ fn serve(listener: TcpListener, stop: CancellationToken) {
     });
 }
 
+/// A link to an [`Echo`] on a free port, and the token that stops both.
+async fn link_to_echo() -> (Arc<RaftLink>, CancellationToken) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stop = CancellationToken::new();
+    serve(listener, stop.clone());
+    let link = RaftLinks::new(stop.clone()).link(&addr.to_string(), client(addr));
+    (link, stop)
+}
+
 fn client(addr: SocketAddr) -> ClusterClient<Channel> {
     let endpoint = Endpoint::from_shared(format!("http://{addr}"))
         .unwrap()
@@ -140,12 +150,7 @@ fn payload_of(reply: proto::RaftReply) -> Vec<u8> {
 
 #[tokio::test]
 async fn calls_given_up_by_thousands_leave_the_stream_up() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let stop = CancellationToken::new();
-    serve(listener, stop.clone());
-    let links = RaftLinks::new(stop.clone());
-    let link = links.link(&addr.to_string(), client(addr));
+    let (link, stop) = link_to_echo().await;
     // Over h2's 1024 resets of its own: with a stream per call, the connection would close.
     let calls = (0..3000u32).map(|i| {
         let link = link.clone();
@@ -171,11 +176,7 @@ async fn calls_given_up_by_thousands_leave_the_stream_up() {
 
 #[tokio::test]
 async fn each_caller_gets_its_own_answer_whatever_the_order() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let stop = CancellationToken::new();
-    serve(listener, stop.clone());
-    let link = RaftLinks::new(stop.clone()).link(&addr.to_string(), client(addr));
+    let (link, stop) = link_to_echo().await;
     // The first calls answer last.
     let calls = (0..200u64).map(|i| {
         let link = link.clone();

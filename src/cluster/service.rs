@@ -109,18 +109,17 @@ impl ClusterService {
         let raft = group.raft();
         match kind {
             RaftKind::AppendEntries => {
-                let rpc: AppendEntriesRequest<TypeConfig> =
-                    match raft_codec::decode(&request.payload) {
-                        Ok(rpc) => rpc,
-                        Err(e) => return malformed(e),
-                    };
+                let rpc: AppendEntriesRequest<TypeConfig> = match decode(&request.payload) {
+                    Ok(rpc) => rpc,
+                    Err(malformed) => return malformed,
+                };
                 group.signals().heard_leader(Instant::now());
                 outcome(&raft.append_entries(rpc).await)
             }
             RaftKind::Vote => {
-                let rpc: VoteRequest<u64> = match raft_codec::decode(&request.payload) {
+                let rpc: VoteRequest<u64> = match decode(&request.payload) {
                     Ok(rpc) => rpc,
-                    Err(e) => return malformed(e),
+                    Err(malformed) => return malformed,
                 };
                 let candidate = rpc.vote.leader_id().voted_for();
                 // A replica that lost its log and vote to corruption grants no vote until it
@@ -151,11 +150,10 @@ impl ClusterService {
                 outcome(&raft.vote(rpc).await)
             }
             RaftKind::InstallSnapshot => {
-                let rpc: InstallSnapshotRequest<TypeConfig> =
-                    match raft_codec::decode(&request.payload) {
-                        Ok(rpc) => rpc,
-                        Err(e) => return malformed(e),
-                    };
+                let rpc: InstallSnapshotRequest<TypeConfig> = match decode(&request.payload) {
+                    Ok(rpc) => rpc,
+                    Err(malformed) => return malformed,
+                };
                 group.signals().heard_leader(Instant::now());
                 outcome(&raft.install_snapshot(rpc).await)
             }
@@ -200,9 +198,10 @@ fn outcome<T: serde::Serialize>(value: &T) -> proto::RaftReply {
     }
 }
 
-/// A payload this node cannot decode: reported as unreachable, as the peer cannot be served.
-fn malformed(e: impl std::fmt::Display) -> proto::RaftReply {
-    unavailable(format!("malformed raft payload: {e}"))
+/// A request's payload, or the reply to a payload this node cannot decode: unavailable, as
+/// such a peer cannot be served.
+fn decode<T: serde::de::DeserializeOwned>(payload: &[u8]) -> Result<T, proto::RaftReply> {
+    raft_codec::decode(payload).map_err(|e| unavailable(format!("malformed raft payload: {e}")))
 }
 
 // tonic's `Status` is what its generated trait returns; it is large by design.
