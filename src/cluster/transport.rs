@@ -50,7 +50,9 @@ pub const CONNECTION_WINDOW: u32 = 16 << 20;
 /// busy: measured with 1000 R3 streams on a loaded machine, the default closed the peer's
 /// connection ("remotely-reset pending-accept streams reached limit") hundreds of times,
 /// taking every group's heartbeats, the meta group and the route down with it. The peers are
-/// this cluster's own nodes, not an untrusted client.
+/// this cluster's own nodes, not an untrusted client. Since the appends, heartbeats and votes
+/// travel on one `RaftLink` stream per peer (ADR 0011's addendum) only the unary calls left
+/// (pings, snapshot chunks, forwarded proposals) can be cancelled this way; the bound stays.
 pub const MAX_PENDING_RESETS: usize = 100_000;
 
 /// One lazily connected channel per peer address, shared by everything that talks to it
