@@ -14,8 +14,9 @@
 //!   told so, a leader's own entries once written; [`log_store::Durable`] follows the fsyncs.
 //! - [`machine`]: the [`GroupMachine`] trait that the application state machines implement, and
 //!   the transaction/view they get over their slice of sled.
-//! - [`state_writer`]: the node's write-behind queue into sled; `file_sync.rs` syncs the
-//!   segment files a merged batch points into, several at once.
+//! - [`state_writer`]: the node's write-behind queue into sled, which gathers batches for a
+//!   few milliseconds (`write_queue.rs`); `file_sync.rs` syncs the segment files a merged
+//!   batch points into, several at once.
 //! - [`state_db`]: the node's sled database ([`StateDb`]), the key layout of the groups in it, and
 //!   the real fsync that sled 0.34's `flush()` does not do.
 //! - [`snapshot`]: snapshot files (a CRC-checked dump of one group's sled keys, written when
@@ -87,6 +88,7 @@ pub mod state_machine;
 pub mod state_writer;
 mod sync_gate;
 pub mod types;
+mod write_queue;
 
 #[cfg(test)]
 mod tests;

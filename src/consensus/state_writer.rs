@@ -21,6 +21,10 @@
 //! only behind a snapshot, and building one flushes first).
 //!
 //! The queue is bounded ([`MAX_QUEUED`] batches): an apply that outruns sled waits for room.
+//! The writer gathers ([`GATHER_WINDOW`], `write_queue.rs`): once a batch is queued it waits
+//! for more before writing, unless a flush waits or [`MAX_MERGED`] batches are queued, so a
+//! trickle of applies (a sync publisher, many streams taking a message each) costs one sled
+//! write and one file sync per window, not per apply.
 //!
 //! A batch may come with [`FileEffects`]: files a machine wrote beside its keys (a stream's
 //! message segments) that must be on disk before sled can hold keys pointing into them, so
@@ -39,16 +43,21 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::{self, JoinHandle};
+use std::time::Duration;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
 
 use super::file_sync;
+use super::write_queue::WriteQueue;
 
 /// Batches queued before `submit` waits for the writer.
 pub const MAX_QUEUED: usize = 64;
 /// Consecutive batches merged into one sled batch, at most.
 const MAX_MERGED: usize = 32;
+/// How long the writer gathers batches once one is queued, unless a flush waits or
+/// [`MAX_MERGED`] are queued (`write_queue.rs`).
+pub const GATHER_WINDOW: Duration = Duration::from_millis(10);
 
 /// One state-machine instance submitting batches (a group restarted after a failure is a new
 /// owner, so the failure of the old instance does not stick to it).
@@ -130,7 +139,7 @@ struct Shared {
 
 /// The node's write-behind queue into sled. See the module docs.
 pub struct StateWriter {
-    jobs: Option<mpsc::SyncSender<Job>>,
+    jobs: Arc<WriteQueue<Job>>,
     thread: Option<JoinHandle<()>>,
     shared: Arc<Shared>,
     next_owner: AtomicU64,
@@ -147,14 +156,15 @@ impl std::fmt::Debug for StateWriter {
 impl StateWriter {
     /// Start the writer thread over `tree`.
     pub fn start(tree: sled::Tree) -> std::io::Result<StateWriter> {
-        let (jobs, receiver) = mpsc::sync_channel(MAX_QUEUED);
+        let jobs = Arc::new(WriteQueue::new(MAX_QUEUED, MAX_MERGED, GATHER_WINDOW));
         let shared = Arc::new(Shared::default());
         let thread = thread::Builder::new().name("state-writer".into()).spawn({
             let shared = shared.clone();
-            move || run(tree, receiver, shared)
+            let jobs = jobs.clone();
+            move || run(tree, &jobs, shared)
         })?;
         Ok(StateWriter {
-            jobs: Some(jobs),
+            jobs,
             thread: Some(thread),
             shared,
             next_owner: AtomicU64::new(1),
@@ -186,16 +196,19 @@ impl StateWriter {
         files: FileEffects,
     ) -> Result<WriteTicket, WriteBehindError> {
         self.check(owner)?;
-        let jobs = self.jobs.as_ref().ok_or(WriteBehindError::Stopped)?;
         let mut last = self.last_ticket.lock();
         let ticket = *last + 1;
-        jobs.send(Job::Write {
-            owner,
-            ticket,
-            writes,
-            files,
-        })
-        .map_err(|_| WriteBehindError::Stopped)?;
+        self.jobs
+            .push(
+                Job::Write {
+                    owner,
+                    ticket,
+                    writes,
+                    files,
+                },
+                false,
+            )
+            .map_err(|_| WriteBehindError::Stopped)?;
         *last = ticket;
         Ok(ticket)
     }
@@ -209,12 +222,13 @@ impl StateWriter {
     /// Blocking. Nothing queued is nothing to wait for: a group's load reads sled key after
     /// key, and a round trip to the writer's thread each was a fifth of a restart's CPU.
     pub fn flush_all(&self) -> Result<(), WriteBehindError> {
-        let jobs = self.jobs.as_ref().ok_or(WriteBehindError::Stopped)?;
         if self.shared.handled.load(Ordering::Acquire) >= *self.last_ticket.lock() {
             return Ok(());
         }
         let (done, wait) = mpsc::sync_channel(1);
-        jobs.send(Job::Flush(done))
+        // Urgent: the writer stops gathering and writes what is queued before it at once.
+        self.jobs
+            .push(Job::Flush(done), true)
             .map_err(|_| WriteBehindError::Stopped)?;
         wait.recv().map_err(|_| WriteBehindError::Stopped)
     }
@@ -253,68 +267,64 @@ impl Drop for StateWriter {
     fn drop(&mut self) {
         // Closing the queue ends the thread once it wrote what was queued; joining it releases
         // its handle on the database before the database closes.
-        self.jobs.take();
+        self.jobs.close();
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
     }
 }
 
-fn run(tree: sled::Tree, jobs: mpsc::Receiver<Job>, shared: Arc<Shared>) {
-    let mut next = None;
-    loop {
-        let job = match next.take() {
-            Some(job) => job,
-            None => match jobs.recv() {
-                Ok(job) => job,
-                Err(_) => return,
-            },
-        };
-        match job {
-            Job::Flush(done) => {
-                let _ = done.send(());
-            }
-            Job::Write {
-                owner,
-                ticket,
-                writes,
-                files,
-            } => {
-                // Merge the writes queued right behind this one into the same sled batch.
-                let mut owners = vec![owner];
-                let mut merged = vec![(writes, files)];
-                let mut last_ticket = ticket;
-                while merged.len() < MAX_MERGED {
-                    match jobs.try_recv() {
-                        Ok(Job::Write {
-                            owner,
-                            ticket,
-                            writes,
-                            files,
-                        }) => {
-                            owners.push(owner);
-                            merged.push((writes, files));
-                            last_ticket = ticket;
-                        }
-                        Ok(flush) => {
-                            next = Some(flush);
-                            break;
-                        }
-                        Err(_) => break,
-                    }
+fn run(tree: sled::Tree, jobs: &WriteQueue<Job>, shared: Arc<Shared>) {
+    let mut pending = Merged::default();
+    while let Some(taken) = jobs.take(|job| matches!(job, Job::Flush(_))) {
+        // Consecutive writes go into one sled batch; a flush is answered once the writes
+        // queued before it are written.
+        for job in taken {
+            match job {
+                Job::Write {
+                    owner,
+                    ticket,
+                    writes,
+                    files,
+                } => {
+                    pending.owners.push(owner);
+                    pending.batches.push((writes, files));
+                    pending.last_ticket = ticket;
                 }
-                let after: Vec<AfterWritten> = merged
-                    .iter_mut()
-                    .flat_map(|(_, effects)| effects.after_written.drain(..))
-                    .collect();
-                write(&tree, &shared, owners, merged);
-                shared.written.store(last_ticket, Ordering::Release);
-                for AfterWritten(call) in after {
-                    call();
+                Job::Flush(done) => {
+                    std::mem::take(&mut pending).write(&tree, &shared);
+                    let _ = done.send(());
                 }
-                shared.handled.store(last_ticket, Ordering::Release);
             }
         }
+        std::mem::take(&mut pending).write(&tree, &shared);
+    }
+}
+
+/// Consecutive write jobs taken together, written as one sled batch.
+#[derive(Default)]
+struct Merged {
+    owners: Vec<Owner>,
+    batches: Vec<(Vec<Write>, FileEffects)>,
+    last_ticket: WriteTicket,
+}
+
+impl Merged {
+    fn write(mut self, tree: &sled::Tree, shared: &Shared) {
+        if self.batches.is_empty() {
+            return;
+        }
+        let after: Vec<AfterWritten> = self
+            .batches
+            .iter_mut()
+            .flat_map(|(_, effects)| effects.after_written.drain(..))
+            .collect();
+        write(tree, shared, self.owners, self.batches);
+        shared.written.store(self.last_ticket, Ordering::Release);
+        for AfterWritten(call) in after {
+            call();
+        }
+        shared.handled.store(self.last_ticket, Ordering::Release);
     }
 }
 
@@ -480,6 +490,22 @@ mod tests {
             .submit(owner, vec![(b"a".to_vec(), Some(Bytes::from_static(b"1")))])
             .unwrap();
         drop(writer);
+        assert_eq!(tree.get(b"a").unwrap().unwrap().as_ref(), b"1");
+    }
+
+    #[test]
+    fn a_lone_batch_is_written_once_the_gathering_window_ends_without_a_flush() {
+        let (_db, tree) = tree();
+        let writer = StateWriter::start(tree.clone()).unwrap();
+        let owner = writer.new_owner();
+        let ticket = writer
+            .submit(owner, vec![(b"a".to_vec(), Some(Bytes::from_static(b"1")))])
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while writer.written() < ticket {
+            assert!(std::time::Instant::now() < deadline, "never written");
+            thread::sleep(Duration::from_millis(1));
+        }
         assert_eq!(tree.get(b"a").unwrap().unwrap().as_ref(), b"1");
     }
 
