@@ -103,7 +103,10 @@ pub enum StreamOutcome {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StreamGroup {
     stream: StreamState,
-    consumers: BTreeMap<String, ConsumerState>,
+    /// Boxed: a `ConsumerState` is ~700 bytes, and a map's node holds room for 11 values, so
+    /// unboxed a stream's first consumer cost an 8 KiB node, kept after its delete (heaptrack
+    /// after reading 1000 R3 streams through a consumer each: 7.75 MB per node).
+    consumers: BTreeMap<String, Box<ConsumerState>>,
     /// How far each mirror origin or source has been copied.
     sources: SourcePositions,
 }
@@ -128,7 +131,7 @@ impl StreamGroup {
     }
 
     pub fn consumer(&self, name: &str) -> Option<&ConsumerState> {
-        self.consumers.get(name)
+        self.consumers.get(name).map(Box::as_ref)
     }
 
     pub fn consumer_names(&self) -> impl Iterator<Item = &str> {
@@ -139,7 +142,7 @@ impl StreamGroup {
     pub fn consumers(&self) -> impl Iterator<Item = (&str, &ConsumerState)> {
         self.consumers
             .iter()
-            .map(|(name, consumer)| (name.as_str(), consumer))
+            .map(|(name, consumer)| (name.as_str(), consumer.as_ref()))
     }
 
     /// Reassembles a group from its parts (restoring persisted state; see
@@ -147,7 +150,10 @@ impl StreamGroup {
     pub fn from_parts(stream: StreamState, consumers: BTreeMap<String, ConsumerState>) -> Self {
         Self {
             stream,
-            consumers,
+            consumers: consumers
+                .into_iter()
+                .map(|(name, consumer)| (name, Box::new(consumer)))
+                .collect(),
             sources: SourcePositions::default(),
         }
     }
@@ -414,7 +420,7 @@ impl StreamGroup {
             None => {
                 let mut consumer = ConsumerState::new(config, &self.stream);
                 consumer.set_created_nanos(created_nanos);
-                self.consumers.insert(name, consumer);
+                self.consumers.insert(name, Box::new(consumer));
                 Ok(StreamOutcome::ConsumerUpserted { created: true })
             }
         }
@@ -425,7 +431,10 @@ impl StreamGroup {
             return Err(ApiError::new(ErrorKind::ConsumerNotFound));
         }
         if self.stream.limits().retention == RetentionPolicy::Interest {
-            let unneeded = retention::unneeded_messages(&self.stream, self.consumers.values());
+            let unneeded = retention::unneeded_messages(
+                &self.stream,
+                self.consumers.values().map(Box::as_ref),
+            );
             self.stream.remove_acked(unneeded);
             self.notify_removed();
         }
@@ -463,7 +472,7 @@ impl StreamGroup {
         let removable = retention::removable(
             self.stream.limits().retention,
             &self.stream,
-            self.consumers.values(),
+            self.consumers.values().map(Box::as_ref),
             &candidates,
         );
         let removed = self.stream.remove_acked(removable);

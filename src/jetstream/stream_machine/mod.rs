@@ -104,6 +104,7 @@ mod keys;
 mod load_blocks;
 mod machine;
 mod meta_file;
+mod page_buf;
 pub mod response;
 mod segments;
 mod sources;

@@ -30,6 +30,7 @@ use std::sync::{Arc, Weak};
 use bytes::Bytes;
 use parking_lot::Mutex;
 
+use super::page_buf;
 use super::summary::{self, Retired};
 use crate::consensus::state_db::dir_names;
 use crate::consensus::MachineError;
@@ -302,9 +303,7 @@ impl Segments {
     /// is an error of kind `NotFound` / `UnexpectedEof` (damage, `MachineError::Files`).
     pub fn read(&self, locator: Locator) -> io::Result<Bytes> {
         let file = self.file(locator.segment)?;
-        let mut block = vec![0u8; locator.len as usize];
-        file.read_exact_at(&mut block, locator.offset)?;
-        Ok(Bytes::from(block))
+        page_buf::read_block_at(&file, locator.offset, locator.len as usize)
     }
 
     fn file(&self, segment: u32) -> io::Result<Arc<File>> {
