@@ -21,8 +21,11 @@ use parking_lot::Mutex;
 
 use super::block::Block;
 
-/// Budget when none is configured: 64 MiB.
-pub const DEFAULT_CACHE_BYTES: u64 = 64 << 20;
+/// Budget when none is configured: 48 MiB. Sized to issue 16's node budget of 256 MB with
+/// 1000 R3 streams (measured after reading 1 GiB through them: their groups ~75 MB, the logs
+/// up to their 32 MiB budget, sled's 16 MiB cache, the cache's blocks at their length rounded
+/// to pages, `page_buf.rs`): with 64 MiB a node ended at 241–259 MB (`bench/HISTORY.md`).
+pub const DEFAULT_CACHE_BYTES: u64 = 48 << 20;
 
 /// A block of one loaded stream instance: (epoch, first sequence).
 pub type BlockKey = (u64, u64);

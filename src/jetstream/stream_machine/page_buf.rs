@@ -3,12 +3,13 @@
 //! bytes gets an anonymous mapping of its own ([`PageBuf`]), a smaller one a `Vec`.
 //!
 //! Why: the node's block cache (`cache.rs`) holds blocks read from disk up to its byte
-//! budget and drops them in CLOCK order. Allocated by mimalloc, 64 MiB of cached blocks cost
-//! ~93 MB of RSS after a read of 1000 R3 streams, and stayed: a block of ~64 KiB takes a
-//! slot of a medium size class, seven to a 512 KiB page, and a page goes back only once all
-//! seven slots are free, which evictions in CLOCK order rarely leave (`bench/HISTORY.md`,
-//! issue 16). A mapping costs its length rounded up to 4 KiB pages and nothing once
-//! unmapped; a mapping per block read costs two system calls, against a read that is one.
+//! budget and drops them in CLOCK order. Allocated by mimalloc, a MB of cached blocks cost
+//! ~1.45 MB of RSS after a read of 1000 R3 streams, and stayed: blocks of many sizes near
+//! 64 KiB spread over its size classes, and a page of them goes back only once every slot
+//! in it is free, which evictions in CLOCK order rarely leave. A mapping costs its length
+//! rounded up to 4 KiB pages and nothing once unmapped: the same read left 82–86 MB on each
+//! node instead of 90–93 (`bench/HISTORY.md`, issue 16). A mapping per block read costs two
+//! system calls more than a read.
 
 use std::fs::File;
 use std::io;
