@@ -19,6 +19,12 @@ use crate::server::advertisement::ClusterAdvertisement;
 use crate::server::{self, ServerShared};
 use crate::store::log::LogOptions;
 
+// The block cache's default is named twice (the layers keep `config` from naming
+// `jetstream`): once for a node configured without it, once for the cache itself.
+const _: () = assert!(
+    crate::config::DEFAULT_JS_CACHE_BYTES == crate::jetstream::stream_machine::DEFAULT_CACHE_BYTES
+);
+
 /// Starts nodes; see [`Node::start`].
 #[derive(Debug)]
 pub struct Node;
