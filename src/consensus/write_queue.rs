@@ -13,6 +13,10 @@
 //! queue (an *urgent* item: a flush), when a batch's worth of items is queued, or when the
 //! queue is closed. A producer wakes the consumer only when that changes what it waits for:
 //! the first item after an idle wait, the item that fills a batch, an urgent item.
+//!
+//! Not `gather.rs`'s rule: that one serves stages whose every item has a waiter (a publish's
+//! PubAck), so a lone item goes at once; here no item has one until a flush comes, so a fixed
+//! window is free.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};

@@ -34,11 +34,11 @@ pub fn read_block_at(file: &File, offset: u64, len: usize) -> io::Result<Bytes> 
     Ok(Bytes::from_owner(block))
 }
 
-/// Zeroed bytes in an anonymous private mapping of their own, unmapped on drop.
+/// Zeroed bytes in an anonymous private mapping of their own, unmapped on drop. The kernel
+/// rounds the mapping, and its unmapping, up to whole pages.
 struct PageBuf {
     ptr: NonNull<u8>,
     len: usize,
-    mapped: usize,
 }
 
 // The mapping is owned by the buffer alone, and only read through `&self` once built.
@@ -48,15 +48,13 @@ unsafe impl Sync for PageBuf {}
 impl PageBuf {
     fn new(len: usize) -> io::Result<PageBuf> {
         assert!(len > 0, "an empty buffer needs no mapping");
-        let page = 4096;
-        let mapped = len.div_ceil(page) * page;
         // SAFETY: a fresh anonymous mapping, no address asked for, no file: touches no
         // memory of ours. MAP_POPULATE fills its pages in one go instead of a fault per page
         // during the read.
         let ptr = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
-                mapped,
+                len,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
                 -1,
@@ -68,11 +66,11 @@ impl PageBuf {
         }
         let ptr =
             NonNull::new(ptr.cast::<u8>()).ok_or_else(|| io::Error::other("mmap gave null"))?;
-        Ok(PageBuf { ptr, len, mapped })
+        Ok(PageBuf { ptr, len })
     }
 
     fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: `len` ≤ `mapped` bytes of a live, writable mapping owned by `self`, zeroed
+        // SAFETY: `len` bytes of a live, writable mapping owned by `self`, zeroed
         // by the kernel; `&mut self` makes this the only reference.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
@@ -89,7 +87,7 @@ impl Drop for PageBuf {
     fn drop(&mut self) {
         // SAFETY: the mapping made in `new`, unmapped once: no slice of it outlives `self`.
         unsafe {
-            libc::munmap(self.ptr.as_ptr().cast(), self.mapped);
+            libc::munmap(self.ptr.as_ptr().cast(), self.len);
         }
     }
 }
