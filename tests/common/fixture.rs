@@ -396,6 +396,26 @@ impl JsFixture {
         index
     }
 
+    /// The index of the running node leading stream `name`, if one does.
+    pub fn leader_index(&self, name: &str) -> Option<usize> {
+        self.nodes.iter().position(|node| {
+            node.as_ref()
+                .and_then(|node| node.jetstream())
+                .is_some_and(|js| js.leads_stream(name))
+        })
+    }
+
+    /// The Raft index the leader of stream `name` has applied: what grows with every entry
+    /// the stream group commits.
+    pub fn leader_applied_index(&self, name: &str) -> u64 {
+        self.running()
+            .filter_map(|node| node.jetstream())
+            .flat_map(|js| js.replica_states())
+            .find(|replica| replica.name == name && replica.leader)
+            .unwrap_or_else(|| panic!("no node leads {name}"))
+            .applied_index
+    }
+
     /// The store directory of node `i`.
     pub fn store_dir(&self, i: usize) -> &std::path::Path {
         &self.configs[i].store_dir

@@ -200,7 +200,7 @@ async fn reset(
         } => reset_seq,
         _ => checked,
     };
-    js.delivery().consumer_changed(&handle, consumer);
+    js.delivery().consumer_reset(&handle, consumer);
     let info = info_of(js, &handle, consumer)?;
     Ok(encode_success(
         ResponseType::ConsumerReset,

@@ -1,5 +1,6 @@
 //! How a consumer's delivery task delivers: look at what the replicated state would hand
-//! out next (`peek`, without changing anything), propose `DeliverNext` for as many messages
+//! out next (`peek`, without changing anything), propose `DeliverNext` (or, for a consumer
+//! delivered without Raft, record it in the leader's copy, ADR 0034) for as many messages
 //! as the demand allows — the front pull request's batch (one at a time under a byte
 //! budget), or a push window — and send what the applied command returned, each message
 //! with its stored subject and `$JS.ACK…` reply. The loop and timers are in `task.rs`.
@@ -17,10 +18,14 @@ use crate::jetstream::advisories;
 use crate::jetstream::now_nanos;
 use crate::jsapi::advisory::{Advisory, MaxDeliveries};
 use crate::jsapi::{AckPolicy, ErrorKind, RetentionPolicy};
-use crate::jscore::consumer::{ConsumerCommand, ConsumerOutcome};
+use crate::jscore::consumer::{ConsumerCommand, ConsumerOutcome, ConsumerState, Delivery};
 use crate::jscore::group::{StreamCommand, StreamOutcome};
-use crate::jscore::stream::StoredMsg;
+use crate::jscore::stream::{StoredMsg, StreamState};
 use crate::server::message::Message;
+
+/// A recorded delivery, with its message when it was read before the delivery removed it
+/// (`prefetch`).
+type Recorded = (Delivery, Option<StoredMsg>);
 
 impl ConsumerTask {
     pub(super) async fn deliver_pull(&mut self) -> Result<(), Gone> {
@@ -101,14 +106,11 @@ impl ConsumerTask {
     /// Also says whether the request must be pinned before it is served.
     fn select_request(&mut self) -> Option<(usize, bool)> {
         let (pending, ack_pending) = match self.priority.needs_counts() {
-            true => self.stream.view().read(|group| {
-                group.consumer(&self.name).map_or((0, 0), |consumer| {
-                    (
-                        consumer.num_pending(group.stream()),
-                        consumer.num_ack_pending(),
-                    )
+            true => self
+                .read_consumer(|stream, consumer| {
+                    (consumer.num_pending(stream), consumer.num_ack_pending())
                 })
-            }),
+                .unwrap_or((0, 0)),
             false => (0, 0),
         };
         let outbox = &self.outbox;
@@ -163,12 +165,64 @@ impl ConsumerTask {
         }
     }
 
-    /// Proposes `DeliverNext` and builds the messages it delivered.
+    /// Records up to `max` deliveries (in the leader's copy, or by proposing `DeliverNext`)
+    /// and builds the messages they delivered.
     pub(super) async fn deliver_next(
         &mut self,
         max: usize,
         now: i64,
     ) -> Result<Vec<Message>, Gone> {
+        let deliveries = match self.deliver_locally(max, now) {
+            Some(local) => local?,
+            None => self.deliver_replicated(max, now).await?,
+        };
+        if !deliveries.is_empty() {
+            self.activity
+                .last_delivered_nanos
+                .store(now, Ordering::Relaxed);
+            self.activity.touch(now);
+        }
+        let (stream, name) = (self.stream.name(), self.name.as_str());
+        let headers_only = self.config.headers_only;
+        let seqs: Vec<u64> = deliveries.iter().map(|(d, _)| d.stream_seq).collect();
+        let stored = self.stream.view().messages(&seqs);
+        Ok(deliveries
+            .into_iter()
+            .zip(stored)
+            .filter_map(|((delivery, prefetched), stored)| {
+                let stored = stored.or(prefetched)?;
+                let ack = outbox::ack_subject(stream, name, &delivery, stored.ts_nanos);
+                Some(outbox::delivered_message(&stored, ack, headers_only))
+            })
+            .collect())
+    }
+
+    /// Deliveries recorded in the leader's own copy of a consumer that delivers without
+    /// Raft (ADR 0034); `None` when this consumer's deliveries are replicated.
+    fn deliver_locally(
+        &self,
+        max: usize,
+        now: i64,
+    ) -> Option<Result<Vec<Recorded>, Gone>> {
+        self.stream.view().read(|group| {
+            let Some(replicated) = group.consumer(&self.name) else {
+                return Some(Err(Gone));
+            };
+            let deliveries = self
+                .activity
+                .local
+                .deliver(replicated, group.stream(), max, now)?;
+            Some(Ok(deliveries.into_iter().map(|d| (d, None)).collect()))
+        })
+    }
+
+    /// Proposes `DeliverNext` and returns what it delivered, each with the message read
+    /// before the proposal if its delivery removes it (`prefetch`).
+    async fn deliver_replicated(
+        &mut self,
+        max: usize,
+        now: i64,
+    ) -> Result<Vec<Recorded>, Gone> {
         let mut prefetched = self.prefetch(max, now);
         let exhausting = self.stream.view().read(|group| {
             group
@@ -202,23 +256,11 @@ impl ConsumerTask {
         if !exhausting.is_empty() {
             self.advise_exhausted(exhausting);
         }
-        if !deliveries.is_empty() {
-            self.activity
-                .last_delivered_nanos
-                .store(now, Ordering::Relaxed);
-            self.activity.touch(now);
-        }
-        let (stream, name) = (self.stream.name(), self.name.as_str());
-        let headers_only = self.config.headers_only;
-        let seqs: Vec<u64> = deliveries.iter().map(|d| d.stream_seq).collect();
-        let stored = self.stream.view().messages(&seqs);
         Ok(deliveries
-            .iter()
-            .zip(stored)
-            .filter_map(|(delivery, stored)| {
-                let stored = stored.or_else(|| prefetched.remove(&delivery.stream_seq))?;
-                let ack = outbox::ack_subject(stream, name, delivery, stored.ts_nanos);
-                Some(outbox::delivered_message(&stored, ack, headers_only))
+            .into_iter()
+            .map(|d| {
+                let prefetched = prefetched.remove(&d.stream_seq);
+                (d, prefetched)
             })
             .collect())
     }
@@ -277,18 +319,11 @@ impl ConsumerTask {
 
     pub(super) fn peek(&self, now: i64) -> Next {
         let view = self.stream.view();
-        let next = view.read(|group| {
-            let Some(consumer) = group.consumer(&self.name) else {
-                return Err(Next::Gone);
-            };
-            let Some(delivery) = consumer.next_to_deliver(group.stream(), now) else {
-                return Err(Next::Nothing);
-            };
-            Ok(delivery)
-        });
+        let next = self.read_consumer(|stream, consumer| consumer.next_to_deliver(stream, now));
         let delivery = match next {
-            Ok(delivery) => delivery,
-            Err(next) => return next,
+            None => return Next::Gone,
+            Some(None) => return Next::Nothing,
+            Some(Some(delivery)) => delivery,
         };
         // The body is read without the stream's lock (the delivery that follows finds its
         // block in the cache).
@@ -314,10 +349,24 @@ impl ConsumerTask {
     }
 
     pub(super) fn redelivery_at(&self) -> Option<i64> {
+        self.read_consumer(|_, consumer| consumer.next_redelivery_at())
+            .flatten()
+    }
+
+    /// Runs `f` on the stream and the consumer as its leader sees it (its own copy, for one
+    /// that delivers without Raft); `None` if the consumer is gone.
+    pub(super) fn read_consumer<R>(
+        &self,
+        f: impl FnOnce(&StreamState, &ConsumerState) -> R,
+    ) -> Option<R> {
         self.stream.view().read(|group| {
-            group
-                .consumer(&self.name)
-                .and_then(|c| c.next_redelivery_at())
+            let replicated = group.consumer(&self.name)?;
+            let stream = group.stream();
+            Some(
+                self.activity
+                    .local
+                    .read(replicated, stream, |consumer| f(stream, consumer)),
+            )
         })
     }
 }

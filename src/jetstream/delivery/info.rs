@@ -1,5 +1,6 @@
 //! ConsumerInfo: the replicated numbers come from the stream group's state (delivered, ack
-//! floor, ack pending, redelivered, pending), the rest from this node's `Activity` record
+//! floor, ack pending, redelivered, pending), or from the leader's copy of a consumer that
+//! delivers without Raft (ADR 0034), the rest from this node's `Activity` record
 //! (created, last-active times, waiting pull requests, push interest) and the clock. The
 //! cluster block is the caller's to give (see `api::consumers`).
 
@@ -46,7 +47,15 @@ pub fn consumer_info(
     };
     handle.view().read(|group| {
         let consumer = group.consumer(name)?;
-        let progress = consumer.progress(group.stream());
+        let progress = match activity {
+            Some(activity) => {
+                let stream = group.stream();
+                activity
+                    .local
+                    .read(consumer, stream, |seen| seen.progress(stream))
+            }
+            None => consumer.progress(group.stream()),
+        };
         let mut config = consumer.config().clone();
         add_server_metadata(&mut config.metadata);
         config.metadata.insert(

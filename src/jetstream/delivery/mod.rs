@@ -14,9 +14,12 @@
 //! * `flow_ack.rs` — `ack_policy: flow_control`: acknowledged by flow-control answers.
 //! * `outbox.rs` — status messages, ack subjects, routing by inbox with the stored subject.
 //! * `info.rs` — ConsumerInfo from the replicated state plus this node's activity record.
+//! * `local.rs` — the leader's copy of a consumer that delivers without Raft (ADR 0034).
 //!
 //! Every delivery is a replicated `DeliverNext` command (see `jscore::consumer`); only the
-//! waiting pull requests, timers and activity times live here, in the leader's memory.
+//! waiting pull requests, timers and activity times live here, in the leader's memory. The
+//! exception: an ack-none, memory-storage consumer on a limits stream (every ordered
+//! consumer) is delivered from the leader's own copy of its state (`local.rs`, ADR 0034).
 //!
 //! Only the node delivering for a stream (its leader) subscribes the stream's ack and
 //! flow-control subjects, as nats-server subscribes a consumer's ack subject on its leader
@@ -32,6 +35,7 @@ mod acks;
 mod deliver;
 mod flow_ack;
 pub mod info;
+mod local;
 pub mod outbox;
 mod pause;
 pub mod priority;
@@ -57,6 +61,7 @@ use crate::jsapi::{PullRequest, PullRequestError};
 use crate::server::subscription::Subscription;
 use crate::server::ServerShared;
 use acks::AckItem;
+use local::LocalCopy;
 use outbox::Outbox;
 use task::Event;
 
@@ -86,6 +91,8 @@ pub struct Activity {
     pub push_bound: AtomicBool,
     /// The pin of a `pinned_client` consumer (id, when given), for ConsumerInfo.
     pub pin: Mutex<Option<(String, crate::jsapi::Timestamp)>>,
+    /// The leader's copy of a consumer that delivers without Raft (`local.rs`).
+    pub local: LocalCopy,
 }
 
 impl Activity {
@@ -240,6 +247,15 @@ impl DeliveryRegistry {
     /// A consumer was created or updated: start its task, or tell it to reload its config.
     pub fn consumer_changed(&self, handle: &Arc<StreamHandle>, consumer: &str) {
         if let Some(entry) = self.consumer(handle, consumer) {
+            let _ = entry.events.send(Event::ConfigChanged);
+        }
+    }
+
+    /// A reset of a consumer was applied: the leader's copy of one that delivers without
+    /// Raft goes (delivery starts over from the replicated state), and its task looks again.
+    pub fn consumer_reset(&self, handle: &Arc<StreamHandle>, consumer: &str) {
+        if let Some(entry) = self.consumer(handle, consumer) {
+            entry.activity.local.forget();
             let _ = entry.events.send(Event::ConfigChanged);
         }
     }

@@ -360,11 +360,10 @@ impl ConsumerTask {
     /// Messages the consumer could still hand out: not yet delivered ones matching its
     /// filter, plus redeliveries due now (nats-server's `numPending + len(rdq)`).
     fn messages_pending(&self, now: i64) -> u64 {
-        self.stream.view().read(|group| {
-            group.consumer(&self.name).map_or(0, |consumer| {
-                consumer.num_pending(group.stream()) + consumer.pending().due(now).count() as u64
-            })
+        self.read_consumer(|stream, consumer| {
+            consumer.num_pending(stream) + consumer.pending().due(now).count() as u64
         })
+        .unwrap_or(0)
     }
 
     fn expire_and_heartbeat(&mut self, now: Instant) {
@@ -383,12 +382,9 @@ impl ConsumerTask {
         if due.is_empty() && push_due.is_none() {
             return;
         }
-        let delivered = self.stream.view().read(|group| {
-            group
-                .consumer(&self.name)
-                .map(|c| c.delivered())
-                .unwrap_or_default()
-        });
+        let delivered = self
+            .read_consumer(|_, consumer| consumer.delivered())
+            .unwrap_or_default();
         let heartbeat = |stalled: Option<&str>| {
             outbox::idle_heartbeat(delivered.consumer_seq, delivered.stream_seq, stalled)
         };

@@ -4,7 +4,8 @@
 //! `command.rs` (the replicated command enum and `apply`), `pending.rs` (pending set and
 //! redelivery queue), `start.rs` (deliver policies), `policy.rs` (ack wait, backoff,
 //! max_deliver, max_ack_pending from the config), `pause.rs` (`pause_until`), `reset.rs`
-//! (`CONSUMER.RESET`: start over from a sequence or the ack floor), `persist.rs` (export and
+//! (`CONSUMER.RESET`: start over from a sequence or the ack floor), `local.rs` (which
+//! consumers their leader delivers from an unreplicated copy, ADR 0034), `persist.rs` (export and
 //! import, for the state machine that keeps consumers in sled).
 //!
 //! # What the stream's Raft group replicates, and what a leader keeps to itself
@@ -16,7 +17,9 @@
 //! max_deliver; the `last_per_subject` start plan. Deliveries are replicated as well as
 //! acks (`DeliverNext` is a command), because they change durable state: the ack floor and
 //! `num_ack_pending` follow them, the delivery count enforces max_deliver, and consumer
-//! sequences must not repeat after a failover.
+//! sequences must not repeat after a failover. Exempt: an ack-none, memory-storage consumer
+//! on a limits stream (every client's ordered consumer), whose deliveries change nothing but
+//! its own position; its leader delivers from a copy (`local.rs`, ADR 0034).
 //!
 //! Leader-only (never replicated, rebuilt by a new leader): the timers. The leader arms one
 //! timer at `next_redelivery_at()` and, when a pull request is waiting, proposes
@@ -30,6 +33,7 @@
 mod ack;
 mod command;
 mod deliver;
+mod local;
 mod pause;
 mod pending;
 mod persist;
@@ -42,6 +46,8 @@ mod state;
 mod tests_ack;
 #[cfg(test)]
 mod tests_deliver;
+#[cfg(test)]
+mod tests_local;
 #[cfg(test)]
 mod tests_reset;
 
