@@ -199,11 +199,7 @@ impl ConsumerTask {
 
     /// Deliveries recorded in the leader's own copy of a consumer that delivers without
     /// Raft (ADR 0034); `None` when this consumer's deliveries are replicated.
-    fn deliver_locally(
-        &self,
-        max: usize,
-        now: i64,
-    ) -> Option<Result<Vec<Recorded>, Gone>> {
+    fn deliver_locally(&self, max: usize, now: i64) -> Option<Result<Vec<Recorded>, Gone>> {
         self.stream.view().read(|group| {
             let Some(replicated) = group.consumer(&self.name) else {
                 return Some(Err(Gone));
@@ -218,11 +214,7 @@ impl ConsumerTask {
 
     /// Proposes `DeliverNext` and returns what it delivered, each with the message read
     /// before the proposal if its delivery removes it (`prefetch`).
-    async fn deliver_replicated(
-        &mut self,
-        max: usize,
-        now: i64,
-    ) -> Result<Vec<Recorded>, Gone> {
+    async fn deliver_replicated(&mut self, max: usize, now: i64) -> Result<Vec<Recorded>, Gone> {
         let mut prefetched = self.prefetch(max, now);
         let exhausting = self.stream.view().read(|group| {
             group
