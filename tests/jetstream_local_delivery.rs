@@ -4,8 +4,8 @@
 //! What the copy must still do: number deliveries and report them in ConsumerInfo, follow a
 //! purge and a reset, and hand over to replicated delivery when the stream leaves limits
 //! retention (whose deliveries to an ack-none consumer remove messages on every replica).
-//! Every scenario runs on R1 and R3 (`common::fixture`). An async-nats ordered consumer
-//! across a `kill -9` of the leader is in `cluster_failover.rs`.
+//! Every scenario runs on R1 and R3 (`common::fixture`); the last test, R3 only, reads with
+//! an async-nats ordered consumer across a change of the stream's leader.
 
 mod common;
 
