@@ -157,6 +157,12 @@ async fn leaving_limits_retention_replicates_deliveries(fx: JsFixture) {
         .await
         .expect("retention changed to interest");
     let before = fx.leader_applied_index(STREAM);
+    // From the switch on, the consumer is what every replica holds: its info says so before
+    // the next delivery.
+    let client = fx.client().await;
+    let info = consumer_info(&client, "reader").await;
+    assert_eq!(info["delivered"]["consumer_seq"], 0, "{info}");
+    assert_eq!(info["num_pending"], 10, "{info}");
 
     // Delivery goes on from the replicated position, and under interest retention each
     // delivery to this, the only, consumer is its acknowledgement: the stream drains on every

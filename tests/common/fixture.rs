@@ -382,15 +382,13 @@ impl JsFixture {
     /// Reports the stored state of stream `name` damaged on the node leading it, as a read
     /// that failed its check does (`consensus::damage`); returns that node's index.
     pub fn report_damage_on_leader(&self, name: &str, reason: &str) -> usize {
-        let (index, js) = self
-            .nodes
-            .iter()
-            .enumerate()
-            .find_map(|(i, node)| {
-                let js = node.as_ref()?.jetstream()?;
-                js.leads_stream(name).then_some((i, js))
-            })
+        let index = self
+            .leader_index(name)
             .unwrap_or_else(|| panic!("no node leads {name}"));
+        let js = self.nodes[index]
+            .as_ref()
+            .and_then(|node| node.jetstream())
+            .expect("the leader runs JetStream");
         let group = js.assignment(name).expect("assigned").group;
         js.state_damage().report(group, reason);
         index

@@ -19,7 +19,9 @@ pub struct LocalCopy {
 
 impl LocalCopy {
     /// Runs `f` on the consumer as its leader sees it: the copy, brought up to `replicated`
-    /// (config, purges), if there is one; else `replicated`.
+    /// (config, purges), while the consumer still delivers without Raft; else `replicated`
+    /// (a copy left from before the stream left limits retention is dropped here already, so
+    /// no reader sees a position the next delivery will not start from).
     pub fn read<R>(
         &self,
         replicated: &ConsumerState,
@@ -27,11 +29,8 @@ impl LocalCopy {
         f: impl FnOnce(&ConsumerState) -> R,
     ) -> R {
         let mut copy = self.copy.lock();
-        match copy.as_deref_mut() {
-            Some(copy) => {
-                copy.follow(replicated, stream);
-                f(copy)
-            }
+        match current(&mut copy, replicated, stream) {
+            Some(copy) => f(copy),
             None => f(replicated),
         }
     }
@@ -47,12 +46,10 @@ impl LocalCopy {
         now_nanos: i64,
     ) -> Option<Vec<Delivery>> {
         let mut copy = self.copy.lock();
-        if !replicated.delivers_locally(stream) {
-            *copy = None;
-            return None;
+        if copy.is_none() && replicated.delivers_locally(stream) {
+            *copy = Some(Box::new(replicated.clone()));
         }
-        let copy = copy.get_or_insert_with(|| Box::new(replicated.clone()));
-        copy.follow(replicated, stream);
+        let copy = current(&mut copy, replicated, stream)?;
         Some(copy.deliver_next(stream, max_messages, now_nanos))
     }
 
@@ -61,4 +58,19 @@ impl LocalCopy {
     pub fn forget(&self) {
         *self.copy.lock() = None;
     }
+}
+
+/// The copy, brought up to `replicated`, while the consumer delivers without Raft; `None`
+/// (and the copy gone) once it does not, or if there is none.
+fn current<'a>(
+    copy: &'a mut Option<Box<ConsumerState>>,
+    replicated: &ConsumerState,
+    stream: &StreamState,
+) -> Option<&'a mut ConsumerState> {
+    if !replicated.delivers_locally(stream) {
+        *copy = None;
+    }
+    let copy = copy.as_deref_mut()?;
+    copy.follow(replicated, stream);
+    Some(copy)
 }
