@@ -337,3 +337,46 @@ async fn new_streams_are_placed_on_nodes_that_are_up() {
         (replica["last_seq"] == 1).then_some(())
     });
 }
+
+/// A whole cluster down, one follower back: a `STREAM.INFO` published on it before the node
+/// leading the stream is up again (so before that node's interest for the API could reach
+/// it) is held there and passed on once it is, instead of reaching only silent nodes and
+/// being lost (`jetstream/api/relay.rs`). One node of three cannot elect: the leader that
+/// comes back is the one its vote names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_sent_before_the_leaders_node_is_up_is_answered_once_it_is() {
+    let _one = ONE_CLUSTER_AT_A_TIME.lock().await;
+    let mut cluster = TestCluster::start(3);
+    let admin = cluster_client(cluster.url(0)).await;
+    create_r3(&admin).await;
+    for _ in 0..5 {
+        publish_acked(&admin, "orders.new", b"x".to_vec()).await;
+    }
+    cluster.wait_until_all_hold(STREAM, 5);
+    let leader = cluster.leader_of(STREAM);
+    let follower = (leader + 1) % 3;
+    drop(admin);
+    tokio::task::block_in_place(|| {
+        for i in 0..3 {
+            cluster.kill(i);
+        }
+        cluster.restart(follower);
+    });
+
+    let client = async_nats::connect(cluster.url(follower)).await.unwrap();
+    let inbox = client.new_inbox();
+    let mut replies = client.subscribe(inbox.clone()).await.unwrap();
+    let subject = format!("$JS.API.STREAM.INFO.{STREAM}");
+    client
+        .publish_with_reply(subject, inbox, "".into())
+        .await
+        .unwrap();
+    client.flush().await.unwrap();
+    tokio::task::block_in_place(|| cluster.restart(leader));
+
+    let reply = common::within("the held request's answer", replies.next())
+        .await
+        .expect("a reply");
+    let info: serde_json::Value = serde_json::from_slice(&reply.payload).unwrap();
+    assert_eq!(info["state"]["messages"], 5, "{info}");
+}

@@ -83,6 +83,46 @@ struct Watch {
     lost_after: Duration,
     /// Since when this node has led in the current term without a quorum ack.
     unacked_since: Option<(u64, Instant)>,
+    /// The term this node leads in and the log index it must have applied before it serves
+    /// in it (see [`CatchUp`]).
+    catch_up: Option<CatchUp>,
+}
+
+/// A leader serves only once it has applied its whole log as it stood when it first led in
+/// the term: what an earlier leader (or this node, before a restart) committed may not be
+/// applied here yet, and a `STREAM.INFO`, a get or a delivery would read a state that lacks
+/// acknowledged messages. A new leader's blank entry is the last of that log, so this is
+/// Raft's rule that a leader serves reads once an entry of its term is committed; a leader
+/// restored at startup (same term, its vote restored) waits for the entries it had not
+/// applied before the restart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct CatchUp {
+    term: u64,
+    index: u64,
+}
+
+impl CatchUp {
+    /// The catch-up after `previous` for a replica that is `leader` now, by its metrics.
+    pub(super) fn next(
+        previous: Option<CatchUp>,
+        leader: bool,
+        term: u64,
+        last_log_index: Option<u64>,
+    ) -> Option<CatchUp> {
+        match previous {
+            Some(catch_up) if leader && catch_up.term == term => Some(catch_up),
+            _ if leader => Some(CatchUp {
+                term,
+                index: last_log_index.unwrap_or(0),
+            }),
+            _ => None,
+        }
+    }
+
+    /// Whether a replica that applied up to `applied` has caught up.
+    pub(super) fn done(&self, applied: Option<u64>) -> bool {
+        applied.unwrap_or(0) >= self.index
+    }
 }
 
 impl Watch {
@@ -94,6 +134,7 @@ impl Watch {
             liveness: group.pacer().liveness().changes(),
             lost_after: quorum_lost_after(group.raft().config()),
             unacked_since: None,
+            catch_up: None,
             group,
             stop,
         }
@@ -126,7 +167,11 @@ impl Watch {
         self.modes.borrow_and_update();
         self.liveness.borrow_and_update();
         let quiet = self.group.quiet_contact(&m);
-        let lead = leadership_of(&m, self.group.node(), self.lost_after, unacked_for, quiet);
+        let mut lead = leadership_of(&m, self.group.node(), self.lost_after, unacked_for, quiet);
+        let leader = m.state == ServerState::Leader;
+        self.catch_up = CatchUp::next(self.catch_up, leader, m.current_term, m.last_log_index);
+        let applied = m.last_applied.map(|id| id.index);
+        lead.leads &= self.catch_up.is_none_or(|catch_up| catch_up.done(applied));
         (lead, m.running_state.is_err())
     }
 
@@ -141,5 +186,33 @@ impl Watch {
             changed = self.liveness.changed(), if !active => changed.is_ok(),
         };
         changed.then_some(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CatchUp;
+
+    #[test]
+    fn a_new_leader_serves_once_it_applied_its_log_as_it_stood() {
+        // Elected in term 3 with entries up to 10 (its blank entry the last): not before 10.
+        let catch_up = CatchUp::next(None, true, 3, Some(10)).unwrap();
+        assert!(!catch_up.done(Some(9)));
+        assert!(catch_up.done(Some(10)));
+        // Later appends in the same term do not move the mark: a busy leader keeps serving.
+        let again = CatchUp::next(Some(catch_up), true, 3, Some(500));
+        assert_eq!(again, Some(catch_up));
+        assert!(again.unwrap().done(Some(10)));
+    }
+
+    #[test]
+    fn a_new_term_or_a_follower_starts_over() {
+        let catch_up = CatchUp::next(None, true, 3, Some(10));
+        assert_eq!(CatchUp::next(catch_up, false, 3, Some(10)), None);
+        let next_term = CatchUp::next(catch_up, true, 4, Some(12)).unwrap();
+        assert!(!next_term.done(Some(11)));
+        assert!(next_term.done(Some(12)));
+        // An empty log: nothing to apply first.
+        assert!(CatchUp::next(None, true, 1, None).unwrap().done(None));
     }
 }

@@ -59,9 +59,20 @@ pub struct Dispatch {
     /// The subject messages are matched by when it differs from their own (see
     /// [`Dispatch::routing_by`]); forwarded with them so the receiving node matches the same.
     route_subject: Option<Bytes>,
+    /// The messages come from another node's route ([`Dispatch::from_peer`]).
+    from_peer: bool,
 }
 
 impl Dispatch {
+    /// A dispatch of the messages a peer forwards over its route: internal subscribers get
+    /// them through [`InternalSubscriber::receive_from_peer`](super::subscription::InternalSubscriber::receive_from_peer).
+    pub fn from_peer() -> Self {
+        Dispatch {
+            from_peer: true,
+            ..Dispatch::default()
+        }
+    }
+
     /// Messages routed from now on were matched by `route` rather than by their own subject
     /// (JetStream deliveries: matched by the pull request's inbox, carrying the stored
     /// subject).
@@ -229,6 +240,7 @@ impl Dispatch {
                 }
                 true
             }
+            Subscriber::Internal(handler) if self.from_peer => handler.receive_from_peer(msg),
             Subscriber::Internal(handler) => handler.receive(msg),
             Subscriber::Remote(link) => {
                 let queues = sub.queue.as_slice();

@@ -18,6 +18,12 @@ use super::message::Message;
 pub trait InternalSubscriber: Send + Sync + fmt::Debug {
     /// Returns false if the message could not be taken (the component is gone).
     fn receive(&self, msg: &Message) -> bool;
+    /// [`receive`](Self::receive) of a message another node forwarded over its route (its
+    /// publisher is connected there). Only JetStream's API tells the two apart: a request
+    /// published here is the one this node may have to pass on (`jetstream::api::relay`).
+    fn receive_from_peer(&self, msg: &Message) -> bool {
+        self.receive(msg)
+    }
 }
 
 /// Another node of the cluster, standing in for its interest (see `cluster::route`). Its

@@ -26,7 +26,7 @@ impl Inbound {
             peer,
             stream,
             cache: MatchCache::new(MATCH_CACHE_ENTRIES),
-            dispatch: Dispatch::default(),
+            dispatch: Dispatch::from_peer(),
         }
     }
 

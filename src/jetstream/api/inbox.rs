@@ -18,21 +18,31 @@ use crate::server::subscription::InternalSubscriber;
 /// `request_queue_limit`.
 pub const MAX_PENDING_REQUESTS: usize = 10_000;
 
+/// A request as the inbox took it.
+#[derive(Debug, Clone)]
+pub(super) struct Received {
+    pub msg: Message,
+    /// Another node forwarded it: its publisher is connected there (`relay.rs`).
+    pub from_peer: bool,
+}
+
 #[derive(Debug)]
 pub(super) struct ApiInbox {
-    queue: QueueSender<Message>,
+    queue: QueueSender<Received>,
     dropped: Arc<Dropped>,
 }
 
 impl ApiInbox {
-    pub(super) fn new(queue: QueueSender<Message>, dropped: Arc<Dropped>) -> Self {
+    pub(super) fn new(queue: QueueSender<Received>, dropped: Arc<Dropped>) -> Self {
         ApiInbox { queue, dropped }
     }
-}
 
-impl InternalSubscriber for ApiInbox {
-    fn receive(&self, msg: &Message) -> bool {
-        match self.queue.push(msg.clone()) {
+    fn take(&self, msg: &Message, from_peer: bool) -> bool {
+        let received = Received {
+            msg: msg.clone(),
+            from_peer,
+        };
+        match self.queue.push(received) {
             Ok(_) => true,
             Err(PushError::Full(_)) => {
                 let dropped = self.queue.drain() as u64 + 1;
@@ -47,6 +57,16 @@ impl InternalSubscriber for ApiInbox {
             }
             Err(PushError::Closed(_)) => false,
         }
+    }
+}
+
+impl InternalSubscriber for ApiInbox {
+    fn receive(&self, msg: &Message) -> bool {
+        self.take(msg, false)
+    }
+
+    fn receive_from_peer(&self, msg: &Message) -> bool {
+        self.take(msg, true)
     }
 }
 
@@ -77,8 +97,20 @@ mod tests {
         drop(handling);
         assert!(inbox.receive(&request(4)));
         let next = receiver.try_recv_many(10).expect("accepted again");
-        assert_eq!(&next[0].subject[..], b"$JS.API.STREAM.INFO.S4");
+        assert_eq!(&next[0].msg.subject[..], b"$JS.API.STREAM.INFO.S4");
+        assert!(!next[0].from_peer);
         assert_eq!(dropped.total(), 3);
+    }
+
+    #[test]
+    fn a_request_a_peer_forwarded_is_marked_as_such() {
+        let (sender, mut receiver) = bounded(3);
+        let inbox = ApiInbox::new(sender, Arc::new(Dropped::default()));
+        assert!(inbox.receive_from_peer(&request(0)));
+        assert!(inbox.receive(&request(1)));
+        let taken = receiver.try_recv_many(2).expect("two requests");
+        let marks: Vec<bool> = taken.iter().map(|received| received.from_peer).collect();
+        assert_eq!(marks, [true, false]);
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //! `messages` (`STREAM.MSG.GET` / `MSG.DELETE`), `direct` (`DIRECT.GET`, whose replies are
 //! the stored messages rather than JSON), `consumers` (consumer CRUD, leader stepdown, pause,
 //! unpin, reset), `pull` (`CONSUMER.MSG.NEXT`, handed to `delivery`). Which node answers is
-//! `routing`'s choice; `leaderless` answers for a stream (or the meta group) that has no
+//! `routing`'s choice; `relay` holds a request its answerer missed or cannot answer yet;
+//! `leaderless` answers for a stream (or the meta group) that has no
 //! leader, partly by running the same handlers (`route`): the one import circle inside
 //! `api/`. The handlers propose through `JetStream` (`lifecycle`), which starts this API: the
 //! circle between the two is explained there.
@@ -21,6 +22,7 @@ mod inbox;
 pub mod leaderless;
 pub mod messages;
 mod pull;
+pub mod relay;
 pub mod routing;
 pub mod streams;
 
@@ -37,7 +39,8 @@ use crate::server::dispatch;
 use crate::server::message::Message;
 use crate::server::subscription::Subscription;
 use crate::wire::headers;
-use inbox::{ApiInbox, MAX_PENDING_REQUESTS};
+use inbox::{ApiInbox, Received, MAX_PENDING_REQUESTS};
+use relay::Relay;
 
 pub const API_SUBJECTS: &str = "$JS.API.>";
 
@@ -48,11 +51,13 @@ pub fn attach(js: &Arc<JetStream>) -> Arc<Subscription> {
     let subscription = js
         .router()
         .subscribe_internal(API_SUBJECTS, None, Arc::new(inbox));
-    js.shared().tasks.spawn(dispatch(js.clone(), requests));
+    js.shared()
+        .tasks
+        .spawn(dispatch(js.clone(), Arc::new(Relay::default()), requests));
     subscription
 }
 
-async fn dispatch(js: Arc<JetStream>, mut requests: QueueReceiver<Message>) {
+async fn dispatch(js: Arc<JetStream>, relay: Arc<Relay>, mut requests: QueueReceiver<Received>) {
     let shutdown = js.shared().shutdown.clone();
     loop {
         let taken = tokio::select! {
@@ -67,16 +72,16 @@ async fn dispatch(js: Arc<JetStream>, mut requests: QueueReceiver<Message>) {
         // (a waiting request before a `no_wait` one decides `408 Requests Pending`), as
         // nats-server handles them in its client's read loop. Handing one over never waits
         // (`pull::pull_request`), so the dispatcher is not held up.
-        if taken.iter().all(is_pull_request) {
-            for msg in taken.iter() {
-                handle(&js, msg).await;
+        if taken.iter().all(|received| is_pull_request(&received.msg)) {
+            for received in taken.iter() {
+                handle(&js, &relay, received).await;
             }
             continue;
         }
-        let js = js.clone();
+        let (js, relay) = (js.clone(), relay.clone());
         js.shared().tasks.clone().spawn(async move {
-            for msg in taken.iter() {
-                handle(&js, msg).await;
+            for received in taken.iter() {
+                handle(&js, &relay, received).await;
             }
             // `taken` drops here: the request leaves the inbox's bound once answered.
         });
@@ -90,7 +95,8 @@ fn is_pull_request(msg: &Message) -> bool {
 
 const PULL_REQUEST_PREFIX: &str = "$JS.API.CONSUMER.MSG.NEXT.";
 
-async fn handle(js: &Arc<JetStream>, msg: &Message) {
+async fn handle(js: &Arc<JetStream>, relay: &Arc<Relay>, received: &Received) {
+    let msg = &received.msg;
     // nats-server ignores API requests that cannot be answered.
     let Some(reply) = msg.reply.clone() else {
         return;
@@ -102,23 +108,54 @@ async fn handle(js: &Arc<JetStream>, msg: &Message) {
             js.count_api_call(true);
             Some(encode_error(ResponseType::System, &error.to_api_error()))
         }
-        Ok(request) => match routing::role(js, &request) {
-            routing::Role::Answer => {
-                after_queued_publishes(js, &request).await;
-                route(js, &request, msg).await
+        Ok(request) => {
+            let role = routing::role(js, &request);
+            tracing::trace!(%subject, ?role, from_peer = received.from_peer, "API request");
+            match role {
+                routing::Role::Answer => {
+                    answer(js, &request, msg).await;
+                    return;
+                }
+                routing::Role::AnswerForLeaderlessStream => {
+                    leaderless::answer_for_stream(js, &request, msg).await
+                }
+                routing::Role::AnswerForLeaderlessMeta => {
+                    leaderless::answer_for_meta(js, &request, msg).await
+                }
+                routing::Role::Silent => {
+                    hold(js, relay, &request, received);
+                    return;
+                }
             }
-            routing::Role::AnswerForLeaderlessStream => {
-                leaderless::answer_for_stream(js, &request, msg).await
-            }
-            routing::Role::AnswerForLeaderlessMeta => {
-                leaderless::answer_for_meta(js, &request, msg).await
-            }
-            routing::Role::Silent => return,
-        },
+        }
     };
     if let Some(body) = body {
         dispatch::publish(js.router(), &Message::new(reply, Bytes::from(body)));
     }
+}
+
+/// Answers `request`, which this node leads.
+async fn answer(js: &Arc<JetStream>, request: &ApiRequest, msg: &Message) {
+    let Some(reply) = &msg.reply else { return };
+    after_queued_publishes(js, request).await;
+    if let Some(body) = route(js, request, msg).await {
+        dispatch::publish(js.router(), &Message::new(reply.clone(), Bytes::from(body)));
+    }
+}
+
+/// A request this node is silent on, which the node expected to answer it may not have got
+/// or this node may answer soon: held on a task of its own until it is passed on, or
+/// answered here (`relay.rs`).
+fn hold(js: &Arc<JetStream>, relay: &Arc<Relay>, request: &ApiRequest, received: &Received) {
+    let Some(held) = relay.hold(js, request, &received.msg, received.from_peer) else {
+        return;
+    };
+    let (js, request, msg) = (js.clone(), request.clone(), received.msg.clone());
+    js.shared().tasks.clone().spawn(async move {
+        if held.await == relay::Outcome::AnswerHere {
+            answer(&js, &request, &msg).await;
+        }
+    });
 }
 
 /// A request about a stream this node holds is answered after the publishes this node

@@ -16,7 +16,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
-use crate::consensus::RaftGroup;
+use crate::consensus::{NodeId, RaftGroup};
 use crate::jetstream::{compat, JetStream};
 use crate::jsapi::requests::ConsumersRequest;
 use crate::jsapi::response::ConsumerNamesResponse;
@@ -44,39 +44,56 @@ pub enum Role {
     Silent,
 }
 
+/// What a request is about, for which node answers it.
+enum Target<'a> {
+    /// The meta group: account-wide requests, creates and deletes, unknown streams.
+    Meta,
+    /// A stream this cluster has (a direct get's may be a mirror of the one it names).
+    Stream(std::borrow::Cow<'a, str>),
+}
+
+fn target<'a>(js: &JetStream, request: &'a ApiRequest) -> Target<'a> {
+    if let ApiRequest::StreamCreate { .. } | ApiRequest::StreamDelete { .. } = request {
+        return Target::Meta;
+    }
+    // A direct get may be answered by a mirror of the stream it names (`mirror_direct`).
+    let stream = match request {
+        ApiRequest::DirectGet { stream, .. } => Some(js.direct_get_target(stream).into()),
+        _ => request.stream().map(std::borrow::Cow::Borrowed),
+    };
+    match stream {
+        Some(stream) if js.assignment(&stream).is_some() => Target::Stream(stream),
+        _ => Target::Meta,
+    }
+}
+
 /// How this node takes part in answering `request` (see the module docs).
 pub fn role(js: &JetStream, request: &ApiRequest) -> Role {
     if compat::answers_every_request(js.topology()) {
         return Role::Answer;
     }
-    let meta_role = || {
-        if js.is_meta_leader() {
-            Role::Answer
-        } else if super::leaderless::answers_for_meta(js) {
-            Role::AnswerForLeaderlessMeta
-        } else {
-            Role::Silent
-        }
-    };
-    // A direct get may be answered by a mirror of the stream it names (`mirror_direct`).
-    let direct_target = match request {
-        ApiRequest::DirectGet { stream, .. } => Some(js.direct_get_target(stream)),
-        _ => None,
-    };
-    match request {
-        ApiRequest::StreamCreate { .. } | ApiRequest::StreamDelete { .. } => meta_role(),
-        _ => match direct_target.as_deref().or(request.stream()) {
-            Some(stream) if js.assignment(stream).is_some() => {
-                if js.leads_stream(stream) || offline_here_alone(js, stream) {
-                    Role::Answer
-                } else if super::leaderless::answers_for_stream(js, stream) {
-                    Role::AnswerForLeaderlessStream
-                } else {
-                    Role::Silent
-                }
+    match target(js, request) {
+        Target::Meta if js.is_meta_leader() => Role::Answer,
+        Target::Meta if super::leaderless::answers_for_meta(js) => Role::AnswerForLeaderlessMeta,
+        Target::Meta => Role::Silent,
+        Target::Stream(stream) => {
+            if js.leads_stream(&stream) || offline_here_alone(js, &stream) {
+                Role::Answer
+            } else if super::leaderless::answers_for_stream(js, &stream) {
+                Role::AnswerForLeaderlessStream
+            } else {
+                Role::Silent
             }
-            _ => meta_role(),
-        },
+        }
+    }
+}
+
+/// The node this node expects to answer `request`: the leader of the stream it is about (as
+/// this node's replica of its group knows it), or the meta leader; `None` when it knows none.
+pub fn answerer(js: &JetStream, request: &ApiRequest) -> Option<NodeId> {
+    match target(js, request) {
+        Target::Meta => js.meta_group().leader(),
+        Target::Stream(stream) => js.stream(&stream)?.group().leader(),
     }
 }
 
