@@ -4,7 +4,8 @@
 //! postcard's, as `summary::encode_record` writes them through serde; this walks them in
 //! place: the block's subjects, then per message the sequence and time as steps from the
 //! previous one (varint, the time zigzagged), the subject's index, the payload's length and
-//! the optional header block.
+//! the optional header block. A record is checked whole before any of it is used, each
+//! message decoded once into a list the caller walks.
 
 /// One message of a block's record, as stored: steps still to be added up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,16 +21,18 @@ pub struct RecordMsg<'a> {
 /// A block's record: its subjects, then its messages one at a time.
 pub struct Record<'a> {
     pub subjects: Vec<&'a str>,
-    /// How many subjects the block has (`subjects` may be taken).
-    subject_count: usize,
-    msgs: Cursor<'a>,
-    left: usize,
+    msgs: std::vec::IntoIter<RecordMsg<'a>>,
 }
+
+/// The fewest bytes one message of a record takes (a byte for each varint and the header
+/// flag): bounds what a record's message count may reserve.
+const MIN_MSG_BYTES: usize = 5;
 
 impl<'a> Record<'a> {
     /// The record in `bytes`, checked whole first (every field in range, nothing left over),
     /// so that a caller who acts on each message never acts on part of a damaged one;
-    /// `None` when it does not check out.
+    /// `None` when it does not check out. Each message is decoded once, here (decoding them
+    /// again to act on them was a tenth of a restart's load).
     pub fn parse(bytes: &'a [u8]) -> Option<Record<'a>> {
         let mut cursor = Cursor { bytes };
         let count = cursor.len()?;
@@ -38,17 +41,14 @@ impl<'a> Record<'a> {
             subjects.push(std::str::from_utf8(cursor.bytes()?).ok()?);
         }
         let left = cursor.len()?;
-        let record = Record {
-            subject_count: subjects.len(),
-            subjects,
-            msgs: cursor,
-            left,
-        };
-        let mut check = record.msgs;
+        let mut msgs = Vec::with_capacity(left.min(cursor.bytes.len() / MIN_MSG_BYTES));
         for _ in 0..left {
-            next_msg(&mut check, record.subject_count)?;
+            msgs.push(next_msg(&mut cursor, subjects.len())?);
         }
-        check.bytes.is_empty().then_some(record)
+        cursor.bytes.is_empty().then(|| Record {
+            subjects,
+            msgs: msgs.into_iter(),
+        })
     }
 }
 
@@ -75,12 +75,7 @@ impl<'a> Iterator for Record<'a> {
     type Item = RecordMsg<'a>;
 
     fn next(&mut self) -> Option<RecordMsg<'a>> {
-        if self.left == 0 {
-            return None;
-        }
-        self.left -= 1;
-        // `parse` checked every message, so this finds each of them.
-        next_msg(&mut self.msgs, self.subject_count)
+        self.msgs.next()
     }
 }
 
