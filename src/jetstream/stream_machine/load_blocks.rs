@@ -132,12 +132,14 @@ struct BlockLoad {
 }
 
 /// The summaries `load` reads (the last segment's kept: blocks come in sequence order, and
-/// so mostly segment by segment) and the ones it writes for segments that had none.
+/// so mostly segment by segment) and the ones it writes for segments whose summary lacked
+/// blocks (none, or one written while the segment was active: a prefix of it).
 struct Summaries<'s> {
     segments: &'s Segments,
     current: Option<(u32, Option<SegmentSummary>)>,
-    /// Segments without a summary: their blocks' records, written at the end.
-    new: BTreeMap<u32, Vec<Vec<u8>>>,
+    /// Segments with blocks their summary lacks: every block's record, by offset (what
+    /// their summary had, and the blocks read whole), written at the end.
+    new: BTreeMap<u32, BTreeMap<u64, Vec<u8>>>,
 }
 
 impl<'s> Summaries<'s> {
@@ -150,9 +152,6 @@ impl<'s> Summaries<'s> {
     }
 
     fn of(&mut self, segment: u32) -> Option<&SegmentSummary> {
-        if self.new.contains_key(&segment) {
-            return None;
-        }
         if self.current.as_ref().is_none_or(|(id, _)| *id != segment) {
             let read = SegmentSummary::read(&self.segments.summary_path(segment));
             self.current = Some((segment, read));
@@ -162,34 +161,27 @@ impl<'s> Summaries<'s> {
             .and_then(|(_, summary)| summary.as_ref())
     }
 
-    /// A block read whole: its record goes into its segment's new summary, unless the
-    /// segment has one (which did not describe this block: it is left as it is).
+    /// A block read whole (its segment's summary, read by [`of`](Self::of) just before,
+    /// lacks it): its record goes into its segment's new summary, which starts with what
+    /// the summary had.
     fn record(&mut self, locator: Locator, msgs: &[keys::BlockMsg<'_>]) {
-        let has_one = !self.new.contains_key(&locator.segment)
-            && self
-                .current
-                .as_ref()
-                .is_some_and(|(id, summary)| *id == locator.segment && summary.is_some());
-        if has_one {
-            return;
-        }
-        self.new
-            .entry(locator.segment)
-            .or_default()
-            .push(summary::encode_record(locator.offset, locator.len, msgs));
+        let segment = locator.segment;
+        let records = self
+            .new
+            .entry(segment)
+            .or_insert_with(|| match &self.current {
+                Some((id, Some(summary))) if *id == segment => summary.raw_records(),
+                _ => BTreeMap::new(),
+            });
+        let record = summary::encode_record(locator.offset, locator.len, msgs);
+        records.insert(locator.offset, record);
     }
 
     /// Every segment is complete at a load (the next block goes to a new one): the ones read
     /// whole get their summary now. A failure only costs the next load the same reads.
     fn write_new(self) {
-        for (segment, mut records) in self.new {
-            records.sort_by_key(|record| {
-                u64::from_le_bytes(
-                    record[..8]
-                        .try_into()
-                        .expect("a record starts with its offset"),
-                )
-            });
+        for (segment, records) in self.new {
+            let records: Vec<Vec<u8>> = records.into_values().collect();
             let path = self.segments.summary_path(segment);
             if let Err(error) = summary::write(&path, &records) {
                 tracing::debug!(path = %path.display(), %error, "writing a segment summary");

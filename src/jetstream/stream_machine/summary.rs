@@ -2,12 +2,15 @@
 //! headers; no payload) in a file of their own beside it, `<segment>.sum`, so a restart
 //! reads a few bytes a message instead of every block (issue 16, ADR 0028).
 //!
-//! A summary is derived data. It is written without a sync once a segment is complete (by
-//! [`queue`]'s worker when a segment fills up, by `load` for one it read whole), never
-//! changed, and checked as a whole against its crc32c. A summary that is missing, torn or
-//! damaged is ignored: `load` reads that segment's blocks instead and writes a new one. A
-//! summary is only ever asked about a block sled locates (offset, length, first sequence):
-//! segments are append-only and their ids never reused, so the bytes it describes are the
+//! A summary is derived data. It is written without a sync (by [`queue`]'s worker when a
+//! segment fills up, and each `segments::PARTIAL_SUMMARY_BYTES` the active segment grows
+//! before, keeping the records of the summary it replaces; by `load` for a segment whose
+//! summary lacked blocks it read whole), replaced whole, and checked as a whole against its
+//! crc32c. A summary that is missing, torn or damaged is ignored: `load` reads that
+//! segment's blocks instead and writes a new one. A summary is only ever asked about a
+//! block sled locates (offset, length, first sequence), and answers only for a block of that
+//! offset and length: segments are append-only and their ids never reused, and a block
+//! extended by a frame (ADR 0031) has another length, so the bytes it describes are the
 //! bytes sled points at.
 //!
 //! File: [`SUMMARY_V1`] ++ crc32c of the rest (u32 LE) ++ per block, in offset order:
@@ -192,6 +195,28 @@ impl SegmentSummary {
         Some(SegmentSummary { bytes, blocks })
     }
 
+    /// The record of the block at `offset` as written (its header and summary), if this
+    /// summary has one for a block of `len` bytes there.
+    pub fn raw_record(&self, offset: u64, len: u32) -> Option<Vec<u8>> {
+        let (stored, range) = self.blocks.get(&offset)?;
+        (*stored == len).then(|| {
+            let mut record = Vec::with_capacity(RECORD_HEADER + range.len());
+            record.extend_from_slice(&offset.to_le_bytes());
+            record.extend_from_slice(&len.to_le_bytes());
+            record.extend_from_slice(&(range.len() as u32).to_le_bytes());
+            record.extend_from_slice(&self.bytes[range.clone()]);
+            record
+        })
+    }
+
+    /// Every block's record as written, by offset (for a summary written anew with more).
+    pub fn raw_records(&self) -> BTreeMap<u64, Vec<u8>> {
+        self.blocks
+            .iter()
+            .filter_map(|(&offset, (len, _))| Some((offset, self.raw_record(offset, *len)?)))
+            .collect()
+    }
+
     /// Calls `each` with the messages of the block at `locator`, in sequence order, each with
     /// its subject's index among the block's subjects, and returns true; false (calling
     /// nothing) when the summary does not describe that block as sled locates it.
@@ -304,9 +329,16 @@ fn summarize(
         return Ok(());
     }
     let file = std::fs::File::open(segment)?;
+    // The summary written before for part of the segment (while it was active): its blocks'
+    // records are kept, so each block is read and parsed once, not at every partial summary.
+    let previous = SegmentSummary::read(summary);
     let mut records = Vec::with_capacity(blocks.len());
     let mut value = Vec::new();
     for &(offset, len) in blocks {
+        if let Some(record) = previous.as_ref().and_then(|p| p.raw_record(offset, len)) {
+            records.push(record);
+            continue;
+        }
         value.resize(len as usize, 0);
         file.read_exact_at(&mut value, offset)?;
         let msgs = parse_block(&value).map_err(io::Error::other)?;

@@ -294,8 +294,8 @@ fn a_full_segment_gets_a_summary_that_a_load_reads_instead_of_its_blocks() {
     let segments = segment_files(&harness);
     let summaries = summary_files(&harness);
     assert!(segments.len() >= 3, "{segments:?}");
-    // Every segment but the active one, which is not complete.
-    let expected: Vec<String> = segments[..segments.len() - 1]
+    // Every segment: the full ones whole, the active one (past 1 MiB) as far as it went.
+    let expected: Vec<String> = segments
         .iter()
         .map(|name| name.replace(".seg", ".sum"))
         .collect();
@@ -353,4 +353,41 @@ fn a_load_summarizes_the_segments_it_read_whole_and_ignores_a_damaged_summary() 
     std::fs::write(&path, &bytes[..middle]).unwrap();
     harness.check_reload("with a torn summary");
     assert!(SegmentSummary::read(&path).is_some(), "written again");
+}
+
+#[test]
+fn the_active_segment_is_summarized_as_it_grows_and_a_load_completes_its_summary() {
+    let mut harness = Harness::new(StreamConfig::new("S", &["s.>"]));
+    // Blocks of ~100 KB: the eleventh takes the active segment past 1 MiB.
+    fill(&mut harness, 10, 100_000);
+    summary::settle();
+    assert!(summary_files(&harness).is_empty(), "under 1 MiB: none yet");
+    fill(&mut harness, 2, 100_000);
+    summary::settle();
+    let path = Segments::open(harness.view.files_dir())
+        .unwrap()
+        .summary_path(1);
+    let located = |harness: &Harness, first: u64| {
+        Locator::decode(&block_value(harness, first))
+            .unwrap()
+            .unwrap()
+    };
+    let described = |harness: &Harness| -> Vec<bool> {
+        let summary = SegmentSummary::read(&path).expect("a summary");
+        (1..=12)
+            .map(|seq| {
+                let locator = located(harness, seq);
+                summary.raw_record(locator.offset, locator.len).is_some()
+            })
+            .collect()
+    };
+    // Written when the segment passed 1 MiB: its first eleven blocks, not the twelfth.
+    let mut expected = vec![true; 11];
+    expected.push(false);
+    assert_eq!(described(&harness), expected);
+
+    // A load reads the twelfth whole and writes the summary of all twelve.
+    harness.check_reload("through the partial summary and a block");
+    assert_eq!(described(&harness), vec![true; 12]);
+    harness.check_reload("through the completed summary");
 }
