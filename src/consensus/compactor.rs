@@ -6,7 +6,10 @@
 //! snapshot ([`LogGrowth`]); the compactor then, debounced per group:
 //!
 //! 1. triggers a snapshot (cheap: snapshots stay in sled, `state_machine/`), unless nothing
-//!    was applied since the last one;
+//!    was applied since the last one; a group that applied only a little since
+//!    ([`Reason::Settle`]) waits until it has applied nothing for [`SETTLE_DELAY`] first, so
+//!    that a group left alone holds no entries in memory while a busy one costs no extra
+//!    rounds;
 //! 2. once openraft reports it built, purges the log up to it (`Raft::trigger().purge_log`),
 //!    except the entries a follower still needs while it lags by at most `keep_for_lagging`
 //!    entries (one lagging further gets a snapshot anyway); the leader itself also never
@@ -32,12 +35,18 @@ use tokio::sync::Notify;
 use crate::store::log::LogEngine;
 
 use super::log_budget::{relief, LOG_BUDGET_BYTES};
-pub use super::log_growth::{LogGrowth, Reason, GROW_BYTES, IDLE_MIN_BYTES, REMOVED_KEYS};
+pub use super::log_growth::{
+    LogGrowth, Reason, GROW_BYTES, IDLE_MIN_BYTES, REMOVED_KEYS, SETTLE_MIN_BYTES,
+};
 use super::state_db::StateDb;
 use super::types::{GroupId, NodeId, Raft};
 
 /// How long after its request an idle group compacts.
 pub const IDLE_DELAY: Duration = Duration::from_secs(3);
+/// How long a group that asks to settle ([`Reason::Settle`]) must have applied nothing before
+/// it compacts: its applied index is looked at this long after the request, and again this
+/// long after each look that found it moved.
+pub const SETTLE_DELAY: Duration = Duration::from_secs(5);
 /// How long after its request a grown group compacts: merges a burst of requests.
 pub const SOON_DELAY: Duration = Duration::from_millis(50);
 /// The least time between two snapshots of one group that the compactor triggers. The log's
@@ -122,6 +131,9 @@ struct Pending {
     step: Step,
     /// A request that came after this round's snapshot was triggered: it needs another round.
     again: Option<Reason>,
+    /// A settling round's last look at how many entries the group had applied
+    /// ([`applied_count`]); `None` before its first look.
+    settle_seen: Option<u64>,
 }
 
 #[derive(Clone, Copy)]
@@ -138,6 +150,17 @@ struct LogPosition {
     purged: Option<u64>,
     /// The followers' matched index, when this replica leads.
     followers: Vec<Option<u64>>,
+}
+
+/// Whether a settling group may compact: it applied nothing since the last look (`seen`,
+/// `None` before the first), `SETTLE_DELAY` ago.
+fn settled(seen: Option<u64>, applied: u64) -> bool {
+    seen == Some(applied)
+}
+
+/// How many entries the group had applied (its applied index + 1; 0 before any).
+fn applied_count(at: &LogPosition) -> u64 {
+    at.applied.map_or(0, |index| index + 1)
 }
 
 fn position(raft: &Raft, node: NodeId) -> LogPosition {
@@ -228,6 +251,8 @@ impl Compactor {
         }
         if unpurged_bytes >= IDLE_MIN_BYTES {
             self.request(group, Reason::Idle);
+        } else if unpurged_bytes >= SETTLE_MIN_BYTES {
+            self.request(group, Reason::Settle);
         }
     }
 
@@ -306,6 +331,7 @@ fn ask(state: &mut State, group: GroupId, reason: Reason, now: Instant) {
                     reason,
                     step: Step::Snapshot,
                     again: None,
+                    settle_seen: None,
                 },
             );
         }
@@ -357,6 +383,7 @@ fn check_budget(shared: &Shared) -> bool {
 /// [`MIN_INTERVAL`] after the group's last round.
 fn due_after(now: Instant, last_snapshot: Option<Instant>, reason: Reason) -> Instant {
     let delay = match reason {
+        Reason::Settle => SETTLE_DELAY,
         Reason::Idle => IDLE_DELAY,
         Reason::Grew | Reason::Removed => SOON_DELAY,
     };
@@ -406,7 +433,7 @@ async fn run(shared: Weak<Shared>, wake: Arc<Notify>, stop: Arc<AtomicBool>) {
 /// Advance every group whose compaction step is due.
 async fn step_due_groups(shared: &Shared) {
     let now = Instant::now();
-    let due: Vec<(GroupId, Raft, NodeId, u64, Step)> = {
+    let due: Vec<Due> = {
         let state = shared.state.lock();
         state
             .pending
@@ -414,19 +441,31 @@ async fn step_due_groups(shared: &Shared) {
             .filter(|(_, pending)| pending.due <= now)
             .filter_map(|(group, pending)| {
                 let tracked = state.groups.get(group)?;
-                Some((
-                    *group,
-                    tracked.raft.clone(),
-                    tracked.node,
-                    tracked.keep_for_lagging,
-                    pending.step,
-                ))
+                Some(Due {
+                    group: *group,
+                    raft: tracked.raft.clone(),
+                    node: tracked.node,
+                    keep: tracked.keep_for_lagging,
+                    step: pending.step,
+                    settling: (pending.reason == Reason::Settle).then_some(pending.settle_seen),
+                })
             })
             .collect()
     };
-    for (group, raft, node, keep, step) in due {
+    for Due {
+        group,
+        raft,
+        node,
+        keep,
+        step,
+        settling,
+    } in due
+    {
         let at = position(&raft, node);
         let outcome = match step {
+            Step::Snapshot if settling.is_some_and(|seen| !settled(seen, applied_count(&at))) => {
+                Outcome::Busy(applied_count(&at))
+            }
             Step::Snapshot if at.applied > at.snapshot => match raft.trigger().snapshot().await {
                 Ok(()) => Outcome::Next(Step::AwaitBuild {
                     before: at.snapshot,
@@ -461,10 +500,24 @@ async fn step_due_groups(shared: &Shared) {
     }
 }
 
+/// A group whose round has a step due, as [`step_due_groups`] takes it.
+struct Due {
+    group: GroupId,
+    raft: Raft,
+    node: NodeId,
+    keep: u64,
+    step: Step,
+    /// For a settling round: its last look ([`Pending::settle_seen`]).
+    settling: Option<Option<u64>>,
+}
+
 /// What one step of a group's round came to.
 enum Outcome {
     /// Look again after [`POLL`].
     Wait,
+    /// A settling group applied since the last look (it has applied this many entries now):
+    /// look again after [`SETTLE_DELAY`].
+    Busy(u64),
     Next(Step),
     /// The round is over; `held_back` if a lagging follower kept part of the log.
     Done {
@@ -482,6 +535,10 @@ fn finish_step(shared: &Shared, group: GroupId, outcome: Outcome, now: Instant) 
     };
     match outcome {
         Outcome::Wait => pending.due = now + POLL,
+        Outcome::Busy(applied) => {
+            pending.settle_seen = Some(applied);
+            pending.due = now + SETTLE_DELAY;
+        }
         Outcome::Next(step) => {
             pending.step = step;
             pending.due = match step {
@@ -507,6 +564,7 @@ fn finish_step(shared: &Shared, group: GroupId, outcome: Outcome, now: Instant) 
                         reason: again,
                         step: Step::Snapshot,
                         again: None,
+                        settle_seen: None,
                     };
                     state.pending.insert(group, next);
                 }
@@ -554,6 +612,15 @@ mod tests {
             purged: None,
             followers,
         }
+    }
+
+    #[test]
+    fn a_settling_group_compacts_once_a_look_finds_it_applied_nothing_since_the_last() {
+        assert!(!settled(None, 7), "the first look only notes where it is");
+        assert!(!settled(Some(7), 9), "it applied since: look again later");
+        assert!(settled(Some(9), 9));
+        let now = Instant::now();
+        assert_eq!(due_after(now, None, Reason::Settle), now + SETTLE_DELAY);
     }
 
     #[test]

@@ -184,6 +184,12 @@ pub trait GroupMachine: Send + Sync + 'static {
         let _ = ticket;
     }
 
+    /// Called on the state-machine task when an in-place snapshot of the state as applied
+    /// now is taken (the log behind it may go): a quiet moment to compact in-memory state
+    /// kept only to make appends cheap (a stream seals its metadata's open tail chunk). Must
+    /// change nothing observable.
+    fn snapshot_taken(&mut self) {}
+
     /// How a stored value (machine key, value) leaves in a snapshot: checked, if it carries
     /// its own checksum (a leader must not ship damage it has not read since `load`: a
     /// follower would load it, fail, be rebuilt from the same snapshot, and so on), and

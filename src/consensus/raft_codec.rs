@@ -28,11 +28,21 @@ pub enum RaftCodecError {
 
 /// Encode `value` as version byte + postcard.
 pub fn encode<T: Serialize>(value: &T) -> Bytes {
-    // Serializing our own types into a Vec cannot fail (no size limit, no unsupported serde
-    // features in them); a failure would be a programming error.
-    let out = postcard::to_extend(value, vec![FORMAT_V1])
-        .expect("postcard serialization into a Vec does not fail");
-    Bytes::from(out)
+    Bytes::from(encode_vec(value))
+}
+
+/// [`encode`] into a `Vec` of exactly the encoding's length. A log entry stays in memory
+/// until purged (`store/log/entries.rs`): grown from one byte, its buffer doubled its way up
+/// and kept the slack, ~40 % more than the entry (heaptrack, 1000 R3 streams published to:
+/// 25.7 MB held for the entries' bytes), and every doubling copied what it had.
+fn encode_vec<T: Serialize>(value: &T) -> Vec<u8> {
+    // Serializing our own types cannot fail (no size limit, no unsupported serde features in
+    // them); a failure would be a programming error.
+    let len =
+        postcard::experimental::serialized_size(value).expect("postcard sizes every value of ours");
+    let mut out = Vec::with_capacity(1 + len);
+    out.push(FORMAT_V1);
+    postcard::to_extend(value, out).expect("postcard serialization into a Vec does not fail")
 }
 
 /// Decode a value written by [`encode`].
@@ -65,6 +75,21 @@ mod tests {
         assert!(
             matches!(back.payload, openraft::EntryPayload::Normal(ref p) if p.commands[0].payload == "hello")
         );
+    }
+
+    #[test]
+    fn an_encoding_is_allocated_at_its_length() {
+        let entry = Entry {
+            log_id: LogId::new(openraft::CommittedLeaderId::new(3, 1), 42),
+            payload: openraft::EntryPayload::Normal(Proposal {
+                commands: (0..5)
+                    .map(|i| Command::new(7, Bytes::from(vec![i; 1000 + usize::from(i)])))
+                    .collect(),
+            }),
+        };
+        let out = encode_vec(&entry);
+        assert_eq!(out.capacity(), out.len(), "no slack kept");
+        assert_eq!(Bytes::from(out), encode(&entry));
     }
 
     #[test]

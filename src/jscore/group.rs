@@ -120,6 +120,12 @@ impl StreamGroup {
         }
     }
 
+    /// Packs every metadata chunk in memory, the open tail too: a layout change only,
+    /// nothing observable (see [`StreamState::seal_metadata`]).
+    pub fn seal_metadata(&mut self) {
+        self.stream.seal_metadata();
+    }
+
     pub fn stream(&self) -> &StreamState {
         &self.stream
     }

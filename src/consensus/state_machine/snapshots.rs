@@ -166,6 +166,7 @@ impl GroupStateMachine {
             Ok(_) => {
                 self.in_place = Some(meta.clone());
                 self.growth.snapshot_taken();
+                self.machine.snapshot_taken();
                 Ok(meta)
             }
             Err(e) => Err(snapshot_err(e)),

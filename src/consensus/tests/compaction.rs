@@ -93,6 +93,24 @@ async fn the_log_is_purged_once_applied_and_a_restart_loses_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_left_alone_with_a_few_kb_of_entries_settles_and_purges_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = open_storage(dir.path());
+    // ~8 KiB of commands: past SETTLE_MIN_BYTES, far below IDLE_MIN_BYTES.
+    let name = "k".repeat(1024);
+    let group = start_single(&storage, GROUP, Counters::default(), test_options()).await;
+    for _ in 0..8 {
+        group.propose(increment(&name)).await.unwrap();
+    }
+    assert!(
+        wait_until(|| fully_purged(&storage, &group)).await,
+        "the log of a group left alone is purged (purged {:?})",
+        storage.log.last_purged(GROUP)
+    );
+    group.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn removed_state_gives_its_log_segments_back() {
     let dir = tempfile::tempdir().unwrap();
     let storage = small_segments(dir.path());

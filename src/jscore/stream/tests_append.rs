@@ -70,6 +70,28 @@ fn sequences_times_and_bytes() {
 }
 
 #[test]
+fn a_sealed_tail_answers_the_same_and_takes_the_next_append() {
+    let mut stream = StreamState::new(config(&["s.>"]));
+    for i in 0..100 {
+        let subject = if i % 3 == 0 { "s.a" } else { "s.b" };
+        publish(&mut stream, subject, 10 + i * SEC);
+    }
+    let answers = |stream: &StreamState| {
+        let gets: Vec<_> = [1, 50, 99, 100]
+            .map(|seq| format!("{:?}", stream.get(seq)))
+            .into();
+        (stream.summary(), gets)
+    };
+    let before = answers(&stream);
+    stream.seal_metadata();
+    assert_eq!(answers(&stream), before);
+    assert_eq!(publish(&mut stream, "s.a", 200 * SEC).seq(), 101);
+    assert_eq!(stream.get(101).unwrap().subject, "s.a");
+    assert_eq!(stream.get(100).unwrap().subject, "s.a");
+    assert_eq!(stream.summary().messages, 101);
+}
+
+#[test]
 fn file_storage_counts_record_size() {
     let mut file_config = config(&["s.>"]);
     file_config.storage = StorageType::File;
