@@ -38,6 +38,7 @@ use super::log_budget::{relief, LOG_BUDGET_BYTES};
 pub use super::log_growth::{
     LogGrowth, Reason, GROW_BYTES, IDLE_MIN_BYTES, REMOVED_KEYS, SETTLE_MIN_BYTES,
 };
+use super::log_position::{applied_count, position, purge_target, settled};
 use super::state_db::StateDb;
 use super::types::{GroupId, NodeId, Raft};
 
@@ -141,60 +142,6 @@ enum Step {
     Snapshot,
     AwaitBuild { before: Option<u64>, since: Instant },
     Purge,
-}
-
-/// A group's log as openraft's metrics report it.
-struct LogPosition {
-    applied: Option<u64>,
-    snapshot: Option<u64>,
-    purged: Option<u64>,
-    /// The followers' matched index, when this replica leads.
-    followers: Vec<Option<u64>>,
-}
-
-/// Whether a settling group may compact: it applied nothing since the last look (`seen`,
-/// `None` before the first), `SETTLE_DELAY` ago.
-fn settled(seen: Option<u64>, applied: u64) -> bool {
-    seen == Some(applied)
-}
-
-/// How many entries the group had applied (its applied index + 1; 0 before any).
-fn applied_count(at: &LogPosition) -> u64 {
-    at.applied.map_or(0, |index| index + 1)
-}
-
-fn position(raft: &Raft, node: NodeId) -> LogPosition {
-    let metrics = raft.metrics();
-    let metrics = metrics.borrow();
-    LogPosition {
-        applied: metrics.last_applied.map(|id| id.index),
-        snapshot: metrics.snapshot.map(|id| id.index),
-        purged: metrics.purged.map(|id| id.index),
-        followers: metrics
-            .replication
-            .iter()
-            .flatten()
-            .filter(|(id, _)| **id != node)
-            .map(|(_, matched)| matched.map(|id| id.index))
-            .collect(),
-    }
-}
-
-/// Where to purge to: the snapshot, or the oldest follower's matched index if it lags by at
-/// most `keep` entries behind the snapshot.
-fn purge_target(position: &LogPosition, keep: u64) -> Option<u64> {
-    let snapshot = position.snapshot?;
-    let needed = position
-        .followers
-        .iter()
-        .map(|matched| matched.map_or(0, |index| index + 1))
-        .filter(|next| snapshot.saturating_sub(*next) < keep)
-        .min();
-    match needed {
-        Some(0) => None,
-        Some(next) => Some((next - 1).min(snapshot)),
-        None => Some(snapshot),
-    }
 }
 
 impl Compactor {
@@ -605,44 +552,14 @@ async fn reclaim_if_due(shared: &Arc<Shared>) {
 mod tests {
     use super::*;
 
-    fn at(snapshot: Option<u64>, followers: Vec<Option<u64>>) -> LogPosition {
-        LogPosition {
-            applied: snapshot,
-            snapshot,
-            purged: None,
-            followers,
-        }
-    }
-
     #[test]
-    fn a_settling_group_compacts_once_a_look_finds_it_applied_nothing_since_the_last() {
-        assert!(!settled(None, 7), "the first look only notes where it is");
-        assert!(!settled(Some(7), 9), "it applied since: look again later");
-        assert!(settled(Some(9), 9));
+    fn a_settle_is_looked_at_after_its_delay() {
         let now = Instant::now();
         assert_eq!(due_after(now, None, Reason::Settle), now + SETTLE_DELAY);
-    }
-
-    #[test]
-    fn purge_keeps_what_a_near_follower_needs_only() {
-        assert_eq!(purge_target(&at(None, vec![]), 100), None);
-        assert_eq!(purge_target(&at(Some(500), vec![]), 100), Some(500));
-        // Caught up: the snapshot.
+        let last = now - Duration::from_millis(100);
         assert_eq!(
-            purge_target(&at(Some(500), vec![Some(500)]), 100),
-            Some(500)
+            due_after(now, Some(last), Reason::Grew),
+            last + MIN_INTERVAL
         );
-        // 50 behind: keep what it still needs.
-        assert_eq!(
-            purge_target(&at(Some(500), vec![Some(450)]), 100),
-            Some(450)
-        );
-        // Far behind: it gets a snapshot; the other follower's needs count.
-        assert_eq!(
-            purge_target(&at(Some(500), vec![Some(10), Some(480)]), 100),
-            Some(480)
-        );
-        // A follower that matched nothing yet and is near the start keeps everything.
-        assert_eq!(purge_target(&at(Some(50), vec![None]), 100), None);
     }
 }

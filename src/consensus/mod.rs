@@ -72,6 +72,7 @@ pub mod group;
 pub mod leadership;
 pub mod log_budget;
 pub mod log_growth;
+mod log_position;
 pub mod log_store;
 pub mod machine;
 pub mod network;

@@ -35,9 +35,9 @@ use crate::server::subscription::{RemoteSubscriber, Subscriber};
 
 /// The longest a request is held: the API timeout of nats.go, async-nats and the nats CLI
 /// (nats-py's `STREAM.INFO` gives up after 2 s).
-pub const HOLD_FOR: Duration = Duration::from_secs(5);
+const HOLD_FOR: Duration = Duration::from_secs(5);
 /// The most requests held at once on one node; more are dropped at once.
-pub const MAX_HELD: usize = 1_000;
+const MAX_HELD: usize = 1_000;
 /// How often a held request checks whether this node answers it now (a leadership change
 /// sends no signal the hold could wait on; a peer's interest does).
 const RECHECK: Duration = Duration::from_millis(50);

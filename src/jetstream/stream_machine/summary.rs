@@ -199,22 +199,20 @@ impl SegmentSummary {
     /// summary has one for a block of `len` bytes there.
     pub fn raw_record(&self, offset: u64, len: u32) -> Option<Vec<u8>> {
         let (stored, range) = self.blocks.get(&offset)?;
-        (*stored == len).then(|| {
-            let mut record = Vec::with_capacity(RECORD_HEADER + range.len());
-            record.extend_from_slice(&offset.to_le_bytes());
-            record.extend_from_slice(&len.to_le_bytes());
-            record.extend_from_slice(&(range.len() as u32).to_le_bytes());
-            record.extend_from_slice(&self.bytes[range.clone()]);
-            record
-        })
+        (*stored == len).then(|| self.record_bytes(range))
     }
 
     /// Every block's record as written, by offset (for a summary written anew with more).
     pub fn raw_records(&self) -> BTreeMap<u64, Vec<u8>> {
         self.blocks
             .iter()
-            .filter_map(|(&offset, (len, _))| Some((offset, self.raw_record(offset, *len)?)))
+            .map(|(&offset, (_, range))| (offset, self.record_bytes(range)))
             .collect()
+    }
+
+    /// A record as written: its header sits right before its summary's `range` in the file.
+    fn record_bytes(&self, range: &std::ops::Range<usize>) -> Vec<u8> {
+        self.bytes[range.start - RECORD_HEADER..range.end].to_vec()
     }
 
     /// Calls `each` with the messages of the block at `locator`, in sequence order, each with
@@ -369,6 +367,30 @@ mod tests {
         let path = dir.join("00000001.seg");
         std::fs::write(&path, &block).unwrap();
         (path, (0, block.len() as u32))
+    }
+
+    #[test]
+    fn a_record_read_back_is_the_record_written() {
+        let msg = |seq, payload: &'static [u8]| BlockMsg {
+            seq,
+            subject: "s.a",
+            headers: None,
+            payload,
+            ts_nanos: 7 + seq as i64,
+        };
+        let first = encode_record(0, 100, &[msg(1, b"one"), msg(2, b"two")]);
+        let second = encode_record(100, 60, &[msg(3, b"three")]);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000001.sum");
+        write(&path, &[first.clone(), second.clone()]).unwrap();
+        let read = SegmentSummary::read(&path).expect("a summary just written");
+        assert_eq!(read.raw_record(0, 100), Some(first.clone()));
+        assert_eq!(read.raw_record(100, 60), Some(second.clone()));
+        assert_eq!(read.raw_record(100, 61), None, "another block's length");
+        assert_eq!(
+            read.raw_records(),
+            BTreeMap::from([(0, first), (100, second)])
+        );
     }
 
     #[test]
