@@ -1,8 +1,9 @@
 //! The shared half of a client connection: its outbound buffer and its close signal.
 //!
 //! One `ClientHandle` per connection. Publishers on any connection append messages for this
-//! client straight into its outbound buffer (under a short, non-async lock), and its writer
-//! task swaps the buffer out and writes it to the socket — so many messages become one write.
+//! client straight into its outbound queue (under a short, non-async lock; chunks of about
+//! 64 KiB, `out_queue.rs`), and its writer task takes what is queued and writes it to the
+//! socket — so many messages become one (vectored) write.
 //! The buffer is bounded by `max_pending`: a client that stops reading is cut off as a slow
 //! consumer instead of growing the server's memory.
 
@@ -14,6 +15,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::out_queue::{Batch, OutQueue};
 use super::stats::ServerStats;
 use crate::wire::encoder::{self, Delivery};
 
@@ -55,7 +57,7 @@ impl CloseReason {
 
 #[derive(Debug, Default)]
 struct Outbound {
-    buf: BytesMut,
+    buf: OutQueue,
     /// Set once; the writer flushes what is queued (unless the reason discards it) and closes.
     closing: Option<CloseReason>,
 }
@@ -76,7 +78,7 @@ pub struct Queued {
 /// What the writer task should do next.
 #[derive(Debug)]
 pub enum WriterWork {
-    Write(BytesMut),
+    Write(Batch),
     Close(CloseReason),
     Idle,
 }
@@ -133,7 +135,9 @@ impl ClientHandle {
             return Queued::default();
         }
         let was_empty = out.buf.is_empty();
-        encoder::write_delivery(&mut out.buf, sid, &msg);
+        out.buf.append(encoder::delivery_len(sid, &msg), |buf| {
+            encoder::write_delivery(buf, sid, &msg)
+        });
         if out.buf.len() > self.max_pending {
             self.cut_off_slow_consumer(&mut out);
             return Queued::default();
@@ -174,7 +178,8 @@ impl ClientHandle {
         if out.closing.is_some() {
             return;
         }
-        out.buf.extend_from_slice(bytes);
+        out.buf
+            .append(bytes.len(), |buf| buf.extend_from_slice(bytes));
         if out.buf.len() > self.max_pending {
             self.cut_off_slow_consumer(&mut out);
             return;
@@ -197,7 +202,8 @@ impl ClientHandle {
             return;
         }
         if let Some(text) = text {
-            encoder::write_err(&mut out.buf, text);
+            out.buf
+                .append(encoder::err_len(text), |buf| encoder::write_err(buf, text));
         }
         out.closing = Some(reason);
         drop(out);
@@ -222,7 +228,7 @@ impl ClientHandle {
     pub fn take_work(&self) -> WriterWork {
         let mut out = self.outbound.lock();
         if !out.buf.is_empty() {
-            return WriterWork::Write(out.buf.split());
+            return WriterWork::Write(out.buf.take());
         }
         match out.closing {
             Some(reason) => WriterWork::Close(reason),
@@ -245,7 +251,7 @@ impl ClientHandle {
 
     fn cut_off_slow_consumer(&self, out: &mut Outbound) {
         // nats-server drops what is pending and closes without an -ERR.
-        out.buf = BytesMut::new();
+        out.buf = OutQueue::default();
         out.closing = Some(CloseReason::SlowConsumer);
         ServerStats::add(&self.stats.slow_consumers, 1);
         tracing::warn!(cid = self.id, "slow consumer detected, closing connection");

@@ -15,6 +15,7 @@ pub mod dispatch;
 pub mod identity;
 mod listener;
 pub mod message;
+pub mod out_queue;
 pub mod router;
 mod session;
 pub mod stats;

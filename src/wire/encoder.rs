@@ -27,10 +27,17 @@ impl Delivery<'_> {
     }
 }
 
+/// The most bytes [`write_delivery`] appends for `msg` to `sid`.
+pub fn delivery_len(sid: &[u8], msg: &Delivery<'_>) -> usize {
+    let reply_len = msg.reply.map_or(0, |r| r.len() + 1);
+    // "HMSG ", three spaces, two lengths of at most 20 digits, two CRLFs.
+    const FRAMING: usize = 5 + 3 + 2 * 20 + 4;
+    msg.subject.len() + sid.len() + reply_len + msg.body_len() + FRAMING
+}
+
 /// Appends `MSG` (or `HMSG` when the delivery has headers) addressed to subscription `sid`.
 pub fn write_delivery(out: &mut BytesMut, sid: &[u8], msg: &Delivery<'_>) {
-    let reply_len = msg.reply.map_or(0, |r| r.len() + 1);
-    out.reserve(msg.subject.len() + sid.len() + reply_len + msg.body_len() + 48);
+    out.reserve(delivery_len(sid, msg));
     match msg.headers {
         None => out.put_slice(b"MSG "),
         Some(_) => out.put_slice(b"HMSG "),
@@ -57,9 +64,14 @@ pub fn write_delivery(out: &mut BytesMut, sid: &[u8], msg: &Delivery<'_>) {
     out.put_slice(b"\r\n");
 }
 
+/// The bytes [`write_err`] appends for `text`.
+pub fn err_len(text: &str) -> usize {
+    text.len() + 9
+}
+
 /// Appends `-ERR '<text>'`.
 pub fn write_err(out: &mut BytesMut, text: &str) {
-    out.reserve(text.len() + 9);
+    out.reserve(err_len(text));
     out.put_slice(b"-ERR '");
     out.put_slice(text.as_bytes());
     out.put_slice(b"'\r\n");

@@ -1,4 +1,4 @@
-//! The writer task of one connection: drains the outbound buffer to the socket, sends the
+//! The writer task of one connection: drains the outbound queue to the socket, sends the
 //! server's keep-alive PINGs, and closes the socket once the connection is closing.
 
 use std::sync::Arc;
@@ -27,8 +27,8 @@ pub async fn run(
     ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         match client.take_work() {
-            WriterWork::Write(bytes) => {
-                match tokio::time::timeout(WRITE_DEADLINE, socket.write_all(&bytes)).await {
+            WriterWork::Write(mut batch) => {
+                match tokio::time::timeout(WRITE_DEADLINE, socket.write_all_buf(&mut batch)).await {
                     Ok(Ok(())) => client.notify_drained(),
                     Ok(Err(err)) => {
                         tracing::debug!(cid = client.id, "write error: {err}");
