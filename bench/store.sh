@@ -3,11 +3,12 @@
 # one server after the other, the same clients (the nats CLI, and bench/store.py for the
 # gets). Per server: fill one file stream (R1 on one node; R3 on three with --replicas 3) to
 # the size asked (`nats bench js pub async` into a stream created with `--allow-direct`), then
-# report its RSS and disk, a `kill -9` and restart (from the process start until `stream info`
-# counts every message) and the RSS then, a sequential read of the whole stream from sequence
-# 1 (`nats bench js ordered`, page cache dropped first when the machine lets us) and the RSS
-# after it, random direct gets of old sequences (p50/p99) and a last-by-subject get, how long
-# `nats stream rm` takes and the disk left 5 s after it. See bench/README.md.
+# report its RSS (2 s and 15 s after) and disk, a `kill -9` and restart (from the process start
+# until `stream info` counts every message) and the RSS then, a sequential read of the whole
+# stream from sequence 1 (`nats bench js ordered`, page cache dropped first when the machine
+# lets us) and the RSS after it, random direct gets of old sequences (p50/p99) and a
+# last-by-subject get, how long `nats stream rm` takes and the disk left 5 s after it, and
+# each node's peak RSS over all of it (VmHWM). See bench/README.md.
 #
 # With --streams K (K > 1) the same payload goes into K streams M0..M<K-1> (names and
 # subjects zero-padded as natscli pads them: M000..M099 on js.store.000..js.store.099 for
@@ -126,6 +127,8 @@ done
 setup_tmp jetraft-store-bench
 
 rss_mb() { awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$1/status" 2>/dev/null || echo "?"; }
+# the most RSS the process has had (the kernel's high-water mark), MB
+hwm_mb() { awk '/VmHWM/ {printf "%.0f", $2/1024}' "/proc/$1/status" 2>/dev/null || echo 0; }
 # du still prints the total, and fails, when files go while it walks (a delete in progress).
 disk_mb() { { du -sm "$1" 2>/dev/null || true; } | cut -f1; }
 now() { date +%s.%N; }
@@ -234,6 +237,20 @@ rss_nodes() {
     for p in "${NODE_PID[@]}"; do out+="${out:+ / }$(rss_mb "$p")"; done
     echo "$out"
 }
+# PEAK[i]: node i's highest RSS over its runs so far; taken before each kill and stop
+note_peaks() {
+    local i hwm
+    for i in "${!NODE_PID[@]}"; do
+        hwm=$(hwm_mb "${NODE_PID[i]}")
+        ((hwm > ${PEAK[i]:-0})) && PEAK[i]=$hwm
+    done
+    return 0
+}
+peak_nodes() {
+    local i out=""
+    for i in "${!PEAK[@]}"; do out+="${out:+ / }${PEAK[i]}"; done
+    echo "$out"
+}
 disk_nodes() {
     local d out=""
     for d in "${NODE_STORE[@]}"; do out+="${out:+ / }$(disk_mb "$d")"; done
@@ -322,6 +339,7 @@ drop_page_cache() {
 kill_and_restart() {
     local name=$1 bin=$2 url=$3 run=$4 cold=$5 t0 waiter ready p
     # the group's stderr: bash's "Killed" notice of a node reaped before its `wait`
+    note_peaks
     {
         for p in "${NODE_PID[@]}"; do kill -9 "$p" || true; done
         for p in "${NODE_PID[@]}"; do
@@ -366,9 +384,10 @@ kill_and_restart() {
 ROWS=()
 measure() { # NAME BIN
     local name=$1 bin=$2 url t0 out
-    local rss_pub="" disk="" restart="" rss_restart="" read_rate="" rss_read="" p50="" p99="" lbs=""
+    local rss_pub="" rss_settled="" disk="" restart="" rss_restart="" read_rate="" rss_read="" p50="" p99="" lbs=""
     local disk_after="" cache_state="" delete_s="" cold_restart="" create_s="" read_ok=0
     plan_nodes "$name"
+    PEAK=()
     url="nats://127.0.0.1:${NODE_PORT[0]}"
     mkdir -p "$TMP/$name"
     if ! launch "$name" "$bin" run1; then
@@ -425,6 +444,8 @@ measure() { # NAME BIN
     sleep 2 # let write-behind and compaction settle before reading RSS and disk
     rss_pub=$(rss_nodes)
     disk=$(disk_nodes)
+    sleep 13 # and once the groups left alone have settled (jetraft: 5-10 s after their last apply)
+    rss_settled=$(rss_nodes)
     kill_and_restart "$name" "$bin" "$url" run2 ""
     restart=$RESTART_S
     rss_restart=$(rss_nodes)
@@ -473,6 +494,7 @@ measure() { # NAME BIN
         [[ $out =~ ^deleted\ [0-9]+\ errors\ 0\ seconds\ ([0-9.]+)$ ]] && delete_s=${BASH_REMATCH[1]}
         echo "$out" >>"$TMP/$name/rm.out"
     fi
+    note_peaks
     local deleted="stream deleted"
     ((STREAMS == 1)) || deleted="$STREAMS streams deleted"
     if [[ -n $delete_s ]]; then
@@ -486,9 +508,9 @@ measure() { # NAME BIN
     local rn="" # R3: the replicas in the stream(s) cell
     ((REPLICAS == 1)) || rn=", R$REPLICAS"
     if ((STREAMS == 1)); then
-        ROWS+=("| $name | $(commas "$MSGS") × $SIZE B$rn | $(cell "$pub_rate") | $rss_pub MB | $disk MB | ${restart:-FAIL} s | ${cold_restart:-FAIL} s ($COLD_STATE) | $rss_restart MB | $(cell "$read_rate") ($cache_state) | $rss_read MB | ${p50:-FAIL} / ${p99:-FAIL} µs | ${lbs:-FAIL} µs | ${delete_s:-FAIL} s | ${disk_after:-FAIL} MB |")
+        ROWS+=("| $name | $(commas "$MSGS") × $SIZE B$rn | $(cell "$pub_rate") | $rss_pub MB | $rss_settled MB | $disk MB | ${restart:-FAIL} s | ${cold_restart:-FAIL} s ($COLD_STATE) | $rss_restart MB | $(cell "$read_rate") ($cache_state) | $rss_read MB | $(peak_nodes) MB | ${p50:-FAIL} / ${p99:-FAIL} µs | ${lbs:-FAIL} µs | ${delete_s:-FAIL} s | ${disk_after:-FAIL} MB |")
     else
-        ROWS+=("| $name | $(commas "$STREAMS")$rn | $(commas "$MSGS") × $SIZE B | ${create_s:-FAIL} s | $(cell "$pub_rate") | $rss_pub MB | $disk MB | ${restart:-FAIL} s | ${cold_restart:-FAIL} s ($COLD_STATE) | $rss_restart MB | $(cell "$read_rate") ($cache_state) | $rss_read MB | ${p50:-FAIL} / ${p99:-FAIL} µs | ${lbs:-FAIL} µs | ${delete_s:-FAIL} s | ${disk_after:-FAIL} MB |")
+        ROWS+=("| $name | $(commas "$STREAMS")$rn | $(commas "$MSGS") × $SIZE B | ${create_s:-FAIL} s | $(cell "$pub_rate") | $rss_pub MB | $rss_settled MB | $disk MB | ${restart:-FAIL} s | ${cold_restart:-FAIL} s ($COLD_STATE) | $rss_restart MB | $(cell "$read_rate") ($cache_state) | $rss_read MB | $(peak_nodes) MB | ${p50:-FAIL} / ${p99:-FAIL} µs | ${lbs:-FAIL} µs | ${delete_s:-FAIL} s | ${disk_after:-FAIL} MB |")
     fi
 }
 
@@ -501,11 +523,11 @@ echo
 nd="" kill9="kill -9"
 ((REPLICAS == 1)) || nd=" (n1 / n2 / n3)" kill9="kill -9 of all $REPLICAS"
 if ((STREAMS > 1)); then
-    md_table "| server | streams | messages (all streams) | create streams | publish msgs/s | RSS after publish$nd | disk$nd | $kill9 → serving | same, page cache dropped | RSS after restart$nd | read from seq 1, msgs/s (page cache) | RSS after read$nd | direct get p50 / p99 (random stream) | last-by-subject get | delete every stream | disk 5 s after$nd |" \
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" "${ROWS[@]}"
+    md_table "| server | streams | messages (all streams) | create streams | publish msgs/s | RSS after publish$nd | 15 s after$nd | disk$nd | $kill9 → serving | same, page cache dropped | RSS after restart$nd | read from seq 1, msgs/s (page cache) | RSS after read$nd | peak RSS$nd | direct get p50 / p99 (random stream) | last-by-subject get | delete every stream | disk 5 s after$nd |" \
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" "${ROWS[@]}"
 else
-    md_table "| server | stream | publish msgs/s | RSS after publish$nd | disk$nd | $kill9 → serving | same, page cache dropped | RSS after restart$nd | read from seq 1, msgs/s (page cache) | RSS after read$nd | direct get p50 / p99 | last-by-subject get | stream rm | disk 5 s after$nd |" \
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" "${ROWS[@]}"
+    md_table "| server | stream | publish msgs/s | RSS after publish$nd | 15 s after$nd | disk$nd | $kill9 → serving | same, page cache dropped | RSS after restart$nd | read from seq 1, msgs/s (page cache) | RSS after read$nd | peak RSS$nd | direct get p50 / p99 | last-by-subject get | stream rm | disk 5 s after$nd |" \
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" "${ROWS[@]}"
 fi
 echo
 if ((REPLICAS > 1)); then
