@@ -72,12 +72,27 @@ impl StreamMachine {
     }
 }
 
+#[cfg(test)]
+impl StreamMachine {
+    /// The group's segment files (after `load`).
+    pub(super) fn segments(&self) -> Option<Arc<Segments>> {
+        self.store.segments()
+    }
+}
+
 impl GroupMachine for StreamMachine {
     /// An open tail chunk keeps 16 bytes a message (its deque up to twice that); sealed, a few.
     /// A stream left alone keeps it sealed until its next append (1000 streams: 16 MB of open
     /// tails after publishing to all of them, heaptrack).
+    ///
+    /// The segment taking new blocks is summarized too if it took none for a second (a group
+    /// left alone settles 5–10 s after its last apply): a restart then reads nothing of it
+    /// block by block.
     fn snapshot_taken(&mut self) {
         self.writer.write(StreamGroup::seal_metadata);
+        if let Some(segments) = self.store.segments() {
+            segments.summarize_quiet();
+        }
     }
 
     /// Message blocks carry a checksum (ADR 0018): checked before they leave in a snapshot.

@@ -26,6 +26,7 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -44,6 +45,10 @@ pub const SEGMENT_BYTES: u64 = 8 << 20;
 /// unsummarized active segments made a restart 4.5 times slower, `bench/HISTORY.md`, stop
 /// 43). Each write reads only the blocks the one before did not have.
 pub const PARTIAL_SUMMARY_BYTES: u64 = 1 << 20;
+
+/// How long the active segment must have taken no block for [`Segments::summarize_quiet`] to
+/// summarize what it has.
+pub const QUIET_FOR: Duration = Duration::from_secs(1);
 
 /// The version byte of a `b/` value that is a [`Locator`] (block values are 1 and 2).
 pub const LOCATOR_V1: u8 = 3;
@@ -106,6 +111,8 @@ struct Inner {
     extents: Vec<(u64, u32)>,
     /// The active segment's length when its summary was last queued.
     summarized: u64,
+    /// When a block was last written (appended or extended).
+    last_write: Option<Instant>,
     /// Segments whose summary may not be written yet, with what tells the summary worker
     /// they were retired (`summary::Retired`); pruned as the worker drops its end.
     summarizing: Vec<(u32, Weak<Retired>)>,
@@ -124,6 +131,7 @@ impl Segments {
                 last_read: None,
                 extents: Vec::new(),
                 summarized: 0,
+                last_write: None,
                 summarizing: Vec::new(),
             }),
         })
@@ -195,12 +203,41 @@ impl Segments {
         *len += block.len() as u64;
         let (grown_to, file) = (*len, file.clone());
         inner.extents.push((locator.offset, locator.len));
+        inner.last_write = Some(Instant::now());
         if grown_to >= inner.summarized + PARTIAL_SUMMARY_BYTES {
             inner.summarized = grown_to;
             let blocks = inner.extents.clone();
             self.summarize(&mut inner, locator.segment, blocks);
         }
         Ok((locator, file))
+    }
+
+    /// Queues the summary of the active segment's blocks so far, if it has blocks its last
+    /// summary lacks and took none for [`QUIET_FOR`]: called when the group compacts, so
+    /// that a group left alone (it settles 5–10 s after its last apply) leaves a restart
+    /// nothing to read block by block, while a busy one is summarized every
+    /// [`PARTIAL_SUMMARY_BYTES`] as before. Returns whether it queued one.
+    pub fn summarize_quiet(&self) -> bool {
+        self.summarize_quiet_at(Instant::now())
+    }
+
+    /// [`summarize_quiet`](Self::summarize_quiet) as of `now`.
+    pub(super) fn summarize_quiet_at(&self, now: Instant) -> bool {
+        let mut inner = self.inner.lock();
+        let quiet = inner
+            .last_write
+            .is_some_and(|at| now.saturating_duration_since(at) >= QUIET_FOR);
+        let Some((id, _, len)) = inner.active.as_ref() else {
+            return false;
+        };
+        let (id, len) = (*id, *len);
+        if !quiet || len <= inner.summarized {
+            return false;
+        }
+        inner.summarized = len;
+        let blocks = inner.extents.clone();
+        self.summarize(&mut inner, id, blocks);
+        true
     }
 
     /// Queues the summary of `segment`'s `blocks` (all of a full segment's, or the active
@@ -227,7 +264,10 @@ impl Segments {
     pub fn extend(&self, block: Locator, frame: &[u8]) -> io::Result<Option<(Locator, Arc<File>)>> {
         let mut inner = self.inner.lock();
         let Inner {
-            active, extents, ..
+            active,
+            extents,
+            last_write,
+            ..
         } = &mut *inner;
         let Some((id, file, len)) = active.as_mut() else {
             return Ok(None);
@@ -249,6 +289,7 @@ impl Segments {
         if let Some(last) = last {
             last.1 = grown;
         }
+        *last_write = Some(Instant::now());
         Ok(Some((
             Locator {
                 len: grown,

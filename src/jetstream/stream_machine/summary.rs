@@ -3,8 +3,10 @@
 //! reads a few bytes a message instead of every block (issue 16, ADR 0028).
 //!
 //! A summary is derived data. It is written without a sync (by [`queue`]'s worker when a
-//! segment fills up, and each `segments::PARTIAL_SUMMARY_BYTES` the active segment grows
-//! before, keeping the records of the summary it replaces; by `load` for a segment whose
+//! segment fills up, each `segments::PARTIAL_SUMMARY_BYTES` the active segment grows
+//! before, and when a group that took no block for a second compacts (it settles 5–10 s
+//! after its last apply), keeping the records of the summary it replaces; by `load` for a
+//! segment whose
 //! summary lacked blocks it read whole), replaced whole, and checked as a whole against its
 //! crc32c. A summary that is missing, torn or damaged is ignored: `load` reads that
 //! segment's blocks instead and writes a new one. A summary is only ever asked about a

@@ -1,10 +1,12 @@
 //! Message blocks in segment files (`segments.rs`, ADR 0022): what sled holds for them,
 //! when their files go, and blocks still kept in sled. Over the `tests_load` harness.
 
+use std::time::Instant;
+
 use bytes::Bytes;
 
 use super::keys;
-use super::segments::{Locator, Segments};
+use super::segments::{Locator, Segments, QUIET_FOR};
 use super::summary::{self, SegmentSummary};
 use super::tests_load::{append_cmd, encode, Harness};
 use crate::consensus::state_db::{key, SPACE_DATA};
@@ -390,4 +392,32 @@ fn the_active_segment_is_summarized_as_it_grows_and_a_load_completes_its_summary
     harness.check_reload("through the partial summary and a block");
     assert_eq!(described(&harness), vec![true; 12]);
     harness.check_reload("through the completed summary");
+}
+
+#[test]
+fn a_quiet_active_segment_is_summarized_when_its_group_compacts() {
+    let mut harness = Harness::new(StreamConfig::new("S", &["s.>"]));
+    // Three blocks of ~100 KB: far from the 1 MiB that summarizes a growing segment.
+    fill(&mut harness, 3, 100_000);
+    // A round right after the appends: the group is busy, nothing is summarized.
+    harness.machine.snapshot_taken();
+    summary::settle();
+    assert!(summary_files(&harness).is_empty(), "busy: none yet");
+
+    let segments = harness.machine.segments().expect("loaded");
+    let later = Instant::now() + QUIET_FOR;
+    assert!(segments.summarize_quiet_at(later), "quiet: summarized");
+    assert!(!segments.summarize_quiet_at(later), "nothing new since");
+    summary::settle();
+    let summary = SegmentSummary::read(&segments.summary_path(1)).expect("a summary");
+    for seq in 1..=3 {
+        let locator = Locator::decode(&block_value(&harness, seq))
+            .unwrap()
+            .unwrap();
+        assert!(
+            summary.raw_record(locator.offset, locator.len).is_some(),
+            "block {seq} described"
+        );
+    }
+    harness.check_reload("through the quiet segment's summary");
 }
