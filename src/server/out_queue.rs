@@ -52,9 +52,9 @@ impl OutQueue {
     /// Everything queued, for the writer; the queue is left empty.
     pub fn take(&mut self) -> Batch {
         self.close_tail();
-        self.full_len = 0;
         Batch {
             chunks: std::mem::take(&mut self.full),
+            remaining: std::mem::take(&mut self.full_len),
         }
     }
 
@@ -73,11 +73,13 @@ impl OutQueue {
 #[derive(Debug, Default)]
 pub struct Batch {
     chunks: VecDeque<Bytes>,
+    /// Bytes in `chunks`.
+    remaining: usize,
 }
 
 impl Buf for Batch {
     fn remaining(&self) -> usize {
-        self.chunks.iter().map(Bytes::len).sum()
+        self.remaining
     }
 
     fn chunk(&self) -> &[u8] {
@@ -85,11 +87,13 @@ impl Buf for Batch {
     }
 
     fn advance(&mut self, mut cnt: usize) {
+        assert!(cnt <= self.remaining, "advanced past the end of a batch");
+        self.remaining -= cnt;
         while cnt > 0 {
             let front = self
                 .chunks
                 .front_mut()
-                .expect("advanced past the end of a batch");
+                .expect("`remaining` counts the chunks' bytes");
             if cnt < front.len() {
                 front.advance(cnt);
                 return;
