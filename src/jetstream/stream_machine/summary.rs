@@ -6,9 +6,8 @@
 //! segment fills up, each `segments::PARTIAL_SUMMARY_BYTES` the active segment grows
 //! before, and when a group that took no block for a second compacts (it settles 5–10 s
 //! after its last apply), keeping the records of the summary it replaces; by `load` for a
-//! segment whose
-//! summary lacked blocks it read whole), replaced whole, and checked as a whole against its
-//! crc32c. A summary that is missing, torn or damaged is ignored: `load` reads that
+//! segment whose summary lacked blocks it read whole), replaced whole, and checked as a
+//! whole against its crc32c. A summary that is missing, torn or damaged is ignored: `load` reads that
 //! segment's blocks instead and writes a new one. A summary is only ever asked about a
 //! block sled locates (offset, length, first sequence), and answers only for a block of that
 //! offset and length: segments are append-only and their ids never reused, and a block
