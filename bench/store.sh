@@ -502,7 +502,8 @@ measure() { # NAME BIN
         disk_after=$(disk_nodes)
         pass "$name: $deleted"
     else
-        fail "$name: $deleted"; show_tail "$TMP/$name/rm.out"
+        # the node logs tell which step a delete waits in (consensus/watchdog.rs)
+        fail "$name: $deleted"; show_tail "$TMP/$name/rm.out"; show_logs
     fi
     stop_nodes
     local rn="" # R3: the replicas in the stream(s) cell

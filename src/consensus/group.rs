@@ -29,6 +29,7 @@ use super::node_storage::NodeStorage;
 use super::pacer::{decide, GroupSignals, Mode, Pacer};
 use super::state_machine::GroupStateMachine;
 use super::types::{Command, GroupId, Node, NodeId, Proposal, Raft, Response};
+use super::watchdog::logged_if_slow;
 
 /// Tunables of a group. The defaults suit a broker hosting many groups on small machines.
 /// Heartbeats and elections are not among them: the node's [`Pacer`] drives them.
@@ -525,14 +526,26 @@ impl RaftGroup {
     pub async fn shutdown(&self) -> Result<(), StartError> {
         self.pacer.untrack(self.group);
         self.compactor.untrack(self.group);
-        self.raft.shutdown().await?;
-        if let Err(e) = self.log.flush_committed().await {
-            tracing::warn!(group = self.group, error = %e, "committed index not persisted at shutdown");
+        let group = self.group;
+        logged_if_slow(group, "stopping openraft's core", self.raft.shutdown()).await?;
+        let flushed = logged_if_slow(
+            group,
+            "persisting the committed index",
+            self.log.flush_committed(),
+        );
+        if let Err(e) = flushed.await {
+            tracing::warn!(group, error = %e, "committed index not persisted at shutdown");
         }
         // openraft's state-machine task ends after the core (its queue closed), a snapshot
         // build once its sync is done: neither is joined by `Raft::shutdown`.
         self.machine_held.close();
-        self.machine_held.wait().await;
+        let machine_ended = self.machine_held.wait();
+        logged_if_slow(
+            group,
+            "the state machine's task and snapshot build ending",
+            machine_ended,
+        )
+        .await;
         Ok(())
     }
 

@@ -44,6 +44,8 @@
 //! - [`registry`]: [`GroupRegistry`], the node's groups by id.
 //! - [`node_storage`]: [`NodeStorage`], the storage every group of a node shares; a store that
 //!   cannot be opened is moved aside ([`quarantine`]) on a node whose groups have peers.
+//! - [`watchdog`]: a step that should be quick and is not (a group's stop, a stream's removal)
+//!   logs where it waits.
 //! - [`amnesia`]: the groups that lost their state here and may not vote or campaign until
 //!   they caught up with a leader (ADR 0015).
 //!
@@ -89,6 +91,7 @@ pub mod state_machine;
 pub mod state_writer;
 mod sync_gate;
 pub mod types;
+pub mod watchdog;
 mod write_queue;
 
 #[cfg(test)]

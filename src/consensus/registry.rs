@@ -15,6 +15,7 @@ use super::node_storage::NodeStorage;
 use super::pacer::Pacer;
 use super::state_machine::GroupStateMachine;
 use super::types::{GroupId, Node, NodeId};
+use super::watchdog::logged_if_slow;
 use crate::store::log::{LogError, LogOp};
 
 /// A registry operation failed.
@@ -145,16 +146,17 @@ impl GroupRegistry {
 
     /// Stop `group` if running and delete all its data: log, state, snapshots.
     pub async fn drop_group(&self, group: GroupId) -> Result<(), RegistryError> {
-        let _lifecycle = self.lifecycle.lock().await;
+        let _lifecycle = logged_if_slow(group, "the registry's turn", self.lifecycle.lock()).await;
         self.stop_locked(group).await?;
-        self.storage
-            .log
-            .write(vec![LogOp::DropGroup { group }])
+        let dropped = self.storage.log.write(vec![LogOp::DropGroup { group }]);
+        logged_if_slow(group, "dropping the group's log", dropped)
             .await
             .map_err(|source| RegistryError::DropLog { group, source })?;
         let db = self.storage.state.clone();
         let dir = self.storage.snapshot_dir(group);
-        tokio::task::spawn_blocking(move || GroupStateMachine::destroy(&db, group, &dir))
+        let destroyed =
+            tokio::task::spawn_blocking(move || GroupStateMachine::destroy(&db, group, &dir));
+        logged_if_slow(group, "removing the group's state", destroyed)
             .await
             .map_err(std::io::Error::other)
             .and_then(|result| result)

@@ -42,6 +42,7 @@ use super::topology::Topology;
 use crate::cluster::ClusterNode;
 use crate::consensus::node_storage::StorageOpenError;
 use crate::consensus::pacer::Pacer;
+use crate::consensus::watchdog::logged_if_slow;
 use crate::consensus::{GroupOptions, GroupRegistry, NodeStorage};
 use crate::jsapi::{ApiError, ErrorKind, StorageType};
 use crate::server::subscription::Subscription;
@@ -174,9 +175,9 @@ impl JetStream {
     ///
     /// [`catch_up_with_meta_leader`]: Self::catch_up_with_meta_leader
     pub async fn propose_meta(&self, command: MetaCommand) -> Result<MetaOutcome, ApiError> {
-        let response = self
-            .meta_group()
-            .propose(payload::command(META_COMMAND_V1, &command))
+        let group = self.meta_group();
+        let proposed = group.propose(payload::command(META_COMMAND_V1, &command));
+        let response = logged_if_slow(META_GROUP, "a meta proposal", proposed)
             .await
             .map_err(propose_error)?;
         self.catch_up_with_meta_leader().await;
@@ -208,7 +209,8 @@ impl JetStream {
     ///
     /// [`reconcile_all`]: Self::reconcile_all
     pub async fn reconcile(&self) {
-        let _serialized = self.catalog.reconciling.lock().await;
+        let turn = self.catalog.reconciling.lock();
+        let _serialized = logged_if_slow(META_GROUP, "the reconciliation's turn", turn).await;
         let changed = self.catalog.meta().take_changed();
         match changed.all {
             true => self.reconcile_scope(None).await,
