@@ -224,6 +224,18 @@ show_logs() {
     done
 }
 
+# every node's last warnings, errors and panics, and where its threads wait (name, wchan)
+show_trouble() {
+    local i t
+    for ((i = 0; i < ${#NODE_LOG[@]}; i++)); do
+        ((REPLICAS == 1)) || echo "      n$((i + 1)): ${NODE_LOG[i]##*/}"
+        grep -E ' (WARN|ERROR) |panicked' "${NODE_LOG[i]}" | sed 's/^/      | /' | tail -n 12
+        for t in /proc/"${NODE_PID[i]}"/task/*; do
+            echo "$(cat "$t/comm" 2>/dev/null) $(cat "$t/wchan" 2>/dev/null)"
+        done | sort | uniq -c | sed 's/^/      threads: /'
+    done
+}
+
 # PID: drop it from PIDS (it was killed and reaped: its number may be another process's soon)
 forget_pid() {
     local p keep=()
@@ -502,8 +514,9 @@ measure() { # NAME BIN
         disk_after=$(disk_nodes)
         pass "$name: $deleted"
     else
-        # the node logs tell which step a delete waits in (consensus/watchdog.rs)
-        fail "$name: $deleted"; show_tail "$TMP/$name/rm.out"; show_logs
+        # which step a delete waits in: the nodes' warnings (consensus/watchdog.rs names it)
+        # and their threads' kernel waits
+        fail "$name: $deleted"; show_tail "$TMP/$name/rm.out"; show_trouble
     fi
     stop_nodes
     local rn="" # R3: the replicas in the stream(s) cell

@@ -18,7 +18,9 @@
 //! machine instance): the owner's later batches are skipped, its next `submit` or `flush`
 //! returns the error, the group stops, and its restart reloads from sled and lets openraft
 //! re-apply the entries after sled's applied id (they are still in the log: the log is purged
-//! only behind a snapshot, and building one flushes first).
+//! only behind a snapshot, and building one flushes first). A write that panics (sled 0.34
+//! panics on some damaged pages) fails its owners the same way; the thread goes on, and
+//! should it ever end, its queue closes so that nobody waits for it (`CloseOnExit`).
 //!
 //! The queue is bounded ([`MAX_QUEUED`] batches): an apply that outruns sled waits for room.
 //! The writer gathers ([`GATHER_WINDOW`], `write_queue.rs`): once a batch is queued it waits
@@ -39,6 +41,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
@@ -49,6 +52,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 
 use super::file_sync;
+use super::machine::panic_message;
 use super::write_queue::WriteQueue;
 
 /// Batches queued before `submit` waits for the writer.
@@ -110,6 +114,8 @@ pub enum WriteBehindError {
     Failed(Arc<sled::Error>),
     #[error("syncing a file beside the state db failed: {0}")]
     FileSync(Arc<std::io::Error>),
+    #[error("state db write panicked: {0}")]
+    Panicked(Arc<str>),
     #[error("state db writer stopped")]
     Stopped,
 }
@@ -275,6 +281,7 @@ impl Drop for StateWriter {
 }
 
 fn run(tree: sled::Tree, jobs: &WriteQueue<Job>, shared: Arc<Shared>) {
+    let _closing = CloseOnExit(jobs);
     let mut pending = Merged::default();
     while let Some(taken) = jobs.take(|job| matches!(job, Job::Flush(_))) {
         // Consecutive writes go into one sled batch; a flush is answered once the writes
@@ -301,6 +308,19 @@ fn run(tree: sled::Tree, jobs: &WriteQueue<Job>, shared: Arc<Shared>) {
     }
 }
 
+/// However the writer's thread ends, its queue closes and what is left in it goes: a flush
+/// or submit waiting for the thread, or coming later, fails with
+/// [`WriteBehindError::Stopped`] instead of waiting for a thread that is gone.
+struct CloseOnExit<'a>(&'a WriteQueue<Job>);
+
+impl Drop for CloseOnExit<'_> {
+    fn drop(&mut self) {
+        self.0.close();
+        // Taken without gathering once closed; a dropped flush's sender wakes its waiter.
+        while self.0.take(|_| false).is_some() {}
+    }
+}
+
 /// Consecutive write jobs taken together, written as one sled batch.
 #[derive(Default)]
 struct Merged {
@@ -319,10 +339,26 @@ impl Merged {
             .iter_mut()
             .flat_map(|(_, effects)| effects.after_written.drain(..))
             .collect();
-        write(tree, shared, self.owners, self.batches);
+        let owners = self.owners.clone();
+        let wrote = catch_unwind(AssertUnwindSafe(|| {
+            write(tree, shared, self.owners, self.batches)
+        }));
+        if let Err(panic) = wrote {
+            // As a failed batch: its owners stop, the node and every other group go on (a
+            // dead writer thread would leave every later flush waiting forever).
+            let said: Arc<str> = panic_message(&*panic).into();
+            tracing::error!(panic = %said, "state db batch panicked; its groups stop");
+            let mut failed = shared.failed.lock();
+            for owner in owners {
+                failed.insert(owner, WriteBehindError::Panicked(said.clone()));
+            }
+        }
         shared.written.store(self.last_ticket, Ordering::Release);
         for AfterWritten(call) in after {
-            call();
+            if let Err(panic) = catch_unwind(AssertUnwindSafe(call)) {
+                let said = panic_message(&*panic);
+                tracing::error!(panic = %said, "a call after a state db write panicked");
+            }
         }
         shared.handled.store(self.last_ticket, Ordering::Release);
     }
@@ -479,6 +515,32 @@ mod tests {
         // Nothing queued since: a flush has nothing to wait for.
         writer.flush_all().unwrap();
         assert_eq!(tree.get(b"a").unwrap().unwrap().as_ref(), b"1");
+    }
+
+    #[test]
+    fn a_call_after_a_write_that_panics_leaves_the_writer_running() {
+        let (_db, tree) = tree();
+        let writer = StateWriter::start(tree.clone()).unwrap();
+        let owner = writer.new_owner();
+        let files = FileEffects {
+            after_written: vec![AfterWritten(Box::new(|| panic!("a reader's bug")))],
+            ..FileEffects::default()
+        };
+        writer
+            .submit_with(
+                owner,
+                vec![(b"a".to_vec(), Some(Bytes::from_static(b"1")))],
+                files,
+            )
+            .unwrap();
+        writer.flush(owner).unwrap();
+        // The thread lives on: a later batch is written and a flush answered.
+        writer
+            .submit(owner, vec![(b"b".to_vec(), Some(Bytes::from_static(b"2")))])
+            .unwrap();
+        writer.flush(owner).unwrap();
+        assert_eq!(tree.get(b"a").unwrap().unwrap().as_ref(), b"1");
+        assert_eq!(tree.get(b"b").unwrap().unwrap().as_ref(), b"2");
     }
 
     #[test]

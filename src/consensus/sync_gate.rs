@@ -73,8 +73,16 @@ impl SyncGate {
                 Turn::Wait => self.done.wait(&mut gate),
                 Turn::Run(mine) => {
                     drop(gate);
-                    // `mine` started after this call began: its outcome is this call's.
-                    return self.finish(mine, sync());
+                    // `mine` started after this call began: its outcome is this call's. A
+                    // sync that panics fails like one that errs: were `running` left set,
+                    // every later caller (a snapshot build, a stream's removal) would wait
+                    // for it forever.
+                    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(sync))
+                        .unwrap_or_else(|panic| {
+                            let said = super::machine::panic_message(&*panic);
+                            Err(io::Error::other(format!("the sync panicked: {said}")))
+                        });
+                    return self.finish(mine, outcome);
                 }
             }
         }
@@ -203,6 +211,20 @@ mod tests {
         }
         let runs = runs.load(Ordering::SeqCst);
         assert!(runs < 16 * 50, "{runs} syncs for {} calls", 16 * 50);
+    }
+
+    #[test]
+    fn a_sync_that_panics_fails_its_caller_and_the_next_caller_syncs_again() {
+        let gate = SyncGate::default();
+        let error = gate.run(|| panic!("sled said no")).unwrap_err();
+        assert!(error.to_string().contains("sled said no"), "{error}");
+        let runs = AtomicU64::new(0);
+        gate.run(|| {
+            runs.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(runs.load(Ordering::SeqCst), 1, "the gate is free again");
     }
 
     #[test]
