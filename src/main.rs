@@ -6,13 +6,20 @@ use jetraft::config::{cli, Logging};
 use jetraft::node::Node;
 use tracing_subscriber::EnvFilter;
 
-/// mimalloc instead of glibc's malloc: the publish and fetch paths allocate and free small
-/// buffers on several threads, and glibc spent ~10 % of a node's CPU in malloc/free and
-/// consolidation, with page faults behind its trimming (perf, `nats bench js pub async`).
-/// Built without transparent huge pages (`no_thp`): with them a follower spent ~15 % of its
-/// CPU zeroing fresh 2 MiB pages in the cluster publish benchmark.
+/// jemalloc instead of glibc's malloc (ADR 0036, which replaced ADR 0012's mimalloc): the
+/// publish and fetch paths allocate and free small buffers on several threads, and glibc spent
+/// ~10 % of a node's CPU in malloc/free and consolidation. Its options are [`MALLOC_CONF`].
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// jemalloc's options, read at its start (the crate's prefixed symbol; a `_RJEM_MALLOC_CONF`
+/// variable in the environment is read after it and wins): a background thread purges what
+/// was freed, and freed pages go back to the kernel within about a second (no muzzy stage). A
+/// 2 GiB publish over 1000 R3 streams peaked 30–40 MB lower per node than under mimalloc and
+/// held 107–109 MB 15 s after instead of 148–163 (`bench/HISTORY.md`, stop 46).
+#[export_name = "_rjem_malloc_conf"]
+pub static MALLOC_CONF: &[u8; 60] =
+    b"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0\0";
 
 fn main() {
     let config = match cli::load(std::env::args_os()) {

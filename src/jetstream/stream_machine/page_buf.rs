@@ -3,7 +3,7 @@
 //! bytes gets an anonymous mapping of its own ([`PageBuf`]), a smaller one a `Vec`.
 //!
 //! Why: the node's block cache (`cache.rs`) holds blocks read from disk up to its byte
-//! budget and drops them in CLOCK order. Allocated by mimalloc, a MB of cached blocks cost
+//! budget and drops them in CLOCK order. Allocated by mimalloc (the allocator then, ADR 0012), a MB of cached blocks cost
 //! ~1.45 MB of RSS after a read of 1000 R3 streams, and stayed: blocks of many sizes near
 //! 64 KiB spread over its size classes, and a page of them goes back only once every slot
 //! in it is free, which evictions in CLOCK order rarely leave. A mapping costs its length
