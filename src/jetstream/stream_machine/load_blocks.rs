@@ -12,6 +12,7 @@ use crate::jscore::stream::{stored_size, MsgInfo, Restoring, SubjectId};
 use super::chunked::ChunkedMap;
 use super::compact::SegmentUse;
 use super::keys;
+use super::read_ahead;
 use super::segments::{Locator, Segments};
 use super::stage::BlockInfo;
 use super::summary::{self, MsgMetaRef, SegmentSummary};
@@ -29,7 +30,20 @@ pub struct Live<'a> {
     pub tombstones: &'a BTreeSet<u64>,
 }
 
+/// The pass, with the summaries read ahead of it (`read_ahead.rs`).
 pub fn load_blocks(
+    view: &MachineView,
+    segments: &Segments,
+    storage: StorageType,
+    live: Live<'_>,
+    restoring: &mut Restoring,
+) -> Result<LoadedBlocks, MachineError> {
+    read_ahead::while_reading_ahead(segments, || {
+        load_all(view, segments, storage, live, restoring)
+    })
+}
+
+fn load_all(
     view: &MachineView,
     segments: &Segments,
     storage: StorageType,
@@ -170,7 +184,7 @@ impl<'s> Summaries<'s> {
             .new
             .entry(segment)
             .or_insert_with(|| match &self.current {
-                Some((id, Some(summary))) if *id == segment => summary.raw_records(),
+                Some((id, Some(summary))) if *id == segment => summary.records(),
                 _ => BTreeMap::new(),
             });
         let record = summary::encode_record(locator.offset, locator.len, msgs);

@@ -23,7 +23,8 @@
 //!   only in the group's segment files. `tests_segments.rs`: locators, when segments go,
 //!   summaries.
 //! - `summary.rs`, `load_blocks.rs`: a complete segment's summary of its messages' metadata
-//!   (ADR 0028), which `load` reads instead of the segment's blocks. `compact.rs`: a segment
+//!   (ADR 0028; its records shaped, `summary_shaped.rs`, ADR 0037), which `load` reads
+//!   instead of the segment's blocks, a thread reading them ahead (`read_ahead.rs`). `compact.rs`: a segment
 //!   left mostly empty by interior removals is rewritten and goes (ADR 0029;
 //!   `tests_compact.rs`). `extend.rs`: a call of a few messages extends the last block by a
 //!   frame instead of starting one (ADR 0031).
@@ -105,6 +106,7 @@ mod load_blocks;
 mod machine;
 mod meta_file;
 mod page_buf;
+mod read_ahead;
 pub mod response;
 mod segments;
 mod sources;
@@ -112,6 +114,7 @@ mod stage;
 mod stage_consumers;
 mod summary;
 mod summary_decode;
+mod summary_shaped;
 mod view;
 
 #[cfg(test)]

@@ -162,6 +162,11 @@ impl Segments {
     }
 
     /// Where the summary of `segment` is (`summary.rs`).
+    /// The ids of the segments on disk (a `.seg` or a `.sum`), in order.
+    pub fn on_disk(&self) -> io::Result<Vec<u32>> {
+        existing(&self.dir)
+    }
+
     pub fn summary_path(&self, segment: u32) -> PathBuf {
         self.dir.join(format!("{segment:08x}.sum"))
     }

@@ -14,37 +14,44 @@
 //! extended by a frame (ADR 0031) has another length, so the bytes it describes are the
 //! bytes sled points at.
 //!
-//! File: [`SUMMARY_V1`] ++ crc32c of the rest (u32 LE) ++ per block, in offset order:
-//! offset (u64 LE) ++ length (u32 LE) ++ summary length (u32 LE) ++ the block's summary
-//! (postcard: its subjects, then per message the sequence and time as steps from the
-//! previous one, the subject's index, the payload's length and the header block).
+//! File: [`SUMMARY_V2`] ++ crc32c of the rest (u32 LE) ++ per block, in offset order:
+//! offset (u64 LE) ++ length (u32 LE) ++ record length (u32 LE) ++ the block's record
+//! (`summary_shaped.rs`: its subjects, what all its messages share, then per message what
+//! differs; ADR 0037). A [`SUMMARY_V1`] file (records in postcard: per message the
+//! sequence and time as steps, the subject's index, the payload's length and the header
+//! block; `summary_decode.rs`) still reads, and a summary written anew from one re-encodes
+//! its records.
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
-use serde::Serialize;
-
 use super::keys::{parse_block, BlockMsg};
 use super::segments::Locator;
 use super::summary_decode::Record;
+use super::summary_shaped;
 
-/// The version byte of a summary file.
+/// The version byte of a summary file whose records are postcard's (read, no longer written).
 pub const SUMMARY_V1: u8 = 1;
+/// The version byte of a summary file whose records are shaped (`summary_shaped.rs`).
+pub const SUMMARY_V2: u8 = 2;
 const HEADER: usize = 5;
 const RECORD_HEADER: usize = 16;
 
-#[derive(Serialize)]
+#[cfg(test)]
+#[derive(serde::Serialize)]
 struct BlockSummaryOut<'a> {
     subjects: Vec<&'a str>,
     msgs: Vec<MsgSummaryOut<'a>>,
 }
 
-#[derive(Serialize)]
+#[cfg(test)]
+#[derive(serde::Serialize)]
 struct MsgSummaryOut<'a> {
     seq_step: u64,
     ts_step: i64,
@@ -54,9 +61,11 @@ struct MsgSummaryOut<'a> {
 }
 
 /// A byte string for serde (postcard: length ++ bytes, what `&[u8]` reads back).
+#[cfg(test)]
 struct RawBytes<'a>(&'a [u8]);
 
-impl Serialize for RawBytes<'_> {
+#[cfg(test)]
+impl serde::Serialize for RawBytes<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_bytes(self.0)
     }
@@ -87,6 +96,29 @@ impl<'a> From<&BlockMsg<'a>> for MsgMetaRef<'a> {
 /// One block's record in a summary file: the block of `len` bytes at `offset` of its
 /// segment, its messages as parsed.
 pub fn encode_record(offset: u64, len: u32, msgs: &[BlockMsg<'_>]) -> Vec<u8> {
+    let metas: Vec<MsgMetaRef<'_>> = msgs.iter().map(MsgMetaRef::from).collect();
+    record_of(offset, len, &metas)
+}
+
+/// A record: its header, then the shaped encoding of `msgs`.
+fn record_of(offset: u64, len: u32, msgs: &[MsgMetaRef<'_>]) -> Vec<u8> {
+    framed(offset, len, &summary_shaped::encode(msgs))
+}
+
+/// A record's header (the block's offset and length, the summary's length), then `summary`.
+fn framed(offset: u64, len: u32, summary: &[u8]) -> Vec<u8> {
+    let mut record = Vec::with_capacity(RECORD_HEADER + summary.len());
+    record.extend_from_slice(&offset.to_le_bytes());
+    record.extend_from_slice(&len.to_le_bytes());
+    record.extend_from_slice(&(summary.len() as u32).to_le_bytes());
+    record.extend_from_slice(summary);
+    record
+}
+
+/// A version-1 record (postcard), as summaries were written before version 2: for tests of
+/// the files written then.
+#[cfg(test)]
+pub fn encode_record_v1(offset: u64, len: u32, msgs: &[BlockMsg<'_>]) -> Vec<u8> {
     let mut subjects: Vec<&str> = Vec::new();
     let mut index: BTreeMap<&str, u32> = BTreeMap::new();
     let (mut seq, mut ts) = (0u64, 0i64);
@@ -110,12 +142,7 @@ pub fn encode_record(offset: u64, len: u32, msgs: &[BlockMsg<'_>]) -> Vec<u8> {
         .collect();
     let summary =
         postcard::to_stdvec(&BlockSummaryOut { subjects, msgs }).expect("in-memory encoding");
-    let mut record = Vec::with_capacity(RECORD_HEADER + summary.len());
-    record.extend_from_slice(&offset.to_le_bytes());
-    record.extend_from_slice(&len.to_le_bytes());
-    record.extend_from_slice(&(summary.len() as u32).to_le_bytes());
-    record.extend_from_slice(&summary);
-    record
+    framed(offset, len, &summary)
 }
 
 /// Writes the summary of `segment` (its records in offset order) under `path`, through a
@@ -127,8 +154,13 @@ pub fn write(path: &Path, records: &[Vec<u8>]) -> io::Result<()> {
 
 /// Writes the summary under its temporary name (`*.sum.tmp`); returns that name.
 fn write_aside(path: &Path, records: &[Vec<u8>]) -> io::Result<PathBuf> {
+    write_version_aside(path, SUMMARY_V2, records)
+}
+
+/// [`write_aside`] with the version byte given (a test writes version-1 files with it).
+fn write_version_aside(path: &Path, version: u8, records: &[Vec<u8>]) -> io::Result<PathBuf> {
     let mut body = Vec::with_capacity(HEADER + records.iter().map(Vec::len).sum::<usize>());
-    body.push(SUMMARY_V1);
+    body.push(version);
     body.extend_from_slice(&[0; 4]);
     for record in records {
         body.extend_from_slice(record);
@@ -161,6 +193,8 @@ impl Retired {
 
 /// A segment's summary as read: the file and where each block's record is.
 pub struct SegmentSummary {
+    /// [`SUMMARY_V1`] or [`SUMMARY_V2`]: how its records are encoded.
+    version: u8,
     bytes: Vec<u8>,
     /// By offset: the block's length and its summary's range in `bytes`.
     blocks: BTreeMap<u64, (u32, std::ops::Range<usize>)>,
@@ -168,10 +202,11 @@ pub struct SegmentSummary {
 
 impl SegmentSummary {
     /// The summary at `path`; `None` when there is none or it does not check out (torn,
-    /// damaged, another version): the caller reads the blocks instead.
+    /// damaged, an unknown version): the caller reads the blocks instead.
     pub fn read(path: &Path) -> Option<SegmentSummary> {
         let bytes = std::fs::read(path).ok()?;
-        if bytes.len() < HEADER || bytes[0] != SUMMARY_V1 {
+        let version = *bytes.first()?;
+        if bytes.len() < HEADER || !matches!(version, SUMMARY_V1 | SUMMARY_V2) {
             return None;
         }
         let stored = u32::from_le_bytes(bytes[1..HEADER].try_into().expect("4 bytes"));
@@ -193,45 +228,89 @@ impl SegmentSummary {
             blocks.insert(offset, (len, start..end));
             at = end;
         }
-        Some(SegmentSummary { bytes, blocks })
+        Some(SegmentSummary {
+            version,
+            bytes,
+            blocks,
+        })
     }
 
-    /// The record of the block at `offset` as written (its header and summary), if this
-    /// summary has one for a block of `len` bytes there.
-    pub fn raw_record(&self, offset: u64, len: u32) -> Option<Vec<u8>> {
+    /// The record of the block at `offset` (its header and summary) in the version written
+    /// now, if this summary has one for a block of `len` bytes there.
+    pub fn record(&self, offset: u64, len: u32) -> Option<Vec<u8>> {
         let (stored, range) = self.blocks.get(&offset)?;
-        (*stored == len).then(|| self.record_bytes(range))
+        (*stored == len).then(|| self.current_record(offset, *stored, range))?
     }
 
-    /// Every block's record as written, by offset (for a summary written anew with more).
-    pub fn raw_records(&self) -> BTreeMap<u64, Vec<u8>> {
+    /// Every block's record in the version written now, by offset (for a summary written
+    /// anew with more); a version-1 record that does not parse is left out (its block is
+    /// then read whole at the next load).
+    pub fn records(&self) -> BTreeMap<u64, Vec<u8>> {
         self.blocks
             .iter()
-            .map(|(&offset, (_, range))| (offset, self.record_bytes(range)))
+            .filter_map(|(&offset, (len, range))| {
+                Some((offset, self.current_record(offset, *len, range)?))
+            })
             .collect()
     }
 
-    /// A record as written: its header sits right before its summary's `range` in the file.
-    fn record_bytes(&self, range: &std::ops::Range<usize>) -> Vec<u8> {
-        self.bytes[range.start - RECORD_HEADER..range.end].to_vec()
+    /// A record as written (its header sits right before its summary's `range` in the
+    /// file), or re-encoded from version 1.
+    fn current_record(&self, offset: u64, len: u32, range: &Range<usize>) -> Option<Vec<u8>> {
+        if self.version == SUMMARY_V2 {
+            return Some(self.bytes[range.start - RECORD_HEADER..range.end].to_vec());
+        }
+        let mut msgs = Vec::new();
+        self.each_of(range, |msg, _| msgs.push(msg))
+            .then(|| record_of(offset, len, &msgs))
     }
 
     /// Calls `each` with the messages of the block at `locator`, in sequence order, each with
     /// its subject's index among the block's subjects, and returns true; false (calling
     /// nothing) when the summary does not describe that block as sled locates it.
-    pub fn for_each(&self, locator: Locator, mut each: impl FnMut(MsgMetaRef<'_>, usize)) -> bool {
+    pub fn for_each<'s>(
+        &'s self,
+        locator: Locator,
+        each: impl FnMut(MsgMetaRef<'s>, usize),
+    ) -> bool {
         let Some((len, range)) = self.blocks.get(&locator.offset) else {
             return false;
         };
         if *len != locator.len {
             return false;
         }
-        let Some(mut record) = Record::parse(&self.bytes[range.clone()]) else {
+        self.each_of(range, each)
+    }
+
+    /// [`for_each`](Self::for_each) over the record at `range`: false (calling nothing) when
+    /// it does not parse whole.
+    fn each_of<'s>(
+        &'s self,
+        range: &Range<usize>,
+        mut each: impl FnMut(MsgMetaRef<'s>, usize),
+    ) -> bool {
+        let bytes = &self.bytes[range.clone()];
+        let msgs = match self.version {
+            SUMMARY_V2 => summary_shaped::decode(bytes),
+            _ => decode_v1(bytes),
+        };
+        let Some(msgs) = msgs else {
             return false;
         };
-        let subjects = std::mem::take(&mut record.subjects);
-        let (mut seq, mut ts) = (0u64, 0i64);
-        for msg in record {
+        for (msg, slot) in msgs {
+            each(msg, slot);
+        }
+        true
+    }
+}
+
+/// A version-1 record's messages, as [`summary_shaped::decode`] gives a version-2 one's.
+fn decode_v1(bytes: &[u8]) -> Option<Vec<(MsgMetaRef<'_>, usize)>> {
+    let mut record = Record::parse(bytes)?;
+    let subjects = std::mem::take(&mut record.subjects);
+    let (mut seq, mut ts) = (0u64, 0i64);
+    let msgs = record
+        .map(|msg| {
             seq = seq.wrapping_add(msg.seq_step);
             ts = ts.wrapping_add(msg.ts_step);
             let meta = MsgMetaRef {
@@ -241,10 +320,10 @@ impl SegmentSummary {
                 payload_len: msg.payload_len as usize,
                 ts_nanos: ts,
             };
-            each(meta, msg.subject);
-        }
-        true
-    }
+            (meta, msg.subject)
+        })
+        .collect();
+    Some(msgs)
 }
 
 enum Job {
@@ -334,7 +413,7 @@ fn summarize(
     let mut records = Vec::with_capacity(blocks.len());
     let mut value = Vec::new();
     for &(offset, len) in blocks {
-        if let Some(record) = previous.as_ref().and_then(|p| p.raw_record(offset, len)) {
+        if let Some(record) = previous.as_ref().and_then(|p| p.record(offset, len)) {
             records.push(record);
             continue;
         }
@@ -385,13 +464,51 @@ mod tests {
         let path = dir.path().join("00000001.sum");
         write(&path, &[first.clone(), second.clone()]).unwrap();
         let read = SegmentSummary::read(&path).expect("a summary just written");
-        assert_eq!(read.raw_record(0, 100), Some(first.clone()));
-        assert_eq!(read.raw_record(100, 60), Some(second.clone()));
-        assert_eq!(read.raw_record(100, 61), None, "another block's length");
-        assert_eq!(
-            read.raw_records(),
-            BTreeMap::from([(0, first), (100, second)])
-        );
+        assert_eq!(read.record(0, 100), Some(first.clone()));
+        assert_eq!(read.record(100, 60), Some(second.clone()));
+        assert_eq!(read.record(100, 61), None, "another block's length");
+        assert_eq!(read.records(), BTreeMap::from([(0, first), (100, second)]));
+    }
+
+    #[test]
+    fn a_version_1_summary_reads_and_is_written_anew_in_version_2() {
+        let headers = b"NATS/1.0\r\nNats-TTL: 5s\r\n\r\n";
+        let msgs = [
+            BlockMsg {
+                seq: 4,
+                subject: "s.a",
+                headers: None,
+                payload: b"one",
+                ts_nanos: 70,
+            },
+            BlockMsg {
+                seq: 6,
+                subject: "s.b",
+                headers: Some(headers),
+                payload: b"three",
+                ts_nanos: 69,
+            },
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000001.sum");
+        let tmp = write_version_aside(&path, SUMMARY_V1, &[encode_record_v1(0, 100, &msgs)]);
+        std::fs::rename(tmp.unwrap(), &path).unwrap();
+        let read = SegmentSummary::read(&path).expect("a version-1 summary");
+        let locator = Locator {
+            segment: 1,
+            offset: 0,
+            len: 100,
+        };
+        let mut seen = Vec::new();
+        assert!(read.for_each(locator, |msg, slot| seen.push((msg, slot))));
+        let expected: Vec<(MsgMetaRef<'_>, usize)> =
+            msgs.iter().map(MsgMetaRef::from).zip([0, 1]).collect();
+        assert_eq!(seen, expected);
+        // Carried into a summary written now: in version 2.
+        let current = encode_record(0, 100, &msgs);
+        assert_eq!(read.record(0, 100), Some(current.clone()));
+        assert_eq!(read.records(), BTreeMap::from([(0, current)]));
+        assert_eq!(read.record(0, 99), None, "another block's length");
     }
 
     #[test]

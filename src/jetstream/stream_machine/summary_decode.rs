@@ -1,7 +1,9 @@
-//! Reading one block's record of a segment summary (`summary.rs`) without serde: a restart
+//! Reading one block's record of a version-1 segment summary (`summary.rs`; version 2 is
+//! `summary_shaped.rs`, and shares this file's [`Cursor`]) without serde: a restart
 //! reads every stored message's record, and decoding them into a `Vec` through serde was a
 //! fifth of a 10 GiB stream's load (`bench/HISTORY.md`, "a restart's load"). The bytes are
-//! postcard's, as `summary::encode_record` writes them through serde; this walks them in
+//! postcard's, as version 1's encoder wrote them through serde (kept for tests:
+//! `summary::encode_record_v1`); this walks them in
 //! place: the block's subjects, then per message the sequence and time as steps from the
 //! previous one (varint, the time zigzagged), the subject's index, the payload's length and
 //! the optional header block. A record is checked whole before any of it is used, each
@@ -54,9 +56,9 @@ impl<'a> Record<'a> {
 
 fn next_msg<'a>(cursor: &mut Cursor<'a>, subjects: usize) -> Option<RecordMsg<'a>> {
     let seq_step = cursor.varint(10)?;
-    let ts_step = zigzag(cursor.varint(10)?);
+    let ts_step = unzigzag(cursor.varint(10)?);
     let subject = usize::try_from(cursor.varint(5)?).ok()?;
-    let payload_len = u32::try_from(cursor.varint(5)?).ok()?;
+    let payload_len = cursor.u32()?;
     let headers = match cursor.byte()? {
         0 => None,
         1 => Some(cursor.bytes()?),
@@ -79,20 +81,21 @@ impl<'a> Iterator for Record<'a> {
     }
 }
 
+/// Varints and byte strings read off the front of a record (version 1 and 2 alike).
 #[derive(Clone, Copy)]
-struct Cursor<'a> {
-    bytes: &'a [u8],
+pub(super) struct Cursor<'a> {
+    pub(super) bytes: &'a [u8],
 }
 
 impl<'a> Cursor<'a> {
-    fn byte(&mut self) -> Option<u8> {
+    pub(super) fn byte(&mut self) -> Option<u8> {
         let (&first, rest) = self.bytes.split_first()?;
         self.bytes = rest;
         Some(first)
     }
 
     /// A LEB128 varint of at most `max_bytes` bytes whose value fits in a u64.
-    fn varint(&mut self, max_bytes: u32) -> Option<u64> {
+    pub(super) fn varint(&mut self, max_bytes: u32) -> Option<u64> {
         let mut value = 0u64;
         for i in 0..max_bytes {
             let byte = self.byte()?;
@@ -109,12 +112,16 @@ impl<'a> Cursor<'a> {
         None
     }
 
-    fn len(&mut self) -> Option<usize> {
+    pub(super) fn u32(&mut self) -> Option<u32> {
+        u32::try_from(self.varint(5)?).ok()
+    }
+
+    pub(super) fn len(&mut self) -> Option<usize> {
         usize::try_from(self.varint(10)?).ok()
     }
 
     /// A length-prefixed byte string.
-    fn bytes(&mut self) -> Option<&'a [u8]> {
+    pub(super) fn bytes(&mut self) -> Option<&'a [u8]> {
         let len = self.len()?;
         if len > self.bytes.len() {
             return None;
@@ -125,7 +132,7 @@ impl<'a> Cursor<'a> {
     }
 }
 
-fn zigzag(raw: u64) -> i64 {
+pub(super) fn unzigzag(raw: u64) -> i64 {
     ((raw >> 1) as i64) ^ -((raw & 1) as i64)
 }
 
@@ -133,7 +140,7 @@ fn zigzag(raw: u64) -> i64 {
 mod tests {
     use super::*;
     use crate::jetstream::stream_machine::keys::BlockMsg;
-    use crate::jetstream::stream_machine::summary::encode_record;
+    use crate::jetstream::stream_machine::summary::encode_record_v1 as encode_record;
 
     const RECORD_HEADER: usize = 16;
 

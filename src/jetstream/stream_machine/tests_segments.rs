@@ -379,7 +379,7 @@ fn the_active_segment_is_summarized_as_it_grows_and_a_load_completes_its_summary
         (1..=12)
             .map(|seq| {
                 let locator = located(harness, seq);
-                summary.raw_record(locator.offset, locator.len).is_some()
+                summary.record(locator.offset, locator.len).is_some()
             })
             .collect()
     };
@@ -415,7 +415,7 @@ fn a_quiet_active_segment_is_summarized_when_its_group_compacts() {
             .unwrap()
             .unwrap();
         assert!(
-            summary.raw_record(locator.offset, locator.len).is_some(),
+            summary.record(locator.offset, locator.len).is_some(),
             "block {seq} described"
         );
     }
