@@ -14,7 +14,7 @@ cd "$(dirname "$0")"
 SMOKE_SECONDS=${SMOKE_SECONDS:-8}
 TARGETS=("$@")
 if [[ ${#TARGETS[@]} -eq 0 ]]; then
-    TARGETS=(wire_decoder jsapi_requests wal_recovery snapshot stream_state cluster_messages)
+    TARGETS=(wire_decoder jsapi_requests wal_recovery snapshot stream_state cluster_messages segment_summary)
 fi
 
 if ! cargo fuzz --version >/dev/null 2>&1; then

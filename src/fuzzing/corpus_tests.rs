@@ -13,9 +13,10 @@ type Target = (&'static str, fn(&[u8]));
 #[test]
 fn every_committed_corpus_input_passes_its_target() {
     let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus");
-    let targets: [Target; 6] = [
+    let targets: [Target; 7] = [
         ("cluster_messages", targets::cluster_messages::run),
         ("jsapi_requests", targets::jsapi_requests::run),
+        ("segment_summary", targets::segment_summary::run),
         ("snapshot", targets::snapshot::run),
         ("stream_state", targets::stream_state::run),
         ("wal_recovery", targets::wal_recovery::run),

@@ -112,6 +112,13 @@ fn seed_corpus(scratch: &Path) -> Vec<(&'static str, Vec<Vec<u8>>)> {
                 wal_input(&segments[segments.len() - 1..]),
             ],
         ),
+        (
+            "segment_summary",
+            crate::jetstream::stream_machine::summary_fuzz::sample_files()
+                .iter()
+                .map(|file| with_selector(2, file))
+                .collect(),
+        ),
         ("snapshot", vec![with_selector(0, &state.snapshot)]),
         (
             "stream_state",
@@ -165,6 +172,17 @@ fn seeds_are_what_they_claim() {
 
     let input = stream_state_input(&state.keys, &[]);
     assert_eq!(frames(&input).len(), state.keys.len() * 2 + 1);
+
+    let summaries = crate::jetstream::stream_machine::summary_fuzz::sample_files();
+    assert_eq!(summaries.len(), 2, "a version-2 file and a version-1 one");
+    for file in summaries {
+        let blocks = crate::jetstream::stream_machine::summary_fuzz::read(file).unwrap();
+        let counts: Vec<_> = blocks
+            .iter()
+            .map(|(at, msgs)| (*at, msgs.as_ref().map(Vec::len)))
+            .collect();
+        assert_eq!(counts, [((0, 100), Some(4)), ((100, 60), Some(2))]);
+    }
 }
 
 /// Rewrites `fuzz/corpus/<target>/seed-<n>`; run by hand after a format change.

@@ -3,6 +3,7 @@
 
 pub mod cluster_messages;
 pub mod jsapi_requests;
+pub mod segment_summary;
 pub mod snapshot;
 pub mod stream_state;
 pub mod wal_recovery;

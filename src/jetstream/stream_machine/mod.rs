@@ -113,6 +113,9 @@ mod sources;
 mod stage;
 mod stage_consumers;
 mod summary;
+/// For `crate::fuzzing` only.
+#[doc(hidden)]
+pub use summary::fuzz as summary_fuzz;
 mod summary_decode;
 mod summary_shaped;
 mod view;
