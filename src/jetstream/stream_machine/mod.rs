@@ -113,10 +113,10 @@ mod sources;
 mod stage;
 mod stage_consumers;
 mod summary;
-/// For `crate::fuzzing` only.
-#[doc(hidden)]
-pub use summary::fuzz as summary_fuzz;
 mod summary_decode;
+/// For `crate::fuzzing` only: segment summaries over bytes in memory.
+#[doc(hidden)]
+pub mod summary_fuzz;
 mod summary_shaped;
 mod view;
 

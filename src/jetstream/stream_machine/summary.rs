@@ -158,7 +158,11 @@ fn write_aside(path: &Path, records: &[Vec<u8>]) -> io::Result<PathBuf> {
 }
 
 /// [`write_aside`] with the version byte given (a test writes version-1 files with it).
-fn write_version_aside(path: &Path, version: u8, records: &[Vec<u8>]) -> io::Result<PathBuf> {
+pub(super) fn write_version_aside(
+    path: &Path,
+    version: u8,
+    records: &[Vec<u8>],
+) -> io::Result<PathBuf> {
     let mut body = Vec::with_capacity(HEADER + records.iter().map(Vec::len).sum::<usize>());
     body.push(version);
     body.extend_from_slice(&[0; 4]);
@@ -197,7 +201,7 @@ pub struct SegmentSummary {
     version: u8,
     bytes: Vec<u8>,
     /// By offset: the block's length and its summary's range in `bytes`.
-    blocks: BTreeMap<u64, (u32, std::ops::Range<usize>)>,
+    pub(super) blocks: BTreeMap<u64, (u32, std::ops::Range<usize>)>,
 }
 
 impl SegmentSummary {
@@ -208,7 +212,7 @@ impl SegmentSummary {
     }
 
     /// [`read`](Self::read) of a file's bytes.
-    fn from_bytes(bytes: Vec<u8>) -> Option<SegmentSummary> {
+    pub(super) fn from_bytes(bytes: Vec<u8>) -> Option<SegmentSummary> {
         let version = *bytes.first()?;
         if bytes.len() < HEADER || !matches!(version, SUMMARY_V1 | SUMMARY_V2) {
             return None;
@@ -288,7 +292,7 @@ impl SegmentSummary {
 
     /// [`for_each`](Self::for_each) over the record at `range`: false (calling nothing) when
     /// it does not parse whole.
-    fn each_of<'s>(
+    pub(super) fn each_of<'s>(
         &'s self,
         range: &Range<usize>,
         mut each: impl FnMut(MsgMetaRef<'s>, usize),
@@ -329,10 +333,6 @@ fn decode_v1(bytes: &[u8]) -> Option<Vec<(MsgMetaRef<'_>, usize)>> {
         .collect();
     Some(msgs)
 }
-
-/// Summaries over bytes in memory, for `crate::fuzzing` (nothing else calls it).
-#[path = "summary_fuzz.rs"]
-pub mod fuzz;
 
 enum Job {
     /// Summarize the segment at `segment` (its blocks at these offsets and lengths) into

@@ -1,6 +1,13 @@
 //! Summaries over bytes in memory, for `crate::fuzzing` (nothing else calls it).
 
-use super::*;
+#[cfg(test)]
+use super::keys::BlockMsg;
+#[cfg(test)]
+use super::summary::{
+    encode_record, encode_record_v1, write_version_aside, SUMMARY_V1, SUMMARY_V2,
+};
+use super::summary::{MsgMetaRef, SegmentSummary};
+use super::summary_shaped;
 
 /// A message of a record as read: sequence, subject, headers, payload length, time.
 pub type Msg = (u64, String, Option<Vec<u8>>, usize, i64);
