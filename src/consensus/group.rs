@@ -373,6 +373,16 @@ impl RaftGroup {
             .is_ok()
     }
 
+    /// Waits, at most `wait`, until this replica has applied its log as it stands now (for a
+    /// leader just elected: up to its blank entry, the rule it serves by); whether it did.
+    pub async fn wait_caught_up(&self, wait: Duration) -> bool {
+        let last = self.raft.metrics().borrow().last_log_index;
+        match last {
+            Some(index) => self.wait_applied(index, wait).await,
+            None => true,
+        }
+    }
+
     /// Wait until the group has a leader (any node).
     pub async fn wait_for_leader(&self, timeout: Duration) -> Result<NodeId, StartError> {
         let metrics = self

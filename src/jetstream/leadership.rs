@@ -61,19 +61,16 @@ pub(super) async fn watch_meta_leadership(catalog: Weak<Catalog>, shutdown: Canc
 const META_GROUP_RECHECK: Duration = Duration::from_secs(1);
 
 /// Starts following the leadership of stream `name`'s `group` until `stop`. A group that
-/// leads already (a single voter) is served before this returns, so a create's reply never
-/// precedes the stream's subscriptions.
+/// leads already and has applied its log (a single voter its caller waited for) is served
+/// before this returns, so a create's reply never precedes the stream's subscriptions; the
+/// first decision is the watcher's own, so one that has not applied yet is not served and
+/// then withdrawn.
 pub(super) fn watch_leadership(
     catalog: &Arc<Catalog>,
     name: &str,
     group: Arc<RaftGroup>,
     stop: CancellationToken,
 ) {
-    if group.leader() == Some(catalog.node_id()) {
-        start_serving(catalog, name);
-    } else {
-        stop_serving(catalog, name);
-    }
     catalog
         .leadership_watchers()
         .watch(catalog, name, group, stop);

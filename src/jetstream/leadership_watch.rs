@@ -35,10 +35,13 @@ impl LeadershipWatchers {
         stop: CancellationToken,
     ) {
         let shared = catalog.shared();
-        self.task
-            .send(shared, Watch::new(name, group, stop), |added| {
-                run(Arc::downgrade(catalog), added, shared.shutdown.clone())
-            });
+        let mut watch = Watch::new(name, group, stop);
+        // Decided now, by the rule the task follows after: serving starts before this returns
+        // when it can, and the task's first report repeats the decision.
+        watch.report(catalog);
+        self.task.send(shared, watch, |added| {
+            run(Arc::downgrade(catalog), added, shared.shutdown.clone())
+        });
     }
 }
 

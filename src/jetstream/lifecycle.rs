@@ -60,6 +60,10 @@ const STORE_CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(10)
 /// [`JetStream::propose_meta`]); past it, the change still arrives, a moment later.
 const META_CATCH_UP_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// How long starting a stream waits for a group that leads here to apply its log before the
+/// stream is served (a single voter's own blank entry: one fsync).
+const LEADER_CATCH_UP_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// See the module docs.
 pub struct JetStream {
     catalog: Arc<Catalog>,
@@ -316,6 +320,15 @@ impl JetStream {
     ) -> Result<(), JetStreamError> {
         let catalog = &self.catalog;
         let (group, view) = groups::open_stream_group(catalog, assignment).await?;
+        // A leader serves once it has applied its log as it stood when elected (its blank
+        // entry last, `leadership_watch::CatchUp`): a group that leads here already (a single
+        // voter) gets there before the create answers, so the reply never precedes the
+        // stream's subscriptions.
+        if group.leader() == Some(catalog.node_id())
+            && !group.wait_caught_up(LEADER_CATCH_UP_WAIT).await
+        {
+            tracing::warn!(stream = %name, "a new leader has not applied its log yet: it serves once it has");
+        }
         if let Some(offline) = catalog.take_offline(name) {
             offline.close(catalog.router());
         }

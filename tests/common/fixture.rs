@@ -394,6 +394,14 @@ impl JsFixture {
         index
     }
 
+    /// Node `i`'s JetStream (the node running).
+    pub fn jetstream_of(&self, i: usize) -> &std::sync::Arc<jetraft::jetstream::JetStream> {
+        self.nodes[i]
+            .as_ref()
+            .and_then(|node| node.jetstream())
+            .expect("node runs with JetStream")
+    }
+
     /// The index of the running node leading stream `name`, if one does.
     pub fn leader_index(&self, name: &str) -> Option<usize> {
         self.nodes.iter().position(|node| {
