@@ -418,7 +418,9 @@ fn write(
             written.push(owner);
         }
     }
-    if let Err(error) = tree.apply_batch(batch) {
+    let applied = tree.apply_batch(batch);
+    super::state_db::release_spent_buffers();
+    if let Err(error) = applied {
         tracing::error!(%error, "state db batch failed; its groups stop");
         let error = WriteBehindError::Failed(Arc::new(error));
         let mut failed = shared.failed.lock();

@@ -321,10 +321,14 @@ impl JetStream {
         let catalog = &self.catalog;
         let (group, view) = groups::open_stream_group(catalog, assignment).await?;
         // A leader serves once it has applied its log as it stood when elected (its blank
-        // entry last, `leadership_watch::CatchUp`): a group that leads here already (a single
-        // voter) gets there before the create answers, so the reply never precedes the
-        // stream's subscriptions.
-        if group.leader() == Some(catalog.node_id())
+        // entry last, `leadership_watch::CatchUp`): a single voter, which leads already and
+        // commits alone, gets there before the create answers, so the reply never precedes
+        // the stream's subscriptions. A replicated group is not waited for: its commits need
+        // its peers, and streams start one after another (a restart of 1000 R3 streams took
+        // 54 s instead of 0.3 waiting for each in turn while the peers started).
+        let single_voter = group.voter_ids().len() == 1;
+        if single_voter
+            && group.leader() == Some(catalog.node_id())
             && !group.wait_caught_up(LEADER_CATCH_UP_WAIT).await
         {
             tracing::warn!(stream = %name, "a new leader has not applied its log yet: it serves once it has");

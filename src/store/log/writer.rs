@@ -34,6 +34,9 @@ use super::Shared;
 
 /// The write buffer an idle writer keeps: a batch of a few small requests fits.
 const IDLE_BUF_BYTES: usize = 256 << 10;
+/// A batch's records are written out each time this many bytes of them are encoded (one
+/// compaction's rewrites held 16.8 MB encoded whole, heaptrack, issue 16).
+const WRITE_PIECE_BYTES: usize = 1 << 20;
 
 mod reclaim;
 
@@ -247,6 +250,10 @@ impl Writer {
             self.create_segment()?;
         }
         self.buf.clear();
+        // Written out in pieces of about WRITE_PIECE_BYTES, all synced together below: a batch
+        // of rewrites (a compaction's or a reclaim's live entries) is not encoded whole first.
+        let start = self.active.as_ref().expect("segment created above").len;
+        let mut encoded = 0u64;
         let mut flags = FLAG_START_OF_BATCH;
         for request in batch.iter() {
             let last = request.record_count() - 1;
@@ -264,10 +271,32 @@ impl Writer {
                 }
                 record::encode_rewrite(&mut self.buf, *group, *index, payload, flags);
                 flags = 0;
+                if self.buf.len() >= WRITE_PIECE_BYTES {
+                    self.write_piece(start + encoded)?;
+                    encoded += self.buf.len() as u64;
+                    self.buf.clear();
+                }
             }
         }
+        self.write_piece(start + encoded)?;
+        encoded += self.buf.len() as u64;
         let active = self.active.as_mut().expect("segment created above");
-        let end = active.len + self.buf.len() as u64;
+        for request in batch.iter_mut() {
+            if let Some(written) = request.written.take() {
+                written();
+            }
+        }
+        self.disk.sync(&active.file)?;
+        active.len += encoded;
+        Counters::add(&self.disk.counters.batches, 1);
+        Ok(active.id)
+    }
+
+    /// Writes `buf` at `at` in the active segment, zeroing the stretch ahead of it first (see
+    /// [`LogOptions::preallocate`]).
+    fn write_piece(&mut self, at: u64) -> io::Result<()> {
+        let active = self.active.as_mut().expect("a segment is active");
+        let end = at + self.buf.len() as u64;
         if end > active.zeroed && self.options.preallocate > 0 {
             // Zero the next stretch; this batch's fdatasync makes it (and the new file size)
             // durable, and the batches after it only overwrite.
@@ -276,16 +305,7 @@ impl Writer {
             self.disk.write_zeros(&active.file, active.zeroed, to)?;
             active.zeroed = to;
         }
-        self.disk.write_at(&active.file, &self.buf, active.len)?;
-        for request in batch.iter_mut() {
-            if let Some(written) = request.written.take() {
-                written();
-            }
-        }
-        self.disk.sync(&active.file)?;
-        active.len += self.buf.len() as u64;
-        Counters::add(&self.disk.counters.batches, 1);
-        Ok(active.id)
+        self.disk.write_at(&active.file, &self.buf, at)
     }
 
     /// Record a durable batch in the durable index and the counters, and delete the segments
