@@ -23,7 +23,7 @@ use super::block::Block;
 
 /// Budget when none is configured: 48 MiB. Sized to issue 16's node budget of 256 MB with
 /// 1000 R3 streams (measured after reading 1 GiB through them: their groups ~75 MB, the logs
-/// up to their 32 MiB budget, sled's 16 MiB cache, the cache's blocks at their length rounded
+/// up to their budget (then 32 MiB, 16 since), sled's 16 MiB cache, the cache's blocks at their length rounded
 /// to pages, `page_buf.rs`): with 64 MiB a node ended at 241–259 MB (`bench/HISTORY.md`).
 pub const DEFAULT_CACHE_BYTES: u64 = 48 << 20;
 
