@@ -85,7 +85,7 @@ pub struct Cli {
     #[arg(long, value_name = "DIR")]
     pub store_dir: Option<PathBuf>,
 
-    /// Byte budget of the cache of stream message blocks, e.g. 256MB [default: 48MiB] (jetraft only)
+    /// Byte budget of the cache of stream message blocks, e.g. 256MB [default: 32MiB] (jetraft only)
     #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
     pub js_cache_bytes: Option<usize>,
 

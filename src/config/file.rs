@@ -14,7 +14,7 @@
 //!
 //! jetstream {
 //!   store_dir: "/var/lib/jetraft"
-//!   cache_bytes: 256MB             # the message block cache (jetraft's; default 48MiB)
+//!   cache_bytes: 256MB             # the message block cache (jetraft's; default 32MiB)
 //! }
 //! authorization {
 //!   user: alice, password: "s3cret"   # or: token: "t0k3n"

@@ -74,9 +74,9 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 64 * 1024;
 pub const DEFAULT_PING_INTERVAL: Duration = Duration::from_secs(120);
 pub const DEFAULT_PING_MAX: u32 = 2;
 pub const DEFAULT_AUTH_TIMEOUT: Duration = Duration::from_secs(2);
-/// The block cache's budget: 48 MiB (why: `jetstream::stream_machine::DEFAULT_CACHE_BYTES`,
+/// The block cache's budget: 32 MiB (why: `jetstream::stream_machine::DEFAULT_CACHE_BYTES`,
 /// which `node.rs` checks it equals).
-pub const DEFAULT_JS_CACHE_BYTES: u64 = 48 << 20;
+pub const DEFAULT_JS_CACHE_BYTES: u64 = 32 << 20;
 
 impl Default for Config {
     fn default() -> Self {

@@ -21,11 +21,13 @@ use parking_lot::Mutex;
 
 use super::block::Block;
 
-/// Budget when none is configured: 48 MiB. Sized to issue 16's node budget of 256 MB with
+/// Budget when none is configured: 32 MiB. Sized to issue 16's node budget of 256 MB with
 /// 1000 R3 streams (measured after reading 1 GiB through them: their groups ~75 MB, the logs
-/// up to their budget (then 32 MiB, 16 since), sled's 16 MiB cache, the cache's blocks at their length rounded
-/// to pages, `page_buf.rs`): with 64 MiB a node ended at 241–259 MB (`bench/HISTORY.md`).
-pub const DEFAULT_CACHE_BYTES: u64 = 48 << 20;
+/// up to their budget (then 32 MiB, 16 since), sled's cache, the cache's blocks at their
+/// length rounded to pages, `page_buf.rs`): with 64 MiB a node ended at 241–259 MB. 48 → 32
+/// MiB since stop 49: the node a read of 10 GB over 1000 R3 streams goes through peaked at
+/// 257–263 MB while the client's 16 pulls of 4 MB were in flight (`bench/HISTORY.md`).
+pub const DEFAULT_CACHE_BYTES: u64 = 32 << 20;
 
 /// A block of one loaded stream instance: (epoch, first sequence).
 pub type BlockKey = (u64, u64);

@@ -1,5 +1,5 @@
 //! One chunk of a [`MetaMap`](super::meta_map::MetaMap): the metadata of the messages whose
-//! sequences share all but their low 10 bits (1024 sequences, `chunk_key.rs`), in one of
+//! sequences share all but their low 8 bits (256 sequences, `chunk_key.rs`), in one of
 //! three layouts:
 //!
 //! * **open**: a deque of slots from the lowest offset held to the highest, 16 bytes a slot.
@@ -28,8 +28,8 @@ use super::subject_index::SubjectId;
 
 /// Bytes of one entry of a `Few` chunk.
 const FEW_ENTRY: usize = std::mem::size_of::<(u16, MsgMeta)>();
-/// A `Few` chunk that grows beyond this opens again.
-const FEW_MAX: usize = 512;
+/// A `Few` chunk that grows beyond this (half a chunk) opens again.
+const FEW_MAX: usize = CHUNK_LEN / 2;
 /// Makes a time's order that of its bits (so the column's base is its smallest time).
 const SIGN: u64 = 1 << 63;
 

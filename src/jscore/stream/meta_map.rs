@@ -1,8 +1,8 @@
 //! `MetaMap`: a stream's message metadata ([`MsgMeta`]) by sequence, ordered, in as little
 //! memory as the stream's shape allows.
 //!
-//! The sequences are cut into chunks of 1024 (`meta_chunk.rs`, `chunk_key.rs`), kept in a
-//! `BTreeMap` by chunk number, so a stream costs a tree node per 1024 sequences, not per
+//! The sequences are cut into chunks of 256 (`meta_chunk.rs`, `chunk_key.rs`), kept in a
+//! `BTreeMap` by chunk number, so a stream costs a tree node per 256 sequences, not per
 //! message, and a stretch with no message costs nothing (an interior delete of a whole
 //! chunk, a stream that skipped ahead). The chunk being appended to is open (16 bytes a slot); when an append
 //! moves on to the next chunk, the one before is sealed into columns as narrow as its values

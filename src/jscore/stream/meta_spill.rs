@@ -25,14 +25,15 @@ use super::meta_chunk::Chunk;
 
 /// Sealed chunks a stream keeps in memory beside its open tail: the ones touched last, so a
 /// stream's appends (which seal the chunk before) and its removals at the head (a work queue,
-/// a limit) work in memory. 2 chunks of 1024 messages are ~10 KB a stream at ~5 bytes a
+/// a limit) work in memory. 2 chunks of 256 messages are ~3 KB a stream at ~5 bytes a
 /// message.
 pub const RESIDENT_CHUNKS: usize = 2;
 
 /// Sealed chunks a restore keeps in memory (`Restoring`): it inserts in the order of the
 /// segments, where compaction (ADR 0029) put old sequences after new ones, so a chunk it
 /// sent away may be wanted again soon; the restored state then keeps `RESIDENT_CHUNKS`.
-pub const RESTORE_RESIDENT_CHUNKS: usize = 64;
+/// 256 chunks of 256 messages: the 64 Ki sequences that 64 chunks of 1024 covered before.
+pub const RESTORE_RESIDENT_CHUNKS: usize = 256;
 
 /// Garbage below this is never compacted away: a spill this small costs nothing to keep.
 const COMPACT_FLOOR: u64 = 1 << 20;

@@ -205,7 +205,7 @@ fn chunks_seal_as_appends_move_on_and_empty_ones_go() {
         vec![(0, "packed"), (1, "packed"), (2, "packed"), (3, "open")]
     );
     // Most of chunk 1 goes: it becomes a short list.
-    for seq in L..2 * L - 32 {
+    for seq in L..2 * L - L / 32 {
         map.remove(seq);
     }
     assert_eq!(map.layouts()[1], (1, "few"));
@@ -267,8 +267,8 @@ fn a_busy_stream_of_one_subject_keeps_a_few_bytes_a_message() {
 
 #[test]
 fn a_slow_stream_keeps_its_times_in_as_few_bytes_as_their_spread_needs() {
-    // 15 messages a second: a chunk of 1024 spans about 68 s, which needs 5 bytes of
-    // nanoseconds (an 8-byte column before).
+    // 15 messages a second: a chunk of 256 spans about 17 s, which needs 5 bytes of
+    // nanoseconds (an 8-byte column before), and its headers under a byte a message.
     let mut rng = XorShift(5);
     let times: Vec<i64> = (1..=100_000i64)
         .map(|seq| 1_700_000_000_000_000_000 + seq * 66_000_000 + rng.below(1_000) as i64)
@@ -279,7 +279,7 @@ fn a_slow_stream_keeps_its_times_in_as_few_bytes_as_their_spread_needs() {
     }
     map.seal_all();
     let per_message = map.heap_bytes() as f64 / times.len() as f64;
-    assert!(per_message < 5.5, "{per_message} bytes a message");
+    assert!(per_message < 6.0, "{per_message} bytes a message");
     for (seq, ts) in (1u64..).zip(&times) {
         assert_eq!(map.get(seq), Some(meta(*ts, 1_054, 1)), "seq {seq}");
     }

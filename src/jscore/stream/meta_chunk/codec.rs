@@ -210,7 +210,7 @@ mod tests {
         }
         packed.seal();
         let mut few = Chunk::new();
-        for off in [3u16, 90, 1023] {
+        for off in [3u16, 90, CHUNK_LEN as u16 - 1] {
             few.insert(off, meta(i64::MIN + i64::from(off), u32::MAX, 7));
         }
         few.seal();
