@@ -57,11 +57,11 @@ const GROUPS_TREE: &str = "raft-groups";
 /// (`jetstream::stream_machine::cache`), so sled's cache only held second copies of the blocks
 /// it was given and of those a restart scanned (heaptrack: 42 MB of `Batch::insert` copies at
 /// 300 k × 128 B; issue 16). What it still serves: a block's locator (`b/` key) when the block
-/// is read from disk, and the leaves a write lands in. 16 → 4 MiB took 14 MB off the peak of a
-/// 10 GB publish over 1000 streams on one node, one run each (sled held ~30 MB of tree pages
-/// at 16 MiB; `bench/HISTORY.md`, stop 49); direct gets of old messages after a read of 10 GB
-/// over 1000 R3 streams: p50 / p99 320 / 654 µs, against 328 / 611.
-const SLED_CACHE_BYTES: u64 = 4 << 20;
+/// is read from disk, the leaves a write lands in, and a restart's reads. 4 MiB (stop 49) took
+/// ~14 MB off the peak of a 10 GB publish over 1000 streams on one node, but the first `kill
+/// -9` restart after a publish of one 10 GiB R3 stream served after 1.30 and 1.40 s against
+/// 0.94 s with 16 MiB (`bench/HISTORY.md`, stop 49).
+const SLED_CACHE_BYTES: u64 = 16 << 20;
 
 /// sled's I/O buffer ("segment") size for a new database (its default is 512 KiB). sled drops
 /// a written buffer through epoch-based reclamation, and each of its threads keeps up to 64
