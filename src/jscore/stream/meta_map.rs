@@ -264,6 +264,14 @@ impl MetaMap {
         }
     }
 
+    /// Whether the chunks sent to the spill may wait in its memory and go out together
+    /// (`Spill::batch`); turning it off writes out what waits (no-op without a spill).
+    pub fn batch_spill_writes(&mut self, on: bool) {
+        if let Some(spill) = &mut self.spill {
+            spill.batch(on);
+        }
+    }
+
     /// Stores `meta` at `seq`, returning what was there. An append past the tail seals it
     /// into the tree and starts a new one.
     pub fn insert(&mut self, seq: u64, meta: MsgMeta) -> Option<MsgMeta> {

@@ -41,8 +41,11 @@ const COMPACT_FLOOR: u64 = 1 << 20;
 /// Where a stream's metadata chunks go while out of memory: bytes appended and read back by
 /// position. Implemented by the stream machine with a file beside the stream's segments.
 pub trait MetaSpill: Send + Sync {
-    /// Appends `bytes`, returning where they start.
+    /// Appends `bytes`, returning where they start. They may wait in memory for a
+    /// [`flush`](Self::flush) (a bounded few), and read back from there meanwhile.
     fn append(&self, bytes: &[u8]) -> io::Result<u64>;
+    /// Writes out whatever appends wait in memory.
+    fn flush(&self) -> io::Result<()>;
     /// The `len` bytes at `at`.
     fn read(&self, at: u64, len: u32) -> io::Result<Vec<u8>>;
     /// Keeps only the ranges `live`, rewritten one after another in the order given,
@@ -71,6 +74,8 @@ pub(super) struct Spill {
     recent: VecDeque<u64>,
     live_bytes: u64,
     garbage: u64,
+    /// Whether sends leave their bytes waiting in the file's memory ([`batch`](Self::batch)).
+    batched: bool,
     /// The chunk read back last, by where it is: a reader walking an old stretch message by
     /// message (a consumer from sequence 1 gets each message's metadata on its own) reads
     /// and decodes each chunk once, not once a message. Positions are never reused until a
@@ -89,6 +94,7 @@ impl Spill {
             recent: VecDeque::new(),
             live_bytes: 0,
             garbage: 0,
+            batched: false,
             last_read: Mutex::new(None),
         }
     }
@@ -96,6 +102,19 @@ impl Spill {
     /// From now on, keeps `keep` sealed chunks in memory.
     pub fn keep(&mut self, keep: usize) {
         self.keep = keep;
+    }
+
+    /// While `on`, a chunk sent out may wait in the file's memory with the ones after it and
+    /// go out with them (a restore sends thousands in a row: a write each was a tenth of a
+    /// 10 GiB stream's load); turned off, whatever waits goes out, and from then on every
+    /// send is written at once (a stream sends one now and then: nothing waits in memory).
+    pub fn batch(&mut self, on: bool) {
+        self.batched = on;
+        if !on {
+            self.file
+                .flush()
+                .unwrap_or_else(|error| fatal("writing", error));
+        }
     }
 
     /// Notes that chunk `key` (in memory) was touched now.
@@ -129,6 +148,10 @@ impl Spill {
         let at = self
             .file
             .append(&bytes)
+            .and_then(|at| match self.batched {
+                true => Ok(at),
+                false => self.file.flush().map(|()| at),
+            })
             .unwrap_or_else(|error| fatal("writing", error));
         self.live_bytes += bytes.len() as u64;
         Away {
@@ -207,10 +230,19 @@ fn fatal(doing: &str, error: io::Error) -> ! {
     panic!("{doing} a stream's metadata spill failed ({error}): the restart rebuilds it")
 }
 
-/// A spill in a vector, for tests.
+/// A spill in a vector, for tests: it counts the appends waiting for a flush, and the
+/// flushes that had some.
 #[cfg(test)]
 #[derive(Default)]
-pub(super) struct VecSpill(std::sync::Mutex<Vec<u8>>);
+pub(super) struct VecSpill(std::sync::Mutex<Vec<u8>>, std::sync::Mutex<(usize, usize)>);
+
+#[cfg(test)]
+impl VecSpill {
+    /// Appends waiting, flushes that wrote some.
+    pub fn waits_and_writes(&self) -> (usize, usize) {
+        *self.1.lock().expect("unpoisoned")
+    }
+}
 
 #[cfg(test)]
 impl MetaSpill for VecSpill {
@@ -218,7 +250,16 @@ impl MetaSpill for VecSpill {
         let mut data = self.0.lock().expect("unpoisoned");
         let at = data.len() as u64;
         data.extend_from_slice(bytes);
+        self.1.lock().expect("unpoisoned").0 += 1;
         Ok(at)
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        let mut counts = self.1.lock().expect("unpoisoned");
+        if counts.0 > 0 {
+            *counts = (0, counts.1 + 1);
+        }
+        Ok(())
     }
 
     fn read(&self, at: u64, len: u32) -> io::Result<Vec<u8>> {

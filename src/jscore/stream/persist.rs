@@ -102,6 +102,7 @@ impl StreamState {
         let mut messages = restoring.messages;
         messages.seal_all();
         messages.keep_resident(RESIDENT_CHUNKS);
+        messages.batch_spill_writes(false);
         let mut schedules = restoring.schedules;
         schedules.catch_up(restoring.schedule_clock);
         let mut window = DedupWindow::default();
@@ -148,9 +149,11 @@ impl Restoring {
     /// Keeps the sealed metadata chunks beyond the [`RESTORE_RESIDENT_CHUNKS`] touched last
     /// in `file` from now on, and the restored stream beyond its `RESIDENT_CHUNKS`
     /// (`StreamState::spill_metadata_to`, ADR 0033): a restore never holds a whole long
-    /// stream's metadata in memory.
+    /// stream's metadata in memory. Until the restore ends, the chunks it sends out go to
+    /// the file in batches (`MetaMap::batch_spill_writes`).
     pub fn spill_metadata_to(&mut self, file: Arc<dyn MetaSpill>) {
         self.messages.spill_to(file, RESTORE_RESIDENT_CHUNKS);
+        self.messages.batch_spill_writes(true);
     }
 
     /// The stored schedule clock (0 when none was stored: nothing fired yet).

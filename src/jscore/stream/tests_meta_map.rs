@@ -342,3 +342,40 @@ fn a_spilled_stream_keeps_a_bounded_few_chunks_in_memory() {
     assert_eq!(map.spill_bytes(), Some((0, 0)));
     assert!(map.is_empty());
 }
+
+#[test]
+fn a_restore_writes_its_spill_in_batches_and_leaves_nothing_waiting() {
+    use super::tests_append::{config, publish};
+    use super::StreamState;
+    const L: u64 = MetaChunks::LEN as u64;
+    // More chunks than a restore keeps in memory (256), so most go to the spill.
+    let count = 300 * L;
+    let mut stream = StreamState::new(config(&["s.>"]));
+    for at in 0..count {
+        publish(&mut stream, "s.a", at as i64);
+    }
+    let spill = Arc::new(VecSpill::default());
+    let mut restoring = StreamState::restoring();
+    restoring.spill_metadata_to(spill.clone());
+    for seq in 1..=count {
+        restoring.push(seq, stream.get(seq).unwrap(), None);
+    }
+    let (waiting, writes) = spill.waits_and_writes();
+    assert!(waiting > 0, "chunks went out");
+    assert_eq!(writes, 0, "none written one at a time");
+    let mut restored =
+        StreamState::restore_from(stream.config().clone(), stream.scalars(), restoring, []);
+    assert_eq!(
+        spill.waits_and_writes(),
+        (0, 1),
+        "all of them in one write at the end"
+    );
+    assert_eq!(restored, stream);
+    // After the restore, a chunk sealed and sent out is written at once.
+    for at in count..count + 3 * L {
+        publish(&mut restored, "s.a", at as i64);
+    }
+    let (waiting, writes) = spill.waits_and_writes();
+    assert_eq!(waiting, 0);
+    assert!(writes > 1, "{writes} writes");
+}
