@@ -15,7 +15,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use openraft::error::{InitializeError, RaftError};
-use openraft::storage::RaftLogStorage;
 use openraft::{Config, SnapshotPolicy};
 use tokio_util::task::TaskTracker;
 
@@ -28,7 +27,7 @@ use super::machine::{GroupMachine, MachineView};
 use super::network::{GroupNetworkFactory, PeerTransport};
 use super::node_storage::NodeStorage;
 use super::pacer::{decide, GroupSignals, Mode, Pacer};
-use super::state_machine::{GroupStateMachine, Loader};
+use super::state_machine::GroupStateMachine;
 use super::types::{Command, GroupId, Node, NodeId, Proposal, Raft, Response};
 use super::watchdog::logged_if_slow;
 
@@ -245,14 +244,12 @@ impl RaftGroup {
             pacer,
         } = start;
         let config = Arc::new(options.raft_config(group));
-        let mut log = GroupLogStore::new(group, node, storage.log.clone());
-        let vote = log.read_vote().await?;
+        let log = GroupLogStore::new(group, node, storage.log.clone());
         let mut state_machine = GroupStateMachine::open(
             group,
             storage.state.clone(),
             storage.snapshot_dir(group),
             machine,
-            Loader { node, vote },
         )
         .await?;
         state_machine.compact_with(storage.compactor.clone());

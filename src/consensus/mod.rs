@@ -35,8 +35,6 @@
 //!   [`Bootstrap`]), propose, shut down.
 //! - [`error`]: [`StartError`] and [`ProposeError`], a typed variant per cause.
 //! - [`leadership`]: whether a replica serves as leader, with the lost-quorum rule.
-//! - [`load_order`]: which replicas load their state first at a start (the stored leader and
-//!   the followers its quorum needs), the others at a lower CPU priority.
 //! - [`batcher`]: packs concurrent proposals to one group into shared Raft entries.
 //! - [`gather`]: the gather rule ("while bursty, until quiet") of the batcher and the stream
 //!   ingest.
@@ -74,7 +72,6 @@ mod fine_pause;
 pub mod gather;
 pub mod group;
 pub mod leadership;
-pub mod load_order;
 pub mod log_budget;
 pub mod log_growth;
 mod log_position;

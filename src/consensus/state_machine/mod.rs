@@ -45,7 +45,6 @@ use openraft::{AnyError, StorageIOError};
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use super::compactor::{Compactor, LogGrowth};
-use super::load_order::LoadOrder;
 use super::machine::{GroupMachine, MachineError, MachineView};
 use super::raft_codec;
 use super::restore::{blocking, clear_group, restore};
@@ -56,8 +55,8 @@ use super::state_db::{
 };
 use super::state_writer::Owner;
 use super::types::{
-    Entry, GroupId, LogId, NodeId, ProposalResponse, Snapshot, SnapshotMeta, StorageError,
-    StoredMembership, TypeConfig, Vote,
+    Entry, GroupId, LogId, ProposalResponse, Snapshot, SnapshotMeta, StorageError,
+    StoredMembership, TypeConfig,
 };
 
 /// [`GroupMachine::load`] with a panic inside it (sled's, on a damaged page) caught, and
@@ -84,14 +83,6 @@ fn sm_write_err(e: impl std::error::Error + 'static) -> StorageError {
 
 fn snapshot_err(e: impl std::error::Error + 'static) -> StorageError {
     StorageIOError::write_snapshot(None, AnyError::new(&e)).into()
-}
-
-/// Who opens a group's state machine: this node, and the vote its replica stored (which
-/// decide its [`LoadOrder`]).
-#[derive(Debug, Clone, Copy)]
-pub struct Loader {
-    pub node: NodeId,
-    pub vote: Option<Vote>,
 }
 
 /// The state machine of one group. See the module docs.
@@ -132,7 +123,6 @@ impl GroupStateMachine {
         db: StateDb,
         snapshot_dir: PathBuf,
         mut machine: Box<dyn GroupMachine>,
-        loader: Loader,
     ) -> Result<GroupStateMachine, StorageError> {
         let snapshots = blocking(move || SnapshotDir::open(snapshot_dir))
             .await
@@ -189,10 +179,7 @@ impl GroupStateMachine {
             in_place = None;
         }
         let view = MachineView::new(db.clone(), group);
-        let voters = membership.membership().voter_ids().collect();
-        LoadOrder::of(loader.node, loader.vote.as_ref(), &voters)
-            .run(|| load_checked(machine.as_mut(), &view))
-            .map_err(sm_read_err)?;
+        load_checked(machine.as_mut(), &view).map_err(sm_read_err)?;
         Ok(GroupStateMachine {
             group,
             db,

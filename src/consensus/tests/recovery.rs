@@ -7,7 +7,7 @@ use openraft::storage::RaftStateMachine;
 
 use crate::consensus::group::GroupOptions;
 use crate::consensus::state_db::{self, KEY_INSTALLING, SPACE_DATA, SPACE_RAFT};
-use crate::consensus::state_machine::{GroupStateMachine, Loader};
+use crate::consensus::state_machine::GroupStateMachine;
 
 fn snapshot_often() -> GroupOptions {
     GroupOptions {
@@ -56,10 +56,6 @@ async fn fill_and_wait_for_purge(
         storage.state.clone(),
         storage.snapshot_dir(group_id),
         Box::new(Counters::default()),
-        Loader {
-            node: 1,
-            vote: None,
-        },
     )
     .await
     .unwrap();

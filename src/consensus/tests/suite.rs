@@ -6,7 +6,7 @@ use tempfile::TempDir;
 
 use super::support::{open_storage, Counters};
 use crate::consensus::log_store::GroupLogStore;
-use crate::consensus::state_machine::{GroupStateMachine, Loader};
+use crate::consensus::state_machine::GroupStateMachine;
 use crate::consensus::types::{StorageError, TypeConfig};
 
 struct TempStores;
@@ -22,10 +22,6 @@ impl StoreBuilder<TypeConfig, GroupLogStore, GroupStateMachine, TempDir> for Tem
             storage.state.clone(),
             storage.snapshot_dir(group),
             Box::new(Counters::default()),
-            Loader {
-                node: 1,
-                vote: None,
-            },
         )
         .await?;
         Ok((dir, log, state_machine))
