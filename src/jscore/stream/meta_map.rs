@@ -23,7 +23,7 @@
 
 use std::collections::{btree_map, BTreeMap};
 use std::iter::{Chain, Map};
-use std::ops::{Bound, Deref, RangeBounds};
+use std::ops::{Deref, RangeBounds};
 use std::option;
 use std::sync::Arc;
 
@@ -31,6 +31,9 @@ use super::chunk_key::MetaChunks as C;
 use super::message::MsgMeta;
 use super::meta_chunk::Chunk;
 use super::meta_spill::{Away, MetaSpill, Spill};
+
+mod iter;
+pub(super) use iter::Iter;
 
 #[derive(Default)]
 pub(super) struct MetaMap {
@@ -401,29 +404,7 @@ impl MetaMap {
     }
 
     pub fn range(&self, range: impl RangeBounds<u64>) -> Iter<'_> {
-        let lo = match range.start_bound() {
-            Bound::Included(&seq) => seq,
-            Bound::Excluded(&seq) => seq.saturating_add(1),
-            Bound::Unbounded => 0,
-        };
-        // Exclusive; a stream never reaches sequence u64::MAX.
-        let hi = match range.end_bound() {
-            Bound::Included(&seq) => seq.saturating_add(1),
-            Bound::Excluded(&seq) => seq,
-            Bound::Unbounded => u64::MAX,
-        };
-        let chunks = match lo < hi {
-            true => self.chunks_in(C::split(lo).0..=C::split(hi - 1).0),
-            false => self.chunks_in(1..1),
-        };
-        Iter {
-            map: self,
-            chunks,
-            lo,
-            hi,
-            front: None,
-            back: None,
-        }
+        Iter::over(self, range)
     }
 
     pub fn iter(&self) -> Iter<'_> {
@@ -535,75 +516,5 @@ impl Eq for MetaMap {}
 impl std::fmt::Debug for MetaMap {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_map().entries(self.iter()).finish()
-    }
-}
-
-/// Ascending (and, from the back, descending) `(seq, meta)` pairs of a [`MetaMap`] range.
-pub(super) struct Iter<'a> {
-    map: &'a MetaMap,
-    chunks: Chunks<'a>,
-    /// The sequences not yet yielded from either end: `lo..hi`.
-    lo: u64,
-    hi: u64,
-    front: Option<(u64, ChunkRef<'a>)>,
-    back: Option<(u64, ChunkRef<'a>)>,
-}
-
-impl Iter<'_> {
-    /// The offsets of chunk `key` still to be yielded, `lo..hi` within it.
-    fn window(&self, key: u64) -> (u32, u32) {
-        let start = C::join(key, 0);
-        let end = start + C::LEN as u64;
-        let lo = self.lo.clamp(start, end) - start;
-        let hi = self.hi.clamp(start, end) - start;
-        (lo as u32, hi as u32)
-    }
-}
-
-impl Iterator for Iter<'_> {
-    type Item = (u64, MsgMeta);
-
-    fn next(&mut self) -> Option<Self::Item> {
-        loop {
-            if let Some((key, chunk)) = &self.front {
-                let key = *key;
-                let (lo, hi) = self.window(key);
-                if let Some((off, meta)) = chunk.next_in(lo, hi) {
-                    let seq = C::join(key, off);
-                    self.lo = seq + 1;
-                    return Some((seq, meta));
-                }
-                self.front = None;
-            }
-            match self.chunks.next() {
-                Some((key, slot)) => self.front = Some((key, self.map.read(slot))),
-                None => {
-                    self.front = Some(self.back.take()?);
-                }
-            }
-        }
-    }
-}
-
-impl DoubleEndedIterator for Iter<'_> {
-    fn next_back(&mut self) -> Option<Self::Item> {
-        loop {
-            if let Some((key, chunk)) = &self.back {
-                let key = *key;
-                let (lo, hi) = self.window(key);
-                if let Some((off, meta)) = chunk.prev_in(lo, hi) {
-                    let seq = C::join(key, off);
-                    self.hi = seq;
-                    return Some((seq, meta));
-                }
-                self.back = None;
-            }
-            match self.chunks.next_back() {
-                Some((key, slot)) => self.back = Some((key, self.map.read(slot))),
-                None => {
-                    self.back = Some(self.front.take()?);
-                }
-            }
-        }
     }
 }
